@@ -1,0 +1,279 @@
+"""The ``gpuanon`` command.
+
+    gpuanon anonymize --dataset adult --k 10 --out adult_k10.csv --report adult_k10.json
+    gpuanon anonymize data.parquet --qi age,zip --sensitive disease --k 5 --l 2 --out anon.parquet
+    gpuanon check anon.csv --qi age,zip --sensitive disease --k 5 --l 2
+
+Errors in the input print one line naming the problem and the fix and exit with status 2;
+``check`` exits with status 1 when the table does not meet the requested k / l / t.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from . import __version__
+from .errors import GpuanonError, InputError
+
+log = logging.getLogger("gpuanon")
+
+# Keys a --config TOML file may set (the long option names, '-' or '_').
+CONFIG_KEYS = {
+    "input", "dataset", "rows", "seed", "qi", "sensitive", "target", "identifiers", "numeric",
+    "categorical", "k", "l", "l_kind", "c", "t", "t_distance", "mode", "format", "max_suppression",
+    "backend", "out", "report",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, like every other input error
+        self.exit(2, f"gpuanon: error: {message}; see '{self.prog} --help'\n")
+
+
+def _add_input(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("input (a file, or a bundled / generated dataset)")
+    g.add_argument("input", nargs="?", help="CSV, TSV or Parquet file")
+    g.add_argument("--dataset", choices=["adult", "hepmass", "breast_cancer", "wine", "digits"],
+                   help="bundled Adult data, the HEPMASS-shaped generator, or a scikit-learn set")
+    g.add_argument("--rows", type=int, help="rows to generate (hepmass) or sample (others)")
+    g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
+
+
+def _add_roles(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("column roles (comma-separated lists)")
+    g.add_argument("--qi", help="quasi-identifier columns (default for --dataset: its standard QIs)")
+    g.add_argument("--sensitive", help="sensitive attribute (used by l and t)")
+    g.add_argument("--target", help="target column (orders categories; used by later metrics)")
+    g.add_argument("--identifiers", help="identifier columns, dropped from the output")
+    g.add_argument("--numeric", help="QIs to treat as numeric (overrides dtype inference)")
+    g.add_argument("--categorical", help="QIs to treat as categorical")
+
+
+def _add_criteria(p: argparse.ArgumentParser, required_k: bool) -> None:
+    g = p.add_argument_group("privacy criteria")
+    g.add_argument("--k", type=int, help="k-anonymity: minimum class size (>= 2)" + ("" if required_k else "; checked when given"))
+    g.add_argument("--l", type=int, help="l-diversity: distinct sensitive values per class (0: off)")
+    g.add_argument("--l-kind", dest="l_kind", choices=["distinct", "entropy", "recursive"], help="default distinct")
+    g.add_argument("--c", type=float, help="c of recursive (c, l)-diversity (default 1)")
+    g.add_argument("--t", type=float, help="t-closeness threshold (off by default)")
+    g.add_argument("--t-distance", dest="t_distance", choices=["equal", "ordered", "kl"],
+                   help="EMD with equal or ordered ground distance, or KL (default equal)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gpuanon", description="GPU-accelerated anonymization of tabular data.")
+    p.add_argument("--version", action="version", version=f"gpuanon {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="no log lines or progress")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    a = sub.add_parser("anonymize", help="Mondrian k-anonymity (+ l-diversity, t-closeness)",
+                       description="Anonymize a table with Mondrian partitioning; the output is "
+                                   "verified independently before it is written.")
+    _add_input(a)
+    _add_roles(a)
+    _add_criteria(a, True)
+    g = a.add_argument_group("algorithm and output")
+    g.add_argument("--mode", choices=["strict", "relaxed"], help="Mondrian cut rule (default strict)")
+    g.add_argument("--format", choices=["range", "minmax", "mean"],
+                   help="numeric QIs as 'lo-hi' text, <col>_min/<col>_max columns, or the class mean (default range)")
+    g.add_argument("--max-suppression", dest="max_suppression", type=float,
+                   help="fraction of rows that may be suppressed (default 0.01)")
+    g.add_argument("--backend", choices=["auto", "cpu", "gpu"], help="default: $GPUANON_BACKEND or auto")
+    g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
+    g.add_argument("--report", help="JSON report")
+    g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
+
+    c = sub.add_parser("check", help="verify k / l / t of any table (exit 1 when not met)",
+                       description="Recompute the achieved k, l and t of a table from the table "
+                                   "alone and compare them with the requested values.")
+    _add_input(c)
+    c.add_argument("--qi", help="generalized QI columns (for minmax output the base names work)")
+    c.add_argument("--sensitive", help="sensitive attribute")
+    _add_criteria(c, False)
+    c.add_argument("--original", help="original table: its sensitive distribution is t-closeness's reference")
+    c.add_argument("--report", help="JSON report of the check")
+    return p
+
+
+def _load_config(path: str | None) -> dict:
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise InputError(f"cannot read config '{path}': no such file; check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"config '{path}' is not valid TOML ({exc}); fix the file") from None
+    cfg = {}
+    for key, val in raw.items():
+        k = key.replace("-", "_")
+        if k not in CONFIG_KEYS:
+            raise InputError(f"config '{path}': unknown key '{key}'; known keys: {', '.join(sorted(CONFIG_KEYS))}")
+        if isinstance(val, list):
+            val = ",".join(map(str, val))
+        cfg[k] = val
+    return cfg
+
+
+def _merged(args: argparse.Namespace, cfg: dict, name: str, default=None):
+    v = getattr(args, name, None)
+    if v is None:
+        v = cfg.get(name)
+    return default if v is None else v
+
+
+def _read_input(args, cfg):
+    from .datasets import get_dataset, load_table  # noqa: PLC0415
+
+    inp = _merged(args, cfg, "input")
+    ds = _merged(args, cfg, "dataset")
+    if inp and ds:
+        raise InputError("give either an input file or --dataset, not both")
+    if not inp and not ds:
+        raise InputError("no input: give a CSV / Parquet file or --dataset adult")
+    if ds:
+        df, roles = get_dataset(ds, rows=_merged(args, cfg, "rows"), seed=_merged(args, cfg, "seed", 0))
+        return df, roles, f"dataset:{ds}"
+    return load_table(inp), {}, str(inp)
+
+
+def _setup_logging(quiet: bool) -> None:
+    if not log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("gpuanon: %(message)s"))
+        log.addHandler(h)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+def cmd_anonymize(args) -> int:
+    from .io import check_writable, write_json, write_table  # noqa: PLC0415
+    from .mondrian import Mondrian  # noqa: PLC0415
+
+    cfg = _load_config(args.config)
+    t0 = time.perf_counter()
+    out_path, report_path = _merged(args, cfg, "out"), _merged(args, cfg, "report")
+    if out_path:
+        check_writable(out_path)
+    if report_path:
+        check_writable(report_path, table=False)
+    k = _merged(args, cfg, "k")
+    if k is None:
+        raise InputError("no k given; pass --k (e.g. --k 3)")
+    df, roles, source = _read_input(args, cfg)
+    t_read = time.perf_counter() - t0
+    qi = _merged(args, cfg, "qi", roles.get("quasi_identifiers"))
+    if not qi:
+        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    t = _merged(args, cfg, "t")
+    m = Mondrian(
+        k=k, l=_merged(args, cfg, "l", 0), t=None if t is None else float(t),
+        l_kind=_merged(args, cfg, "l_kind", "distinct"), c=float(_merged(args, cfg, "c", 1.0)),
+        t_distance=_merged(args, cfg, "t_distance", "equal"), quasi_identifiers=qi,
+        sensitive=_merged(args, cfg, "sensitive", roles.get("sensitive")),
+        target=_merged(args, cfg, "target", roles.get("target")),
+        identifiers=_merged(args, cfg, "identifiers"), numeric=_merged(args, cfg, "numeric"),
+        categorical=_merged(args, cfg, "categorical"), mode=_merged(args, cfg, "mode", "strict"),
+        output_format=_merged(args, cfg, "format", "range"),
+        max_suppression=float(_merged(args, cfg, "max_suppression", 0.01)),
+        backend=_merged(args, cfg, "backend"), progress=not args.quiet)
+    out = m.fit_transform(df)
+    report = m.report_
+    t1 = time.perf_counter()
+    if out_path:
+        write_table(out, out_path, metadata=out.attrs.get("gpuanon"))
+    secs = report["seconds"]
+    secs["write"] = round(time.perf_counter() - t1, 6)
+    secs["read"] = round(t_read, 6)
+    secs["total"] = round(time.perf_counter() - t0, 6)
+    report["seconds"] = {k_: secs.get(k_, 0.0) for k_ in
+                         ("read", "encode", "partition", "generalize", "verify", "write", "total")}
+    report["input"] = source
+    report["output"] = out_path
+    report["verification"] = m.verification_.to_dict()
+    if report_path:
+        write_json(report, report_path)
+    a = report["achieved"]
+    log.info("%d rows in, %d out, %d suppressed; %d classes; achieved k=%s l=%s t=%s; %.2f s%s",
+             report["n_rows_in"], report["n_rows_out"], report["n_suppressed"], report["n_classes"],
+             a["k"], a["l"], "-" if a["t"] is None else f"{a['t']:.4f}", secs["total"],
+             f"; wrote {out_path}" if out_path else "; no --out given, nothing written")
+    return 0
+
+
+def cmd_check(args) -> int:
+    import pandas as pd  # noqa: PLC0415
+
+    from .datasets import load_table  # noqa: PLC0415
+    from .io import write_json  # noqa: PLC0415
+    from .verify import verify  # noqa: PLC0415
+
+    df, roles, source = _read_input(args, {})
+    qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
+    if not qi:
+        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    cols = []
+    for c in [x.strip() for x in qi.split(",") if x.strip()]:
+        if c in df.columns:
+            cols.append(c)
+        elif f"{c}_min" in df.columns and f"{c}_max" in df.columns:
+            cols += [f"{c}_min", f"{c}_max"]
+        else:
+            from .schema import _suggest  # noqa: PLC0415
+
+            raise InputError(f"quasi-identifier '{c}' is not a column{_suggest(c, list(df.columns))}")
+    sens = args.sensitive or roles.get("sensitive")
+    if sens is not None and sens not in df.columns:
+        from .schema import _suggest  # noqa: PLC0415
+
+        raise InputError(f"sensitive attribute '{sens}' is not a column{_suggest(sens, list(df.columns))}")
+    reference = None
+    if args.original:
+        orig = load_table(args.original)
+        if sens not in orig.columns:
+            raise InputError(f"original table '{args.original}' has no column '{sens}'")
+        reference = orig[sens]
+    if (args.l or args.t is not None) and sens is None:
+        raise InputError("checking l or t needs --sensitive COL")
+    res = verify(df, cols, sens, k=args.k, l=args.l or 0, l_kind=args.l_kind or "distinct",
+                 c=args.c or 1.0, t=args.t, t_distance=args.t_distance or "equal", reference=reference)
+    rep = res.to_dict()
+    rep["input"] = source
+    if args.report:
+        write_json(rep, args.report)
+    t_txt = "-" if res.t is None else f"{res.t:.4f}"
+    print(f"{source}: {res.n_rows} rows, {res.n_classes} classes; achieved k={res.k} l={res.l} t={t_txt}")
+    for f in res.failures:
+        print(f"FAIL {f}")
+    print("OK" if res.ok else "NOT MET")
+    _ = pd
+    return 0 if res.ok else 1
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(getattr(args, "quiet", False))
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "anonymize":
+            return cmd_anonymize(args)
+        return cmd_check(args)
+    except GpuanonError as exc:
+        sys.stderr.write(f"gpuanon: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("gpuanon: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

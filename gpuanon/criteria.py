@@ -1,0 +1,112 @@
+"""Privacy criteria evaluated on many candidate partitions at once.
+
+Each criterion sees per-partition statistics only: sizes ``(m,)`` and, for l-diversity and
+t-closeness, sensitive-value histograms ``(m, n_sa)``. :meth:`Criteria.satisfied` returns one
+bool per partition and is what the Mondrian kernel calls on every candidate child.
+
+Examples
+--------
+>>> import numpy as np
+>>> c = Criteria(k=2, l=2)
+>>> c.satisfied(np.array([3, 3]), np.array([[2, 1], [3, 0]])).tolist()
+[True, False]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+L_KINDS = ("distinct", "entropy", "recursive")
+T_DISTANCES = ("equal", "ordered", "kl")
+TOL = 1e-9
+
+
+def sa_distance(hist, q, kind: str, xp=np):
+    """Distance between each row's distribution (counts ``hist``, shape (m, n_sa)) and ``q``.
+
+    ``equal``: EMD with equal ground distance, ``0.5 * sum |p - q|``; ``ordered``: EMD over the
+    sorted values, ``sum_i |sum_{j<=i} (p_j - q_j)| / (n_sa - 1)``; ``kl``: ``sum p log(p / q)``.
+    """
+    hist = xp.asarray(hist, dtype=xp.float64)
+    tot = hist.sum(axis=1, keepdims=True)
+    p = hist / xp.where(tot > 0, tot, 1.0)
+    q = xp.asarray(q, dtype=xp.float64)[None, :]
+    if kind == "equal":
+        return 0.5 * xp.abs(p - q).sum(axis=1)
+    if kind == "ordered":
+        m = p.shape[1]
+        if m < 2:
+            return xp.zeros(p.shape[0])
+        return xp.abs(xp.cumsum(p - q, axis=1)).sum(axis=1) / (m - 1)
+    if kind == "kl":
+        safe_q = xp.where(q > 0, q, 1.0)
+        ratio = xp.where(p > 0, p / safe_q, 1.0)
+        return (p * xp.log(ratio)).sum(axis=1)
+    raise ValueError(f"t_distance '{kind}' is not one of {', '.join(T_DISTANCES)}")
+
+
+def sa_entropy(hist, xp=np):
+    """Natural-log entropy of each row's distribution."""
+    hist = xp.asarray(hist, dtype=xp.float64)
+    tot = hist.sum(axis=1, keepdims=True)
+    p = hist / xp.where(tot > 0, tot, 1.0)
+    return -(xp.where(p > 0, p * xp.log(xp.where(p > 0, p, 1.0)), 0.0)).sum(axis=1)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """k-anonymity plus optional l-diversity and t-closeness.
+
+    Parameters
+    ----------
+    k : int
+        Minimum class size, ``k >= 2``.
+    l : int
+        l-diversity parameter; 0 disables it.
+    l_kind : {'distinct', 'entropy', 'recursive'}
+    c : float
+        The ``c`` of recursive (c, l)-diversity.
+    t : float or None
+        t-closeness threshold; None disables it.
+    t_distance : {'equal', 'ordered', 'kl'}
+    q : array or None
+        The whole table's sensitive-value distribution (needed with ``t``).
+    """
+
+    k: int
+    l: int = 0
+    l_kind: str = "distinct"
+    c: float = 1.0
+    t: float | None = None
+    t_distance: str = "equal"
+    q: np.ndarray | None = None
+
+    @property
+    def needs_histogram(self) -> bool:
+        return bool(self.l) or self.t is not None
+
+    def with_q(self, q) -> "Criteria":
+        return Criteria(self.k, self.l, self.l_kind, self.c, self.t, self.t_distance, q)
+
+    def satisfied(self, sizes, hist=None, xp=np):
+        """One bool per partition: do sizes (and histograms) meet every criterion?"""
+        ok = sizes >= self.k
+        if not self.needs_histogram:
+            return ok
+        if self.l:
+            if self.l_kind == "distinct":
+                ok &= (hist > 0).sum(axis=1) >= self.l
+            elif self.l_kind == "entropy":
+                ok &= sa_entropy(hist, xp) >= np.log(self.l) - TOL
+            else:  # recursive (c, l): r1 < c * (r_l + ... + r_m)
+                r = -xp.sort(-hist, axis=1)
+                tail = r[:, self.l - 1:].sum(axis=1) if r.shape[1] >= self.l else xp.zeros(r.shape[0])
+                ok &= r[:, 0] < self.c * tail
+        if self.t is not None:
+            ok &= sa_distance(hist, self.q, self.t_distance, xp) <= self.t + TOL
+        return ok
+
+    def __call__(self, sizes, hist=None, xp=np):
+        return self.satisfied(sizes, hist, xp)

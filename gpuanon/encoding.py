@@ -1,0 +1,229 @@
+"""The encoded table every algorithm runs on, and the dictionaries to decode it.
+
+QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`);
+the sensitive attribute and the target become integer codes. Data frames exist only at the edges.
+
+Category code order (the contract, section 1): with a target, categories are ordered by
+(majority target value, share of that majority, value), so that Mondrian's ordinal cuts keep
+similar categories together; without one, by value. A missing category is its own category and
+sorts after the others with the same majority and share.
+
+Examples
+--------
+>>> import pandas as pd
+>>> from gpuanon.schema import Schema
+>>> df = pd.DataFrame({"a": [1.0, 2.0, None], "c": ["x", "y", "x"], "y": [0, 1, 0]})
+>>> t = encode(df, Schema.from_frame(df, ["a", "c"], sensitive="y", target="y"))
+>>> t.keys.shape, t.n_blocks
+((2, 3), 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
+
+from .backend import to_host
+from .schema import Schema
+
+
+@dataclass
+class Column:
+    """How one QI is encoded and decoded."""
+
+    name: str
+    kind: str  # 'numeric' | 'categorical'
+    info: Any = None  # numeric: 'f32' or sorted distinct values (host float64)
+    categories: list = field(default_factory=list)  # categorical: values in code order
+    lo: float = float("nan")
+    hi: float = float("nan")
+    n_missing: int = 0
+    integer: bool = False
+
+    @property
+    def n_categories(self) -> int:
+        return len(self.categories)
+
+    @property
+    def global_range(self) -> float:
+        if self.kind != "numeric" or not np.isfinite(self.hi - self.lo):
+            return 0.0
+        return float(self.hi - self.lo)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "kind": self.kind, "n_missing": self.n_missing}
+        if self.kind == "categorical":
+            d["categories"] = [None if _isna(v) else _jsonable(v) for v in self.categories]
+        else:
+            d.update(min=_jsonable(self.lo), max=_jsonable(self.hi), integer=self.integer)
+        return d
+
+
+def _isna(v) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _jsonable(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+@dataclass
+class Table:
+    """An encoded table: QI keys, block ids (missing-value patterns), SA and target codes."""
+
+    n_rows: int
+    columns: list[Column]
+    keys: Any  # (d, n) uint32 on the backend's device
+    blocks: Any | None  # (n,) int64 missing-pattern ids, or None when nothing is missing
+    n_blocks: int
+    sa: Any | None = None  # (n,) int32
+    sa_values: list = field(default_factory=list)
+    sa_ordered: bool = False
+    target: Any | None = None
+    target_values: list = field(default_factory=list)
+    xp: Any = np
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def n_sa(self) -> int:
+        return len(self.sa_values)
+
+    def sa_distribution(self):
+        """The whole table's sensitive-value distribution (host float64)."""
+        if self.sa is None:
+            return None
+        counts = to_host(self.xp.bincount(self.sa, minlength=self.n_sa)).astype(np.float64)
+        return counts / max(counts.sum(), 1.0)
+
+    def numeric_values(self, j: int, keys=None):
+        """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
+        xp = self.xp
+        k = self.keys[j] if keys is None else keys
+        v = decode_keys(k, self.columns[j].info, xp)
+        return xp.where(k == MISSING, xp.nan, v)
+
+    def encoding_metadata(self) -> dict:
+        return {
+            "columns": [c.to_dict() for c in self.columns],
+            "sensitive_values": [_jsonable(v) for v in self.sa_values],
+            "sensitive_ordered": self.sa_ordered,
+            "target_values": [_jsonable(v) for v in self.target_values],
+        }
+
+
+def _codes_sorted(series: pd.Series):
+    """Codes of a column with categories sorted by value (missing last, its own category)."""
+    codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
+    uniq = list(uniques)
+    order = sorted(range(len(uniq)), key=lambda i: (_isna(uniq[i]), _sort_key(uniq[i])))
+    remap = np.empty(len(uniq), dtype=np.int64)
+    remap[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
+    return remap[codes].astype(np.int32), [uniq[i] for i in order]
+
+
+def _sort_key(v):
+    if _isna(v):
+        return (2, "")
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return (0, float(v), "")
+    return (1, str(v))
+
+
+def _encode_categorical(series: pd.Series, target_codes, n_target):
+    codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
+    uniq = list(uniques)
+    m = len(uniq)
+    if target_codes is not None and n_target > 0:
+        f = np.bincount(codes.astype(np.int64) * n_target + target_codes, minlength=m * n_target)
+        f = f.reshape(m, n_target)
+        tstar = f.argmax(axis=1)
+        share = f[np.arange(m), tstar] / np.maximum(f.sum(axis=1), 1)
+        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), _isna(uniq[i]), _sort_key(uniq[i])))
+    else:
+        order = sorted(range(m), key=lambda i: (_isna(uniq[i]), _sort_key(uniq[i])))
+    remap = np.empty(m, dtype=np.uint32)
+    remap[np.asarray(order, dtype=np.int64)] = np.arange(m, dtype=np.uint32)
+    return remap[codes], [uniq[i] for i in order]
+
+
+def encode(df: pd.DataFrame, schema: Schema, xp=np) -> Table:
+    """Encode the QIs, sensitive attribute and target of ``df`` for the given backend."""
+    n = len(df)
+    target_codes, target_values = None, []
+    if schema.target is not None:
+        target_codes, target_values = _codes_sorted(df[schema.target])
+    sa_codes, sa_values = None, []
+    if schema.sensitive is not None:
+        if schema.sensitive == schema.target:
+            sa_codes, sa_values = target_codes, target_values
+        else:
+            sa_codes, sa_values = _codes_sorted(df[schema.sensitive])
+    d = len(schema.quasi_identifiers)
+    keys = xp.empty((d, n), dtype=xp.uint32)
+    columns: list[Column] = []
+    pattern = np.zeros(n, dtype=np.int64)
+    any_missing = False
+    n_num = 0
+    for j, name in enumerate(schema.quasi_identifiers):
+        s = df[name]
+        if schema.kinds[name] == "categorical":
+            codes, cats = _encode_categorical(s, target_codes, len(target_values))
+            keys[j] = xp.asarray(codes)
+            columns.append(Column(name, "categorical", None, cats, n_missing=int(s.isna().sum())))
+            continue
+        if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+            s = pd.to_numeric(s, errors="coerce")
+        integer = pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
+        miss = np.isnan(arr)
+        nm = int(miss.sum())
+        if arr.dtype == np.float32:
+            kj = float32_keys(xp.asarray(arr), xp)
+            info = "f32"
+        else:
+            kj, uniq = rank_keys(xp.asarray(arr), xp)
+            info = to_host(uniq)
+        keys[j] = kj
+        lo = float(np.nanmin(arr)) if nm < n else float("nan")
+        hi = float(np.nanmax(arr)) if nm < n else float("nan")
+        columns.append(Column(name, "numeric", info, [], lo, hi, nm, bool(integer)))
+        if nm:
+            any_missing = True
+            pattern = pattern * 2 + miss
+            n_num += 1
+            if n_num % 60 == 0:  # keep the pattern id small: renumber it densely
+                pattern = pd.factorize(pattern, sort=True)[0].astype(np.int64)
+    blocks, n_blocks = None, 1
+    if any_missing:
+        codes, uniq = pd.factorize(pattern, sort=True)
+        blocks, n_blocks = xp.asarray(codes.astype(np.int64)), len(uniq)
+    return Table(
+        n_rows=n,
+        columns=columns,
+        keys=keys,
+        blocks=blocks,
+        n_blocks=n_blocks,
+        sa=None if sa_codes is None else xp.asarray(sa_codes),
+        sa_values=sa_values,
+        sa_ordered=schema.sensitive_ordered,
+        target=None if target_codes is None else xp.asarray(target_codes),
+        target_values=target_values,
+        xp=xp,
+    )

@@ -1,0 +1,33 @@
+"""The few exception types users catch.
+
+Every error raised on bad input is a :class:`GpuanonError`; the command line turns it into a
+one-line message and exit status :attr:`GpuanonError.exit_code`, never a traceback.
+"""
+
+
+class GpuanonError(Exception):
+    """Base class of every error gpuanon raises on purpose."""
+
+    exit_code = 2
+
+
+class InputError(GpuanonError, ValueError):
+    """An input file or dataset cannot be read or is unusable."""
+
+
+class SchemaError(GpuanonError, ValueError):
+    """A column role or kind is wrong (unknown column, non-numeric numeric QI, ...)."""
+
+
+class PrivacyError(GpuanonError):
+    """The requested k / l / t cannot be met (for the whole table or within the budget)."""
+
+
+class BackendError(GpuanonError, RuntimeError):
+    """The requested backend is not usable on this machine."""
+
+
+class VerificationError(GpuanonError):
+    """The independent check of an output failed: nothing is written."""
+
+    exit_code = 3

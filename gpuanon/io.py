@@ -1,0 +1,106 @@
+"""Writing tables and reports atomically (a temporary file in the same folder, then a rename).
+
+A failed run never leaves a half-written output: the temporary file is removed on any error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")
+
+
+def output_kind(path: str | os.PathLike) -> str:
+    """'csv' or 'parquet' from the file name; InputError for anything else."""
+    p = str(path).lower()
+    if p.endswith(".csv") or p.endswith(".csv.gz"):
+        return "csv"
+    if p.endswith(".parquet") or p.endswith(".pq"):
+        return "parquet"
+    raise InputError(f"output '{path}' has an unknown extension; use one of {', '.join(OUTPUT_EXTENSIONS)}")
+
+
+def check_writable(path: str | os.PathLike, *, table: bool = True) -> None:
+    """Fail early (before any work) when an output cannot be written."""
+    if table:
+        output_kind(path)
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"cannot write '{path}': folder '{folder}' does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"cannot write '{path}': folder '{folder}' is not writable")
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path next to ``path``; rename it over ``path`` only on success."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.resolve().parent))
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types become text (missing stays missing)."""
+    out = df
+    for c in df.columns:
+        if df[c].dtype == object:
+            types = {type(v) for v in df[c].dropna().head(100_000)}
+            if len(types) > 1:
+                if out is df:
+                    out = df.copy()
+                out[c] = df[c].map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    return out
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike, metadata: dict | None = None) -> None:
+    """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) atomically."""
+    kind = output_kind(path)
+    with atomic_path(path) as tmp:
+        if kind == "csv":
+            df.to_csv(tmp, index=False, compression="gzip" if str(path).lower().endswith(".gz") else None)
+        else:
+            import pyarrow as pa  # noqa: PLC0415
+            import pyarrow.parquet as pq  # noqa: PLC0415
+
+            tbl = pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
+            if metadata:
+                meta = dict(tbl.schema.metadata or {})
+                meta[b"gpuanon"] = json.dumps(metadata, default=_json_default).encode()
+                tbl = tbl.replace_schema_metadata(meta)
+            pq.write_table(tbl, tmp)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
+    return str(o)
+
+
+def write_json(obj: dict, path: str | os.PathLike) -> None:
+    """Write a JSON report atomically."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2, default=_json_default)
+            f.write("\n")

@@ -1,0 +1,285 @@
+"""The Mondrian anonymizer: schema -> encode -> partition -> generalize -> verify.
+
+Examples
+--------
+>>> from gpuanon import Mondrian
+>>> from gpuanon.datasets import load_adult
+>>> df = load_adult().head(2000)
+>>> m = Mondrian(k=5, quasi_identifiers=["age", "education", "gender"], sensitive="income",
+...              backend="cpu")
+>>> out = m.fit_transform(df)
+>>> m.report_["achieved"]["k"] >= 5
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernels.mondrian import mondrian_partition
+
+from . import verify as verify_mod
+from .backend import get_backend, to_host
+from .criteria import L_KINDS, T_DISTANCES, Criteria
+from .encoding import Table, encode
+from .errors import PrivacyError, SchemaError, VerificationError
+from .generalize import FORMATS, generalize, output_qi_columns
+from .schema import Schema
+
+log = logging.getLogger("gpuanon")
+MODES = ("strict", "relaxed")
+
+
+class _Progress:
+    """One updating line on a terminal (stderr); silent otherwise."""
+
+    def __init__(self, enabled: bool, n_rows: int):
+        self.on = enabled and sys.stderr.isatty()
+        self.n = n_rows
+
+    def __call__(self, level: int, active: int, done: int):
+        if self.on:
+            pct = 100.0 * (self.n - active) / max(self.n, 1)
+            sys.stderr.write(f"\rmondrian: level {level:3d}  classes {done:>9,d}  rows settled {pct:5.1f}%")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.on:
+            sys.stderr.write("\n")
+
+
+def _check_int(name: str, value, lo: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise SchemaError(f"{name} must be an integer >= {lo}, got {value!r}; {fix}")
+    return int(value)
+
+
+class Mondrian:
+    """Mondrian k-anonymity with optional l-diversity and t-closeness.
+
+    Parameters
+    ----------
+    k : int
+        Every equivalence class has at least ``k`` rows (``k >= 2``).
+    l : int
+        l-diversity (0: off). ``l_kind`` is ``'distinct'`` (default), ``'entropy'`` or
+        ``'recursive'`` (with ``c``).
+    t : float or None
+        t-closeness threshold (None: off); ``t_distance`` is ``'equal'`` (EMD, default),
+        ``'ordered'`` (EMD over sorted values) or ``'kl'``.
+    quasi_identifiers, sensitive, target, identifiers : column roles.
+    numeric, categorical : QIs whose inferred kind to override.
+    mode : {'strict', 'relaxed'}
+    output_format : {'range', 'minmax', 'mean'}
+    max_suppression : float
+        Fraction of rows that may be suppressed (default 0.01).
+    backend : {'auto', 'cpu', 'gpu'} or None (``GPUANON_BACKEND``)
+
+    Attributes
+    ----------
+    labels_ : ndarray
+        Class id of every input row (-1: suppressed).
+    n_classes_ : int
+    schema_, table_, backend_, report_ : learned state.
+    """
+
+    def __init__(self, k: int = 3, l: int = 0, t: float | None = None, *, l_kind: str = "distinct",
+                 c: float = 1.0, t_distance: str = "equal", quasi_identifiers=None, sensitive=None,
+                 target=None, identifiers=None, numeric=None, categorical=None,
+                 sensitive_ordered: bool | None = None, mode: str = "strict",
+                 output_format: str = "range", max_suppression: float = 0.01, backend: str | None = None,
+                 progress: bool = True):
+        self.k, self.l, self.t = k, l, t
+        self.l_kind, self.c, self.t_distance = l_kind, c, t_distance
+        self.quasi_identifiers, self.sensitive, self.target = quasi_identifiers, sensitive, target
+        self.identifiers, self.numeric, self.categorical = identifiers, numeric, categorical
+        self.sensitive_ordered = sensitive_ordered
+        self.mode, self.output_format, self.max_suppression = mode, output_format, max_suppression
+        self.backend, self.progress = backend, progress
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self, df: pd.DataFrame) -> Schema:
+        if not isinstance(df, pd.DataFrame):
+            raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
+        if len(df) == 0:
+            raise SchemaError("the input table is empty (0 rows); give a table with rows")
+        k = _check_int("k", self.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
+        if k > len(df):
+            raise PrivacyError(f"k = {k} is larger than the table ({len(df)} rows); choose k <= {len(df)}")
+        _check_int("l", self.l or 0, 0, "use l >= 2 for l-diversity, or 0 to turn it off")
+        if self.l == 1:
+            raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
+        if self.l_kind not in L_KINDS:
+            raise SchemaError(f"l_kind '{self.l_kind}' is not one of {', '.join(L_KINDS)}")
+        if self.t is not None:
+            if isinstance(self.t, bool) or not isinstance(self.t, (int, float)) or not (0 < float(self.t) <= 1 or self.t_distance == "kl" and self.t > 0):
+                raise SchemaError(f"t must be a number in (0, 1], got {self.t!r}; e.g. --t 0.2")
+        if self.t_distance not in T_DISTANCES:
+            raise SchemaError(f"t_distance '{self.t_distance}' is not one of {', '.join(T_DISTANCES)}")
+        if self.mode not in MODES:
+            raise SchemaError(f"mode '{self.mode}' is not one of strict, relaxed")
+        if self.output_format not in FORMATS:
+            raise SchemaError(f"format '{self.output_format}' is not one of {', '.join(FORMATS)}")
+        ms = self.max_suppression
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
+            raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {ms!r}; e.g. 0.01")
+        schema = Schema.from_frame(df, self.quasi_identifiers, self.sensitive, self.target, self.identifiers,
+                                   self.numeric, self.categorical, self.sensitive_ordered)
+        if (self.l or self.t is not None) and schema.sensitive is None:
+            raise SchemaError("l-diversity and t-closeness need a sensitive attribute; pass --sensitive COL")
+        return schema
+
+    def _criteria(self, table: Table) -> Criteria:
+        q = table.sa_distribution() if self.t is not None else None
+        return Criteria(int(self.k), int(self.l or 0), self.l_kind, float(self.c),
+                        None if self.t is None else float(self.t), self.t_distance, q)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
+        """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
+        t0 = time.perf_counter()
+        schema = self._validate(df)
+        be = get_backend(self.backend)
+        xp = be.xp
+        timings: dict[str, float] = {}
+        t1 = time.perf_counter()
+        table = encode(df, schema, xp)
+        timings["encode"] = time.perf_counter() - t1
+        crit = self._criteria(table)
+        whole_hist = None
+        if crit.needs_histogram:
+            whole_hist = xp.bincount(table.sa, minlength=table.n_sa)[None, :]
+            if not bool(crit.satisfied(xp.asarray([table.n_rows]), whole_hist, xp)[0]):
+                n_dist = int((whole_hist > 0).sum())
+                raise PrivacyError(
+                    f"the whole table fails l-diversity: sensitive attribute '{schema.sensitive}' has "
+                    f"{n_dist} distinct value(s) (l = {self.l}, {self.l_kind}); lower l or pick another "
+                    f"sensitive attribute")
+        t1 = time.perf_counter()
+        labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
+        timings["partition"] = time.perf_counter() - t1
+        self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
+        self.labels_ = to_host(labels)
+        self.n_partitions_ = n_parts
+        self.n_suppressed_ = suppressed
+        self.partition_info_ = info
+        self._timings = timings
+        self._t_fit = time.perf_counter() - t0
+        self._suppression_reason = sup_reason
+        return self
+
+    def _partition(self, table: Table, crit: Criteria, xp):
+        n = table.n_rows
+        keep = None
+        suppressed = 0
+        reason = ""
+        if table.blocks is not None:
+            # Missing-value blocks that cannot stand as a class on their own are suppressed.
+            bsizes = xp.bincount(table.blocks, minlength=table.n_blocks)
+            bh = None
+            if crit.needs_histogram:
+                bh = xp.bincount(table.blocks * table.n_sa + table.sa,
+                                 minlength=table.n_blocks * table.n_sa).reshape(table.n_blocks, table.n_sa)
+            bad = ~crit.satisfied(bsizes, bh, xp)
+            if bool(bad.any()):
+                drop = bad[table.blocks]
+                suppressed = int(drop.sum())
+                keep = xp.nonzero(~drop)[0]
+                reason = (f"{suppressed} row(s) with missing numeric QIs form groups that fail the "
+                          f"criteria on their own (k = {crit.k})")
+        budget = math.floor(float(self.max_suppression) * n)
+        if suppressed > budget:
+            raise PrivacyError(
+                f"{suppressed} row(s) ({100.0 * suppressed / n:.2f}%) would be suppressed, over the budget "
+                f"max_suppression = {self.max_suppression} ({budget} rows): {reason}; raise --max-suppression "
+                f"or fill the missing values")
+        if keep is not None and keep.shape[0] == 0:
+            raise PrivacyError(f"every row would be suppressed: {reason}")
+        keys = table.keys if keep is None else table.keys[:, keep]
+        blocks = table.blocks if keep is None else table.blocks[keep]
+        sa = None
+        if crit.needs_histogram:
+            sa = table.sa if keep is None else table.sa[keep]
+        prog = _Progress(self.progress, int(keys.shape[1]))
+        try:
+            lab, n_parts, info = mondrian_partition(
+                keys,
+                col_info=[c.info if c.kind == "numeric" else None for c in table.columns],
+                n_categories=[c.n_categories for c in table.columns],
+                global_range=np.asarray([c.global_range for c in table.columns]),
+                k=crit.k, allowed=crit.satisfied, blocks=blocks, sa=sa,
+                n_sa=table.n_sa if crit.needs_histogram else 0,
+                relaxed=self.mode == "relaxed", xp=xp, progress=prog)
+        finally:
+            prog.close()
+        if keep is None:
+            labels = lab
+        else:
+            labels = xp.full(n, -1, dtype=xp.int64)
+            labels[keep] = lab
+        return labels, n_parts, suppressed, reason, info
+
+    # ------------------------------------------------------------------ output
+    def transform(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Generalize the fitted partitions of ``df`` and verify the result independently.
+
+        Raises :class:`~gpuanon.errors.VerificationError` when the independent check fails.
+        """
+        if not hasattr(self, "labels_"):
+            raise RuntimeError("call fit() before transform()")
+        table, schema = self.table_, self.schema_
+        t1 = time.perf_counter()
+        labels = self.backend_.asarray(self.labels_)
+        out = generalize(df, table, labels, self.n_partitions_, self.output_format, schema.identifiers)
+        self._timings["generalize"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        qcols = output_qi_columns(schema.quasi_identifiers, self.output_format, schema.kinds)
+        reference = None
+        if schema.sensitive is not None:
+            reference = df[schema.sensitive]
+        res = verify_mod.verify(out, qcols, schema.sensitive, k=int(self.k), l=int(self.l or 0),
+                                l_kind=self.l_kind, c=float(self.c), t=self.t, t_distance=self.t_distance,
+                                reference=reference, sensitive_ordered=schema.sensitive_ordered)
+        self._timings["verify"] = time.perf_counter() - t1
+        self.verification_ = res
+        if not res.ok:
+            raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
+        self.report_ = self._report(df, out, res)
+        out.attrs["gpuanon"] = {"encoding": table.encoding_metadata(), "format": self.output_format}
+        return out
+
+    def fit_transform(self, df: pd.DataFrame, y=None) -> pd.DataFrame:
+        return self.fit(df).transform(df)
+
+    def _report(self, df, out, res) -> dict[str, Any]:
+        s = self.schema_
+        secs = {k: round(v, 6) for k, v in self._timings.items()}
+        return {
+            "backend": self.backend_.name,
+            "backend_reason": self.backend_.reason,
+            "device": self.backend_.device,
+            "n_rows_in": int(len(df)),
+            "n_rows_out": int(len(out)),
+            "n_suppressed": int(self.n_suppressed_),
+            "suppression_reason": self._suppression_reason,
+            "n_missing": {c.name: c.n_missing for c in self.table_.columns if c.n_missing},
+            "n_partitions": int(self.n_partitions_),
+            "n_classes": int(res.n_classes),
+            "requested": {"k": int(self.k), "l": int(self.l or 0), "l_kind": self.l_kind,
+                          "t": self.t, "t_distance": self.t_distance},
+            "achieved": {"k": res.k, "l": res.l, "t": res.t},
+            "class_size": res.size_stats,
+            "mode": self.mode,
+            "format": self.output_format,
+            "roles": s.to_dict(),
+            "partition": dict(self.partition_info_),
+            "encoding": self.table_.encoding_metadata(),
+            "seconds": secs,
+        }

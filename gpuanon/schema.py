@@ -1,0 +1,136 @@
+"""Column roles and kinds, and every check of user input, with messages naming the column.
+
+Examples
+--------
+>>> import pandas as pd
+>>> df = pd.DataFrame({"age": [30, 40], "zip": ["1", "2"], "y": [0, 1]})
+>>> s = Schema.from_frame(df, quasi_identifiers=["age", "zip"], sensitive="y")
+>>> s.kinds
+{'age': 'numeric', 'zip': 'categorical'}
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .errors import SchemaError
+
+
+def _suggest(name: str, columns) -> str:
+    close = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    shown = ", ".join(map(str, list(columns)[:12]))
+    return f"; the columns are: {shown}{', ...' if len(columns) > 12 else ''}"
+
+
+def _as_list(x) -> list[str]:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [c.strip() for c in x.split(",") if c.strip()]
+    return [str(c) for c in x]
+
+
+@dataclass
+class Schema:
+    """Roles (quasi-identifiers, sensitive, target, identifiers) and QI kinds."""
+
+    quasi_identifiers: list[str]
+    sensitive: str | None = None
+    target: str | None = None
+    identifiers: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)
+    sensitive_ordered: bool = False
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        quasi_identifiers,
+        sensitive: str | None = None,
+        target: str | None = None,
+        identifiers=None,
+        numeric=None,
+        categorical=None,
+        sensitive_ordered: bool | None = None,
+    ) -> "Schema":
+        """Validate roles against a frame and infer each QI's kind from its dtype.
+
+        Raises
+        ------
+        SchemaError
+            With a message naming the column, the rule and the fix.
+        """
+        cols = list(df.columns)
+        qis = _as_list(quasi_identifiers)
+        ids = _as_list(identifiers)
+        numeric, categorical = _as_list(numeric), _as_list(categorical)
+        if not qis:
+            raise SchemaError("no quasi-identifiers given; pass --qi COL1,COL2,... (quasi_identifiers=[...])")
+        for role, names in (("quasi-identifier", qis), ("identifier", ids),
+                            ("numeric column", numeric), ("categorical column", categorical),
+                            ("sensitive attribute", _as_list(sensitive)), ("target", _as_list(target))):
+            for c in names:
+                if c not in cols:
+                    raise SchemaError(f"{role} '{c}' is not a column{_suggest(c, cols)}")
+        dup = sorted({c for c in qis if qis.count(c) > 1})
+        if dup:
+            raise SchemaError(f"quasi-identifier '{dup[0]}' is listed twice; list each column once")
+        for c in ids:
+            if c in qis:
+                raise SchemaError(f"column '{c}' is both an identifier and a quasi-identifier; give it one role")
+        if sensitive is not None and sensitive in qis:
+            raise SchemaError(f"sensitive attribute '{sensitive}' is also a quasi-identifier; give it one role")
+        if sensitive is not None and sensitive in ids:
+            raise SchemaError(f"sensitive attribute '{sensitive}' is also an identifier; identifiers are dropped")
+        both = set(numeric) & set(categorical)
+        if both:
+            raise SchemaError(f"column '{sorted(both)[0]}' is declared both numeric and categorical; pick one")
+        kinds = {}
+        for c in qis:
+            if c in categorical:
+                kinds[c] = "categorical"
+            elif c in numeric:
+                kinds[c] = "numeric"
+                if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
+                    conv = pd.to_numeric(df[c], errors="coerce")
+                    bad = df[c][conv.isna() & df[c].notna()]
+                    if len(bad):
+                        raise SchemaError(
+                            f"quasi-identifier '{c}' is declared numeric but holds non-numeric values "
+                            f"such as {str(bad.iloc[0])!r}; declare it categorical or clean the column")
+            elif pd.api.types.is_bool_dtype(df[c]):
+                kinds[c] = "categorical"
+            elif pd.api.types.is_numeric_dtype(df[c]):
+                kinds[c] = "numeric"
+            else:
+                kinds[c] = "categorical"
+        if sensitive_ordered is None:
+            sensitive_ordered = bool(
+                sensitive is not None
+                and pd.api.types.is_numeric_dtype(df[sensitive])
+                and not pd.api.types.is_bool_dtype(df[sensitive])
+            )
+        return cls(qis, sensitive, target, ids, kinds, bool(sensitive_ordered))
+
+    @property
+    def numeric_qis(self) -> list[str]:
+        return [c for c in self.quasi_identifiers if self.kinds[c] == "numeric"]
+
+    @property
+    def categorical_qis(self) -> list[str]:
+        return [c for c in self.quasi_identifiers if self.kinds[c] == "categorical"]
+
+    def to_dict(self) -> dict:
+        return {
+            "quasi_identifiers": list(self.quasi_identifiers),
+            "sensitive": self.sensitive,
+            "target": self.target,
+            "identifiers": list(self.identifiers),
+            "kinds": dict(self.kinds),
+            "sensitive_ordered": self.sensitive_ordered,
+        }

@@ -1,0 +1,57 @@
+"""Order-preserving unsigned 32-bit keys for quasi-identifier columns.
+
+Mondrian only compares values of one column with each other, so every QI column is stored as a
+``uint32`` key whose order and equality are those of the values:
+
+* ``f32``: float32 columns, the IEEE bits mapped so that unsigned order is numeric order
+  (``-0.0`` is folded into ``+0.0``); decoding is exact.
+* ``rank``: any other numeric column, its dense rank among the sorted distinct values; decoding
+  is a look-up in that sorted array, exact.
+* categorical columns: their integer codes.
+
+Missing numeric values get :data:`MISSING`, larger than every real key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MISSING = np.uint32(0xFFFFFFFF)
+_SIGN = np.uint32(0x80000000)
+
+
+def float32_keys(x, xp=np):
+    """Keys of a float32 array (NaN -> :data:`MISSING`)."""
+    x = xp.asarray(x, dtype=xp.float32) + xp.float32(0.0)  # -0.0 -> +0.0
+    bits = x.view(xp.uint32)
+    neg = (bits & _SIGN) != 0
+    keys = xp.where(neg, ~bits, bits | _SIGN)
+    return xp.where(xp.isnan(x), MISSING, keys).astype(xp.uint32, copy=False)
+
+
+def decode_float32_keys(keys, xp=np):
+    """Inverse of :func:`float32_keys` for non-missing keys, as float64."""
+    keys = xp.asarray(keys, dtype=xp.uint32)
+    pos = (keys & _SIGN) != 0
+    bits = xp.where(pos, keys & ~_SIGN, ~keys).astype(xp.uint32)
+    return bits.view(xp.float32).astype(xp.float64)
+
+
+def rank_keys(x, xp=np):
+    """Dense-rank keys of a numeric array: ``(keys, sorted distinct non-missing values)``."""
+    x = xp.asarray(x, dtype=xp.float64)
+    miss = xp.isnan(x)
+    uniq, inv = xp.unique(x, return_inverse=True)  # NaNs collapse into one, sorted last
+    keys = inv.reshape(-1).astype(xp.uint32)
+    if bool(miss.any()):
+        keys[miss] = MISSING
+        uniq = uniq[~xp.isnan(uniq)]
+    return keys, uniq
+
+
+def decode_keys(keys, info, xp=np):
+    """Values (float64) of numeric keys; ``info`` is ``'f32'`` or the sorted distinct values."""
+    if isinstance(info, str):
+        return decode_float32_keys(keys, xp)
+    safe = xp.minimum(keys, xp.uint32(max(int(info.shape[0]) - 1, 0)))
+    return xp.asarray(info)[safe.astype(xp.int64)]

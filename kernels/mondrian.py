@@ -1,0 +1,245 @@
+"""Level-synchronous Mondrian partitioning on encoded keys, for NumPy and CuPy.
+
+All active partitions advance one level at a time. Rows stay contiguous per partition under a
+permutation; a level is a handful of whole-array passes: segmented min / max of the keys for the
+spans, one sort keyed by ``(partition, key of the chosen QI)`` for the medians, ``searchsorted``
+for the child sizes, one ``bincount`` for the children's sensitive-value histograms, and a
+stable regroup that keeps every child's rows in original row order. There is no Python loop
+over partitions or rows: the loops run over levels, over columns and over "next widest column"
+attempts.
+
+The cut rule (strict mode) is the contract's: along the widest QI by normalized span, cut at the
+lower median ``m``: left ``v <= m``, right ``v > m``; if right is empty, left ``v < m``, right
+``v >= m``. Relaxed mode cuts at the median position, ties split by original row index.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .keys import decode_keys
+from .segmented import exclusive_cumsum, segment_ids, segment_reduce
+
+_LOW32 = np.int64(0xFFFFFFFF)
+
+
+def _ranges(starts, sizes, xp):
+    """Row positions of the given segments, concatenated, and each row's local segment index."""
+    loc = segment_ids(sizes, xp)
+    ofs = exclusive_cumsum(sizes, xp)
+    total = int(sizes.sum()) if sizes.shape[0] else 0
+    rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
+    return rows, loc, ofs
+
+
+def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit):
+    """Normalized span of every column in every segment, shape (P, d); 0 where single-valued."""
+    d = K.shape[0]
+    P = sizes.shape[0]
+    mn = segment_reduce("minimum", K, starts, xp, axis=1)
+    mx = segment_reduce("maximum", K, starts, xp, axis=1)
+    span = xp.zeros((P, d), dtype=xp.float64)
+    for j in range(d):
+        single = mn[j] == mx[j]
+        if col_info[j] is None:
+            ncat = int(n_categories[j])
+            if ncat <= 1:
+                continue
+            flat = seg * ncat + K[j].astype(xp.int64)
+            if P * ncat <= cell_limit:
+                cnt = xp.bincount(flat, minlength=P * ncat).reshape(P, ncat)
+                distinct = (cnt > 0).sum(axis=1)
+            else:
+                distinct = xp.bincount(xp.unique(flat) // ncat, minlength=P)
+            s = distinct.astype(xp.float64) / ncat
+        else:
+            rng = float(global_range[j])
+            if not rng > 0:
+                continue
+            s = (decode_keys(mx[j], col_info[j], xp) - decode_keys(mn[j], col_info[j], xp)) / rng
+        span[:, j] = xp.where(single, 0.0, s)
+    return span
+
+
+def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
+    """Sensitive-value histograms of the left and right children: two (n_pend, n_sa) arrays."""
+    n_pend = pofs.shape[0]
+    child = 2 * loc + (~left).astype(xp.int64)
+    flat = child * n_sa + sa_rows.astype(xp.int64)
+    per = max(1, cell_limit // (2 * n_sa))
+    if n_pend <= per:
+        h = xp.bincount(flat, minlength=2 * n_pend * n_sa).reshape(n_pend, 2, n_sa)
+        return h[:, 0, :], h[:, 1, :]
+    # Large histograms: count in blocks of segments (a loop over blocks, not over partitions).
+    hl = xp.zeros((n_pend, n_sa), dtype=xp.int64)
+    hr = xp.zeros((n_pend, n_sa), dtype=xp.int64)
+    ends = [int(x) for x in pofs[per::per].tolist()] + [int(flat.shape[0])]
+    r0 = 0
+    for b, s0 in enumerate(range(0, n_pend, per)):
+        s1 = min(n_pend, s0 + per)
+        r1 = ends[b]
+        h = xp.bincount(flat[r0:r1] - 2 * s0 * n_sa, minlength=2 * (s1 - s0) * n_sa)
+        h = h.reshape(s1 - s0, 2, n_sa)
+        hl[s0:s1] = h[:, 0, :]
+        hr[s0:s1] = h[:, 1, :]
+        r0 = r1
+    return hl, hr
+
+
+def mondrian_partition(
+    keys,
+    *,
+    col_info: Sequence,
+    n_categories: Sequence[int],
+    global_range,
+    k: int,
+    allowed: Callable,
+    blocks=None,
+    sa=None,
+    n_sa: int = 0,
+    relaxed: bool = False,
+    xp=np,
+    progress: Callable | None = None,
+    cell_limit: int = 1 << 25,
+):
+    """Partition the rows of an encoded QI key matrix.
+
+    Parameters
+    ----------
+    keys : (d, n) uint32 array
+        Order-preserving keys (see :mod:`kernels.keys`).
+    col_info : sequence of length d
+        ``None`` for a categorical column, ``'f32'`` or the sorted distinct values for a numeric one.
+    n_categories : sequence of int
+        Number of categories of each categorical column (ignored for numeric ones).
+    global_range : (d,) float64
+        ``max - min`` over the whole table of each numeric column.
+    k : int
+        Segments smaller than ``2 k`` are final without trying a cut.
+    allowed : callable ``(sizes, hist_or_None, xp) -> bool array``
+        The privacy criteria, evaluated on candidate children.
+    blocks : (n,) int array or None
+        Initial partitions (e.g. missing-value patterns); rows with equal ids start together.
+    sa, n_sa : sensitive codes and their count; histograms are built only when ``n_sa > 0``.
+    relaxed : bool
+        Cut at the median position instead of the median value.
+
+    Returns
+    -------
+    labels : (n,) int64
+        Partition of every row, numbered by the smallest row index in each partition.
+    n_parts : int
+    info : dict
+        ``levels`` and ``attempts`` counts.
+    """
+    d, n = keys.shape
+    needs_hist = sa is not None and n_sa > 0
+    if blocks is None:
+        perm = xp.arange(n, dtype=xp.int64)
+        sizes = xp.asarray([n], dtype=xp.int64)
+    else:
+        blocks = xp.asarray(blocks, dtype=xp.int64)
+        perm = xp.argsort(blocks, kind="stable").astype(xp.int64)
+        counts = xp.bincount(blocks)
+        sizes = counts[counts > 0].astype(xp.int64)
+    K = xp.take(keys, perm, axis=1)
+    S = sa[perm] if needs_hist else None
+    labels = xp.empty(n, dtype=xp.int64)
+    first_rows = []
+    n_parts = 0
+    levels = attempts = 0
+
+    while sizes.shape[0] > 0:
+        levels += 1
+        P = sizes.shape[0]
+        starts = exclusive_cumsum(sizes, xp)
+        seg = segment_ids(sizes, xp)
+        span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit)
+        span[sizes < 2 * k] = 0.0
+        n_act = K.shape[1]
+        go_left = xp.zeros(n_act, dtype=bool)
+        cut = xp.zeros(P, dtype=bool)
+        pend = xp.nonzero(span.max(axis=1) > 0)[0]
+        while pend.shape[0] > 0:
+            sp = span[pend]
+            col = xp.argmax(sp, axis=1)  # widest first, ties: lowest column index
+            live = sp[xp.arange(pend.shape[0]), col] > 0
+            pend, col = pend[live], col[live]
+            if pend.shape[0] == 0:
+                break
+            attempts += 1
+            psizes, pstarts = sizes[pend], starts[pend]
+            rows, loc, pofs = _ranges(pstarts, psizes, xp)
+            v = K[col[loc], rows]
+            key = (loc << 32) | v.astype(xp.int64)
+            if relaxed:
+                order = xp.argsort(key, kind="stable")
+                skey = key[order]
+            else:
+                skey = xp.sort(key)
+            n_pend = pend.shape[0]
+            med = skey[pofs + (psizes - 1) // 2] & _LOW32
+            if relaxed:
+                nleft = (psizes + 1) // 2
+                pos = xp.empty_like(order)
+                pos[order] = xp.arange(order.shape[0], dtype=order.dtype)
+                left = (pos - pofs[loc]) < nleft[loc]
+            else:
+                top = skey[pofs + psizes - 1] & _LOW32
+                base = xp.arange(n_pend, dtype=xp.int64) << 32
+                le = xp.searchsorted(skey, base | med, side="right") - pofs
+                lt = xp.searchsorted(skey, base | med, side="left") - pofs
+                use_lt = med == top
+                nleft = xp.where(use_lt, lt, le)
+                vm = med[loc]
+                left = xp.where(use_lt[loc], v.astype(xp.int64) < vm, v.astype(xp.int64) <= vm)
+            nright = psizes - nleft
+            if needs_hist:
+                hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit)
+            else:
+                hl = hr = None
+            ok = (nleft > 0) & (nright > 0) & allowed(nleft, hl, xp) & allowed(nright, hr, xp)
+            cut[pend[ok]] = True
+            rsel = ok[loc]
+            go_left[rows[rsel]] = left[rsel]
+            span[pend, col] = -1.0
+            pend = pend[~ok]
+
+        fin = xp.nonzero(~cut)[0]
+        if fin.shape[0]:
+            frows, floc, _ = _ranges(starts[fin], sizes[fin], xp)
+            labels[perm[frows]] = n_parts + floc
+            first_rows.append(perm[starts[fin]])  # rows stay in original order per segment
+            n_parts += int(fin.shape[0])
+        cidx = xp.nonzero(cut)[0]
+        if progress is not None:
+            progress(levels, int(n_act), n_parts)
+        if cidx.shape[0] == 0:
+            break
+        csizes = sizes[cidx]
+        crows, cloc, cofs = _ranges(starts[cidx], csizes, xp)
+        L = go_left[crows].astype(xp.int64)
+        R = 1 - L
+        csL = xp.cumsum(L) - L
+        csR = xp.cumsum(R) - R
+        nl = segment_reduce("add", L, cofs, xp, axis=0)
+        new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
+        new_starts = exclusive_cumsum(new_sizes, xp)
+        ls, rs = new_starts[0::2], new_starts[1::2]
+        newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
+        src = xp.empty_like(crows)
+        src[newpos] = crows
+        perm = perm[src]
+        K = xp.take(K, src, axis=1)
+        if needs_hist:
+            S = S[src]
+        sizes = new_sizes
+
+    if n_parts:
+        firsts = xp.concatenate(first_rows)
+        relabel = xp.empty(n_parts, dtype=xp.int64)
+        relabel[xp.argsort(firsts)] = xp.arange(n_parts, dtype=xp.int64)
+        labels = relabel[labels]
+    return labels, n_parts, {"levels": levels, "attempts": attempts}
