@@ -1,0 +1,120 @@
+"""The command line, through a subprocess: outputs, reports, config files and every input error."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ADULT_QI = "age,workclass,education,education-num,marital-status,occupation,relationship,race,gender,native-country"
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def test_anonymize_adult_writes_verified_csv_and_report(tmp_path):
+    out, rep = tmp_path / "a.csv", tmp_path / "a.json"
+    r = run("anonymize", "--dataset", "adult", "--k", "10", "--out", str(out), "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    assert "backend cpu" in r.stderr
+    report = json.loads(rep.read_text())
+    for key in ("backend", "n_rows_in", "n_rows_out", "n_suppressed", "n_classes", "achieved", "seconds"):
+        assert key in report
+    assert set(report["achieved"]) >= {"k", "l", "t"}
+    assert set(report["seconds"]) >= {"read", "encode", "partition", "generalize", "verify", "write", "total"}
+    assert report["achieved"]["k"] >= 10
+    assert report["n_rows_in"] == report["n_rows_out"] + report["n_suppressed"] == 32561
+    df = pd.read_csv(out)
+    assert len(df) == report["n_rows_out"]
+    # the independent checker agrees, and fails a stricter request with exit status 1
+    ok = run("check", str(out), "--qi", ADULT_QI, "--sensitive", "income", "--k", "10")
+    assert ok.returncode == 0 and "OK" in ok.stdout
+    bad = run("check", str(out), "--qi", ADULT_QI, "--sensitive", "income", "--k", "10000")
+    assert bad.returncode == 1 and "NOT MET" in bad.stdout
+
+
+def test_parquet_minmax_l_and_t_from_config(tmp_path):
+    cfg = tmp_path / "job.toml"
+    out = tmp_path / "o.parquet"
+    cfg.write_text(f'dataset = "adult"\nk = 5\nl = 2\nt = 0.3\nformat = "minmax"\nout = "{out}"\n')
+    r = run("anonymize", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    df = pd.read_parquet(out)
+    assert {"age_min", "age_max"} <= set(df.columns) and "age" not in df.columns
+    from gpuanon.datasets import load_adult
+
+    orig = tmp_path / "income.csv"
+    load_adult()[["income"]].to_csv(orig, index=False)
+    c = run("check", str(out), "--qi", ADULT_QI, "--sensitive", "income", "--k", "5", "--l", "2", "--t", "0.3",
+            "--original", str(orig))
+    assert c.returncode == 0, c.stdout + c.stderr
+
+
+def test_options_override_config(tmp_path):
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('dataset = "adult"\nk = 5\n')
+    rep = tmp_path / "r.json"
+    r = run("anonymize", "--config", str(cfg), "--k", "20", "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(rep.read_text())["achieved"]["k"] >= 20
+
+
+@pytest.fixture()
+def small_csv(tmp_path):
+    p = tmp_path / "in.csv"
+    pd.DataFrame({"age": [30, 31, 32, 40, 41, 42], "zip": list("aabbcc"),
+                  "dx": ["x", "y", "x", "y", "x", "y"]}).to_csv(p, index=False)
+    return p
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--qi", "agee,zip", "--k", "2"], ["'agee'", "did you mean 'age'"]),
+    (["--qi", "age,zip", "--k", "1"], ["k must be an integer >= 2"]),
+    (["--qi", "age,zip", "--k", "7"], ["larger than the table", "k <= 6"]),
+    (["--qi", "age,zip", "--sensitive", "dx", "--k", "2", "--l", "3"], ["whole table", "lower l"]),
+    (["--qi", "age,zip", "--numeric", "zip", "--k", "2"], ["'zip'", "declared numeric", "categorical"]),
+    (["--qi", "age,zip", "--k", "2", "--t", "0.2"], ["sensitive attribute", "--sensitive"]),
+])
+def test_input_errors_exit_2_one_line_nothing_written(small_csv, tmp_path, args, words):
+    out = tmp_path / "out.csv"
+    r = run("anonymize", str(small_csv), *args, "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    assert len(err) == 1 and "Traceback" not in r.stderr
+    for w in words:
+        assert w in err[0], err[0]
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.csv")]
+
+
+def test_empty_table_and_unreadable_file(tmp_path):
+    empty = tmp_path / "e.csv"
+    empty.write_text("age,zip\n")
+    r = run("anonymize", str(empty), "--qi", "age,zip", "--k", "2")
+    assert r.returncode == 2 and "empty" in r.stderr and "Traceback" not in r.stderr
+    r = run("anonymize", str(tmp_path / "nope.csv"), "--qi", "age", "--k", "2")
+    assert r.returncode == 2 and "cannot read input file" in r.stderr
+    r = run("anonymize", "--dataset", "adult", "--k", "3", "--out", str(tmp_path / "x.xlsx"))
+    assert r.returncode == 2 and "unknown extension" in r.stderr
+
+
+def test_suppression_budget(tmp_path):
+    p = tmp_path / "m.csv"
+    df = pd.DataFrame({"age": [30.0, 31, 32, 40, 41, 42, None], "zip": list("aabbccd")})
+    df.to_csv(p, index=False)
+    r = run("anonymize", str(p), "--qi", "age,zip", "--k", "2", "--out", str(tmp_path / "o.csv"))
+    assert r.returncode == 2 and "suppressed" in r.stderr and "--max-suppression" in r.stderr
+    rep = tmp_path / "r.json"
+    r = run("anonymize", str(p), "--qi", "age,zip", "--k", "2", "--max-suppression", "0.2",
+            "--out", str(tmp_path / "o.csv"), "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    report = json.loads(rep.read_text())
+    assert report["n_suppressed"] == 1 and report["n_rows_out"] == 6
+    assert len(pd.read_csv(tmp_path / "o.csv")) == 6
