@@ -11,7 +11,14 @@ def segment_reduce(ufunc_name: str, x, starts, xp=np, axis: int = -1):
     ``starts`` must be strictly increasing and every segment non-empty.
     """
     uf = getattr(xp, ufunc_name)
-    return uf.reduceat(x, starts, axis=axis)
+    if xp is np:
+        return uf.reduceat(x, starts, axis=axis)
+    try:
+        return uf.reduceat(x, starts, axis=axis)
+    except (AttributeError, NotImplementedError, TypeError):
+        # An array library without this reduceat: reduce on the host, hand the result back.
+        host = getattr(np, ufunc_name).reduceat(x.get(), starts.get(), axis=axis)
+        return xp.asarray(host)
 
 
 def exclusive_cumsum(sizes, xp=np):
