@@ -1,15 +1,16 @@
 """gpuanon: a GPU-accelerated privacy engine for tabular data.
 
 >>> import gpuanon
->>> sorted(n for n in gpuanon.__all__ if n[0].isupper())[:2]
-['Criteria', 'Mondrian']
+>>> gpuanon.Mondrian(k=5).k
+5
 """
 
 from .criteria import Criteria
 from .errors import (BackendError, GpuanonError, InputError, PrivacyError, SchemaError,
                      VerificationError)
 from .mondrian import Mondrian
-from .verify import verify
+from . import verify
+from .verify import verify as check
 from . import datasets
 
 __version__ = "0.1.0"
@@ -18,6 +19,7 @@ __all__ = [
     "Criteria",
     "Mondrian",
     "verify",
+    "check",
     "datasets",
     "GpuanonError",
     "InputError",

@@ -110,39 +110,46 @@ def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str,
     pos_of_id = xp.zeros(n_classes, dtype=xp.int64)
     pos_of_id[cs.class_ids] = xp.arange(cs.class_ids.shape[0], dtype=xp.int64)
     row_pos = to_host(pos_of_id[cs.row_class])
-    drop = [c for c in identifiers if c in df.columns]
-    base = df.drop(columns=drop) if drop else df
-    out = base.iloc[kept_host].reset_index(drop=True) if len(kept_host) != len(df) else base.reset_index(drop=True).copy()
+    drop = set(c for c in identifiers if c in df.columns)
+    subset = len(kept_host) != len(df)
     new_cols: dict[str, object] = {}
     for j, col in enumerate(table.columns):
         if col.kind == "categorical":
             masks = to_host(cs.category_masks(j))
             new_cols[col.name] = _mask_texts(masks, col.categories)[row_pos]
             continue
+        src_dtype = df[col.name].dtype
         if fmt == "mean":
             new_cols[col.name] = to_host(cs.numeric_mean(j))[row_pos]
             continue
         lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
         if fmt == "minmax":
-            dt = df[col.name].dtype if (col.integer and col.n_missing == 0) else np.float64
-            new_cols[col.name + "_min"] = lo[row_pos].astype(dt)
-            new_cols[col.name + "_max"] = hi[row_pos].astype(dt)
+            if col.n_missing == 0 and (col.integer or src_dtype == np.float32):
+                dt = src_dtype  # keep int / float32 columns as they are
+            else:
+                dt = np.float64
+            new_cols[col.name + "_min"] = lo.astype(dt)[row_pos]
+            new_cols[col.name + "_max"] = hi.astype(dt)[row_pos]
         else:
             los, his = _fmt_numbers(lo, col.integer), _fmt_numbers(hi, col.integer)
             same = (lo == hi) | np.isnan(lo)
-            text = np.where(same, los, np.array([f"{a}-{b}" if a is not None else None for a, b in zip(los, his)], dtype=object))
-            new_cols[col.name] = text[row_pos]
-    # assemble in the input's column order (minmax pairs at their column's place)
+            both = np.array([f"{a}-{b}" if a is not None else None for a, b in zip(los, his)], dtype=object)
+            new_cols[col.name] = np.where(same, los, both)[row_pos]
+    # assemble in the input's column order (minmax pairs at their column's place), no copies
+    qi = set(table.qi_names)
     frames = {}
-    for c in out.columns:
+    for c in df.columns:
+        if c in drop:
+            continue
         if c in new_cols:
             frames[c] = new_cols[c]
-        elif c + "_min" in new_cols and c in table.qi_names:
+        elif c in qi and c + "_min" in new_cols:
             frames[c + "_min"] = new_cols[c + "_min"]
             frames[c + "_max"] = new_cols[c + "_max"]
         else:
-            frames[c] = out[c].to_numpy()
-    return pd.DataFrame(frames, columns=list(frames))
+            s = df[c]
+            frames[c] = (s.take(kept_host) if subset else s).reset_index(drop=True)
+    return pd.DataFrame(frames, columns=list(frames), copy=False)
 
 
 def output_qi_columns(qi_names, fmt: str, kinds: dict) -> list[str]:

@@ -1,7 +1,16 @@
-"""Information-loss metrics.
+"""Information-loss metrics (the contract, section 7).
 
-For now: NCP (normalized certainty penalty) of a partitioning, computed from the original rows
-and a class label per row, so any anonymizer's partitions (ours or a peer's) can be scored alike.
+Every metric is computed from a :class:`ClassSummary`: one row per equivalence class (its size,
+its target histogram, and for every QI its generalized value), plus the original columns'
+value counts. A summary is built either from the anonymizer's encoded table and labels
+(:func:`summary_from_labels`, on the GPU or the CPU with the same segmented kernels as the
+anonymizer) or from any output table and the original table (:func:`summary_from_output`), so
+users' own tables and a peer's partitions are scored by the same code.
+
+Metrics: the entropy (uncertainty) coefficient ``U(T | X)`` per QI before and after and the
+total loss; Gionis-Tassa conditional-entropy loss (raw and normalized); NCP (weighted);
+discernibility; ``C_avg``; the classification metric; Sweeney's precision (for
+hierarchy-generalized columns); class-size statistics; suppressed rows.
 
 Examples
 --------
@@ -9,50 +18,447 @@ Examples
 >>> df = pd.DataFrame({"age": [20, 30, 40, 50], "c": ["a", "a", "b", "c"]})
 >>> round(ncp(df, ["age", "c"], np.array([0, 0, 1, 1]), {"age": "numeric", "c": "categorical"}), 4)
 0.3333
+>>> round(entropy_loss([0.361, 0.221, 0.266, 0.279, 0.005], [0.259, 0.242, 0.209, 0.218, 0.007]), 3)
+0.174
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
+from kernels.keys import MISSING
+from kernels.segmented import group_starts, segment_reduce
+
+from .backend import to_host
+
+SET_SEPARATOR = "|"
+
+
+# ---------------------------------------------------------------------------------------------
+# plain formulas on counts
+# ---------------------------------------------------------------------------------------------
+
+def entropy_bits(counts) -> float:
+    """Shannon entropy (bits) of a count vector."""
+    c = np.asarray(counts, dtype=np.float64)
+    c = c[c > 0]
+    if c.size == 0:
+        return 0.0
+    p = c / c.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def uncertainty_coefficient(joint) -> float:
+    """``U(T | X) = (H(T) - H(T | X)) / H(T)`` from a joint count table ``joint[x, t]``.
+
+    0 when the target is constant (``H(T) = 0``).
+    """
+    joint = np.asarray(joint, dtype=np.float64)
+    n = joint.sum()
+    if n == 0:
+        return 0.0
+    ht = entropy_bits(joint.sum(axis=0))
+    if ht == 0:
+        return 0.0
+    nx = joint.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(joint > 0, joint / np.where(nx[:, None] > 0, nx[:, None], 1), 1.0)
+        h_t_given_x = -(joint / n * np.log2(p)).sum()
+    return float(max(0.0, min(1.0, (ht - h_t_given_x) / ht)))
+
+
+def entropy_loss(before, after) -> float:
+    """Total entropy-coefficient loss ``1 - sum_j U(T|X'_j) / sum_j U(T|X_j)``."""
+    b = float(np.sum(before))
+    return 0.0 if b == 0 else 1.0 - float(np.sum(after)) / b
+
+
+def precision(levels, heights) -> float:
+    """Sweeney's precision ``1 - sum_ij h_ij / |DGH_j| / (N * N_QI)``.
+
+    ``levels``: (N, N_QI) generalization level of every cell; ``heights``: (N_QI,) hierarchy heights.
+    """
+    levels = np.asarray(levels, dtype=np.float64)
+    heights = np.asarray(heights, dtype=np.float64)
+    if levels.size == 0:
+        return 1.0
+    return float(1.0 - (levels / heights[None, :]).sum() / levels.size)
+
+
+# ---------------------------------------------------------------------------------------------
+# class summaries
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class ColumnSummary:
+    """One QI: its generalized value per class and the original column's value counts.
+
+    numeric: ``lo``, ``hi`` per class; ``values`` (sorted distinct original values) and
+    ``counts``. categorical: ``set_id`` per class into ``sets`` (bool, sets x categories);
+    ``counts`` per category. ``joint_before``: original (value, target) counts.
+    """
+
+    name: str
+    kind: str
+    counts: np.ndarray
+    joint_before: np.ndarray | None = None
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    values: np.ndarray | None = None
+    set_id: np.ndarray | None = None
+    sets: np.ndarray | None = None
+    levels: np.ndarray | None = None  # hierarchy level per class (for precision), if any
+    height: int | None = None
+
+    def generalized_ids(self) -> np.ndarray:
+        """A dense id per class of its generalized value on this column."""
+        if self.kind == "categorical":
+            return self.set_id
+        lo = np.where(np.isnan(self.lo), np.inf, self.lo)
+        hi = np.where(np.isnan(self.hi), np.inf, self.hi)
+        pairs = np.stack([lo, hi], axis=1)
+        return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+@dataclass
+class ClassSummary:
+    """Equivalence classes of an anonymized table, ready for every metric."""
+
+    sizes: np.ndarray
+    target_hist: np.ndarray | None
+    columns: list[ColumnSummary]
+    n_in: int
+    n_suppressed: int
+    target_counts_before: np.ndarray | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def n_out(self) -> int:
+        return int(self.sizes.sum())
+
+
+def _joint_counts(key_col, target, nt: int, xp):
+    """Distinct values of a key column with their (value, target) counts (host arrays)."""
+    k = key_col.astype(xp.int64)
+    if target is None:
+        u, cnt = xp.unique(k, return_counts=True)
+        return to_host(u), to_host(cnt)[:, None].astype(np.int64)
+    u, cnt = xp.unique(k * nt + target.astype(xp.int64), return_counts=True)
+    vals, inv = xp.unique(u // nt, return_inverse=True)
+    joint = xp.zeros((vals.shape[0], nt), dtype=xp.int64)
+    joint[inv.reshape(-1), (u % nt)] = cnt
+    return to_host(vals), to_host(joint)
+
+
+def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSummary:
+    """Summarize the classes of the anonymizer's own output (labels: class per row, -1 suppressed)."""
+    xp = table.xp
+    labels = xp.asarray(labels)
+    kept = xp.nonzero(labels >= 0)[0]
+    lab = labels[kept]
+    order = xp.argsort(lab, kind="stable")
+    rows = kept[order]
+    starts = group_starts(lab[order], xp)
+    sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
+    part = xp.repeat(xp.arange(starts.shape[0], dtype=xp.int64), sizes)
+    nt = len(table.target_values)
+    thist = None
+    tcounts = None
+    if table.target is not None:
+        thist = xp.bincount(part * nt + table.target[rows].astype(xp.int64),
+                            minlength=starts.shape[0] * nt).reshape(-1, nt)
+        tcounts = to_host(xp.bincount(table.target, minlength=nt))
+    cols = []
+    for j, c in enumerate(table.columns):
+        key = table.keys[j]
+        vals, joint = _joint_counts(key, table.target, max(nt, 1) if table.target is not None else 1, xp)
+        counts = joint.sum(axis=1)
+        if c.kind == "categorical":
+            code = key[rows].astype(xp.int64)
+            ncat = c.n_categories
+            pairs = xp.unique(part * ncat + code)
+            pc, cc = to_host(pairs // ncat), to_host(pairs % ncat)
+            member = np.zeros((int(starts.shape[0]), ncat), dtype=bool)
+            member[pc, cc] = True
+            sets, set_id = np.unique(member, axis=0, return_inverse=True)
+            full = np.zeros(ncat, dtype=np.int64)
+            full[vals.astype(np.int64)] = counts
+            jb = np.zeros((ncat, joint.shape[1]), dtype=np.int64)
+            jb[vals.astype(np.int64)] = joint
+            cols.append(ColumnSummary(c.name, "categorical", full, jb, set_id=set_id.reshape(-1), sets=sets))
+        else:
+            k = key[rows]
+            kmin = segment_reduce("minimum", k, starts, xp, axis=0)
+            kmax = segment_reduce("maximum", k, starts, xp, axis=0)
+            lo, hi = to_host(table.numeric_values(j, kmin)), to_host(table.numeric_values(j, kmax))
+            present = vals != int(MISSING)
+            values = to_host(table.numeric_values(j, xp.asarray(vals[present].astype(np.uint32))))
+            cols.append(ColumnSummary(c.name, "numeric", counts[present], joint, lo=lo, hi=hi, values=values))
+    n_in = int(table.n_rows)
+    return ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols, n_in,
+                        n_in - int(rows.shape[0]), tcounts)
+
+
+_RANGE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*-\s*"
+                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*$")
+
+
+def parse_numeric_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` of numeric output cells: numbers, or ``"lo-hi"`` range text."""
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        return v, v.copy()
+    codes, uniq = pd.factorize(s, use_na_sentinel=True)
+    lo_u = np.full(len(uniq), np.nan)
+    hi_u = np.full(len(uniq), np.nan)
+    for i, text in enumerate(uniq):  # a loop over distinct cells, not rows
+        t = str(text).strip()
+        m = _RANGE.match(t)
+        try:
+            if m:
+                lo_u[i], hi_u[i] = float(m.group(1)), float(m.group(2))
+            else:
+                lo_u[i] = hi_u[i] = float(t)
+        except ValueError:
+            raise ValueError(f"cell {text!r} of column '{s.name}' is neither a number nor a 'lo-hi' range") from None
+    lo = np.where(codes >= 0, lo_u[np.maximum(codes, 0)], np.nan)
+    hi = np.where(codes >= 0, hi_u[np.maximum(codes, 0)], np.nan)
+    return lo, hi
+
+
+def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, kinds: dict,
+                        target: str | None = None, class_ids=None) -> ClassSummary:
+    """Summarize any anonymized table against the original one (rows need not be aligned).
+
+    Numeric QIs may be numbers, ``"lo-hi"`` text, or ``<col>_min`` / ``<col>_max`` pairs;
+    categorical QIs a value or values joined by ``|``. A ``mean`` column is taken as exact values
+    (its NCP is then an underestimate; the anonymizer's own report is exact).
+    """
+    from .verify import class_ids as _class_ids  # noqa: PLC0415
+
+    qcols = []
+    for c in quasi_identifiers:
+        if c in out.columns:
+            qcols.append(c)
+        elif f"{c}_min" in out.columns and f"{c}_max" in out.columns:
+            qcols += [f"{c}_min", f"{c}_max"]
+        else:
+            raise KeyError(f"quasi-identifier '{c}' is not in the anonymized table")
+    if class_ids is None:
+        gid, n_cls = _class_ids(out, qcols)
+    else:
+        gid, n_cls = pd.factorize(np.asarray(class_ids))[0], None
+        n_cls = int(gid.max()) + 1 if len(gid) else 0
+    sizes = np.bincount(gid, minlength=n_cls)
+    new = np.ones(len(gid), dtype=bool)
+    new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1] if len(gid) else new[1:]
+    first = np.nonzero(new)[0]
+    thist, tcounts, tcodes_orig = None, None, None
+    if target is not None:
+        tvals = pd.unique(original[target])
+        tcodes_orig = pd.Index(tvals).get_indexer(original[target])
+        tc = pd.Index(tvals).get_indexer(out[target])
+        if (tc < 0).any():
+            raise ValueError(f"target column '{target}' holds values that the original table does not have")
+        nt = len(tvals)
+        thist = np.bincount(gid * nt + tc, minlength=n_cls * nt).reshape(n_cls, nt)
+        tcounts = np.bincount(tcodes_orig, minlength=nt)
+    cols = []
+    for c in quasi_identifiers:
+        o = original[c]
+        if kinds[c] == "numeric":
+            ov = pd.to_numeric(o, errors="coerce").to_numpy(dtype=np.float64)
+            key = np.where(np.isnan(ov), np.inf, ov)
+            vals, inv = np.unique(key, return_inverse=True)
+            joint = _joint_host(inv.reshape(-1), tcodes_orig)
+            present = np.isfinite(vals) | (vals == -np.inf)
+            if c in out.columns:
+                lo, hi = parse_numeric_cells(out[c])
+            else:
+                lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
+                hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
+            cols.append(ColumnSummary(c, "numeric", joint.sum(axis=1)[present], joint,
+                                      lo=lo[first], hi=hi[first], values=vals[present]))
+        else:
+            codes, cats = pd.factorize(o, use_na_sentinel=False)
+            ncat = len(cats)
+            joint = _joint_host(codes, tcodes_orig, ncat)
+            index = {_text(v): i for i, v in enumerate(cats)}
+            cells, cell_inv = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
+            cell_sets = np.zeros((len(cells), ncat), dtype=bool)
+            for i, cell in enumerate(cells):  # a loop over distinct generalized values
+                t = _text(cell)
+                parts = [t] if t in index else t.split(SET_SEPARATOR)
+                for p in parts:
+                    if p not in index:
+                        raise ValueError(f"value {p!r} in column '{c}' is not in the original table")
+                    cell_sets[i, index[p]] = True
+            sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
+            cols.append(ColumnSummary(c, "categorical", joint.sum(axis=1), joint,
+                                      set_id=sid.reshape(-1)[cell_inv], sets=sets))
+    return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts)
+
+
+def _text(v) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "NaN"
+    return str(v)
+
+
+def _joint_host(codes, tcodes, n_values=None):
+    n_values = int(codes.max()) + 1 if n_values is None else n_values
+    if tcodes is None:
+        return np.bincount(codes, minlength=n_values)[:, None]
+    nt = int(tcodes.max()) + 1 if len(tcodes) else 1
+    return np.bincount(codes * nt + tcodes, minlength=n_values * nt).reshape(n_values, nt)
+
+
+# ---------------------------------------------------------------------------------------------
+# the metrics
+# ---------------------------------------------------------------------------------------------
+
+def _interval_entropy(values, counts, lo, hi):
+    """Entropy (bits) of the original distribution restricted to [lo, hi], and its row count."""
+    c = counts.astype(np.float64)
+    clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
+    cs = np.concatenate([[0.0], np.cumsum(c)])
+    cl = np.concatenate([[0.0], np.cumsum(clog)])
+    a = np.searchsorted(values, np.where(np.isnan(lo), np.inf, lo), side="left")
+    b = np.searchsorted(values, np.where(np.isnan(hi), -np.inf, hi), side="right")
+    b = np.maximum(a, b)
+    s = cs[b] - cs[a]
+    e = cl[b] - cl[a]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(s > 0, np.log2(np.where(s > 0, s, 1.0)) - e / np.where(s > 0, s, 1.0), 0.0)
+    return np.maximum(h, 0.0)
+
+
+def _set_entropy(sets, counts):
+    c = counts.astype(np.float64)
+    clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
+    s = sets.astype(np.float64) @ c
+    e = sets.astype(np.float64) @ clog
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(s > 0, np.log2(np.where(s > 0, s, 1.0)) - e / np.where(s > 0, s, 1.0), 0.0)
+    return np.maximum(h, 0.0)
+
+
+def column_ncp(col: ColumnSummary) -> np.ndarray:
+    """NCP of every class on one column."""
+    if col.kind == "numeric":
+        if col.values is None or len(col.values) < 2:
+            return np.zeros(len(col.lo))
+        rng = float(col.values[-1] - col.values[0])
+        w = col.hi - col.lo
+        return np.where(np.isnan(w), 0.0, w / rng) if rng > 0 else np.zeros(len(col.lo))
+    dom = max(int((col.counts > 0).sum()), 1)
+    size = col.sets.sum(axis=1)[col.set_id]
+    return np.where(size > 1, size / dom, 0.0)
+
+
+def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict | None = None,
+                    histogram_bins: int = 30) -> dict:
+    """Every metric of the contract's section 7 as a JSON-ready dict."""
+    sizes = summary.sizes.astype(np.int64)
+    n_out, n_in = int(sizes.sum()), int(summary.n_in)
+    n_cls = int(len(sizes))
+    qis = [c.name for c in summary.columns]
+    m: dict = {"n_classes": n_cls, "n_rows_out": n_out, "n_suppressed": int(summary.n_suppressed)}
+    # entropy coefficient before / after
+    if summary.target_hist is not None:
+        before, after = {}, {}
+        for col in summary.columns:
+            before[col.name] = uncertainty_coefficient(col.joint_before)
+            gid = col.generalized_ids()
+            nt = summary.target_hist.shape[1]
+            joint = np.zeros((int(gid.max()) + 1 if len(gid) else 0, nt))
+            np.add.at(joint, gid, summary.target_hist)
+            after[col.name] = uncertainty_coefficient(joint)
+        m["entropy_coefficient_before"] = before
+        m["entropy_coefficient_after"] = after
+        m["entropy_loss"] = entropy_loss(list(before.values()), list(after.values()))
+        cm_pen = (sizes - summary.target_hist.max(axis=1)).sum()
+        m["cm"] = float((cm_pen + summary.n_suppressed) / max(n_in, 1))
+    else:
+        m.update(entropy_coefficient_before=None, entropy_coefficient_after=None, entropy_loss=None, cm=None)
+    # Gionis-Tassa conditional entropy
+    gt_total, gt_norm_den, per_gt = 0.0, 0.0, {}
+    for col in summary.columns:
+        if col.kind == "numeric":
+            h = _interval_entropy(col.values, col.counts, col.lo, col.hi)
+        else:
+            h = _set_entropy(col.sets, col.counts)[col.set_id]
+        v = float((h * sizes).sum())
+        per_gt[col.name] = v
+        gt_total += v
+        gt_norm_den += n_out * entropy_bits(col.counts)
+    m["gionis_tassa"] = {"total_bits": gt_total, "normalized": gt_total / gt_norm_den if gt_norm_den > 0 else 0.0,
+                         "per_column_bits": per_gt}
+    # NCP
+    w = np.array([1.0 if weights is None else float(weights.get(c, 0.0)) for c in qis])
+    w = w / w.sum() if w.sum() > 0 else np.full(len(qis), 1.0 / max(len(qis), 1))
+    per_ncp = {col.name: float((column_ncp(col) * sizes).sum() / max(n_out, 1)) for col in summary.columns}
+    m["ncp"] = float(sum(wi * per_ncp[c] for wi, c in zip(w, qis)))
+    m["ncp_per_column"] = per_ncp
+    m["ncp_weights"] = dict(zip(qis, map(float, w)))
+    # discernibility, C_avg
+    m["dm"] = float((sizes.astype(np.float64) ** 2).sum() + summary.n_suppressed * n_in)
+    m["c_avg"] = float((n_out / n_cls) / k) if (k and n_cls) else None
+    # precision (hierarchy-generalized columns only)
+    hcols = [c for c in summary.columns if c.levels is not None]
+    if hcols:
+        lv = np.stack([np.repeat(c.levels, sizes) for c in hcols], axis=1)
+        m["precision"] = precision(lv, [c.height for c in hcols])
+    else:
+        m["precision"] = None
+    # class sizes
+    if n_cls:
+        hi = int(sizes.max())
+        edges = np.unique(np.linspace(sizes.min(), hi + 1, histogram_bins + 1).astype(np.int64))
+        counts, edges = np.histogram(sizes, bins=edges)
+        m["class_size"] = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": hi,
+                           "mean": float(sizes.mean()),
+                           "histogram": {"edges": edges.tolist(), "counts": counts.tolist()}}
+    return m
+
 
 def ncp_per_column(df: pd.DataFrame, qi, labels, kinds: dict, categorical: str = "set") -> dict:
-    """Mean NCP of every QI over the kept rows (``labels >= 0``).
+    """Mean NCP of every QI for any partitioning of ``df`` (labels per row, -1: suppressed).
 
-    Numeric: ``(hi - lo) / (domain max - domain min)`` of the row's class. Categorical
-    (``categorical='set'``, the contract): 0 for one value, else ``values covered / domain size``;
-    ``categorical='arx'``: ``(values covered - 1) / (domain size - 1)``. The domain is the column's
-    distinct values over ``df``.
+    ``categorical='set'`` is the contract's definition (0 for one value, else covered / domain);
+    ``'arx'`` is ``(covered - 1) / (domain - 1)``.
     """
     labels = np.asarray(labels)
     keep = labels >= 0
-    lab = pd.factorize(labels[keep])[0]
     out = {}
+    lab = pd.factorize(labels[keep])[0]
+    sizes = np.bincount(lab)
     for c in qi:
-        col = df[c].to_numpy()[keep]
         if kinds[c] == "numeric":
             v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64)
             rng = np.nanmax(v) - np.nanmin(v) if np.isfinite(v).any() else 0.0
-            vk = v[keep]
-            g = pd.DataFrame({"g": lab, "v": vk}).groupby("g")["v"]
-            width = (g.transform("max") - g.transform("min")).to_numpy()
-            pen = np.where(np.isnan(width), 0.0, width / rng) if rng > 0 else np.zeros(len(vk))
+            g = pd.DataFrame({"g": lab, "v": v[keep]}).groupby("g")["v"]
+            width = (g.max() - g.min()).to_numpy()
+            pen = np.where(np.isnan(width), 0.0, width / rng) if rng > 0 else np.zeros(len(sizes))
         else:
             dom = max(int(pd.Series(df[c]).nunique(dropna=False)), 1)
-            codes = pd.factorize(col, use_na_sentinel=False)[0]
-            pairs = np.unique(lab.astype(np.int64) * (codes.max() + 1) + codes)
-            distinct = np.bincount(pairs // (codes.max() + 1), minlength=lab.max() + 1)[lab]
+            codes = pd.factorize(df[c].to_numpy()[keep], use_na_sentinel=False)[0].astype(np.int64)
+            distinct = np.bincount(np.unique(lab * (codes.max() + 1) + codes) // (codes.max() + 1),
+                                   minlength=len(sizes))
             if categorical == "arx":
-                pen = (distinct - 1) / (dom - 1) if dom > 1 else np.zeros(len(lab))
+                pen = (distinct - 1) / (dom - 1) if dom > 1 else np.zeros(len(sizes))
             else:
                 pen = np.where(distinct > 1, distinct / dom, 0.0)
-        out[c] = float(np.mean(pen)) if len(pen) else 0.0
+        out[c] = float((pen * sizes).sum() / max(sizes.sum(), 1))
     return out
 
 
 def ncp(df: pd.DataFrame, qi, labels, kinds: dict, weights=None, categorical: str = "set") -> float:
-    """Table NCP: the mean over rows of the weighted mean over QIs (weights normalized to 1)."""
+    """Table NCP of a partitioning: mean over rows of the weighted mean over QIs."""
     per = ncp_per_column(df, qi, labels, kinds, categorical)
     w = np.ones(len(qi)) if weights is None else np.asarray([weights.get(c, 0.0) for c in qi], dtype=float)
     w = w / w.sum()

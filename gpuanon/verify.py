@@ -46,18 +46,59 @@ class VerificationResult:
                 "failures": list(self.failures)}
 
 
+_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer, elementwise (uint64 arithmetic wraps)."""
+    z = z + _GOLD
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _cell_codes(s: pd.Series) -> np.ndarray:
+    """A uint64 per cell, equal exactly when the cells are equal (missing equals missing)."""
+    if pd.api.types.is_float_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype) and s.dtype.kind in "iu":
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0  # -0.0 -> +0.0
+        v[np.isnan(v)] = np.nan  # one NaN bit pattern
+        if s.dtype.kind in "iu" and len(v) and np.abs(v).max() >= 2**53:
+            return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
+        return v.view(np.uint64)
+    return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
+
+
 def class_ids(out: pd.DataFrame, qi_columns) -> tuple[np.ndarray, int]:
-    """Dense id of every row's generalized QI tuple (missing values compare equal)."""
+    """Dense id of every row's generalized QI tuple (missing values compare equal).
+
+    Rows are grouped by a 64-bit hash of the whole tuple, then every column is checked to be
+    constant inside every group, so the grouping is exact; on a hash collision (never seen in
+    practice) the rows are grouped column by column instead.
+    """
     n = len(out)
-    gid = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    h = np.full(n, 0x12345678, dtype=np.uint64)
+    for j, c in enumerate(qi_columns):
+        h = _mix(h ^ _mix(_cell_codes(out[c]) + np.uint64(j)))
+    gid, uniq = pd.factorize(h)
+    gid = gid.astype(np.int64)
+    # codes come in order of first appearance: the first row of each class
+    new = np.ones(n, dtype=bool)
+    new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1]
+    first = np.nonzero(new)[0]
+    for c in qi_columns:
+        x = _cell_codes(out[c])
+        if (x != x[first][gid]).any():
+            return _class_ids_exact(out, qi_columns)
+    return gid, len(uniq)
+
+
+def _class_ids_exact(out: pd.DataFrame, qi_columns) -> tuple[np.ndarray, int]:
+    gid = np.zeros(len(out), dtype=np.int64)
     for c in qi_columns:
         codes, uniq = pd.factorize(out[c], use_na_sentinel=False)
-        gid = gid * max(len(uniq), 1) + codes.astype(np.int64)
-        if len(uniq) > 1:
-            gid, _ = pd.factorize(gid)
-            gid = gid.astype(np.int64)
-    if n == 0:
-        return gid, 0
+        gid = pd.factorize(gid * max(len(uniq), 1) + codes.astype(np.int64))[0].astype(np.int64)
     gid, uniq = pd.factorize(gid)
     return gid.astype(np.int64), len(uniq)
 

@@ -144,7 +144,7 @@ def mondrian_partition(
         perm = xp.argsort(blocks, kind="stable").astype(xp.int64)
         counts = xp.bincount(blocks)
         sizes = counts[counts > 0].astype(xp.int64)
-    K = xp.take(keys, perm, axis=1)
+    K = keys if blocks is None else xp.take(keys, perm, axis=1)  # ``keys`` itself is never modified
     S = sa[perm] if needs_hist else None
     labels = xp.empty(n, dtype=xp.int64)
     first_rows = []
@@ -232,7 +232,13 @@ def mondrian_partition(
         src = xp.empty_like(crows)
         src[newpos] = crows
         perm = perm[src]
-        K = xp.take(K, src, axis=1)
+        if K is keys:
+            K = xp.take(K, src, axis=1)
+        else:  # regroup in place, one row at a time: no second copy of the key matrix
+            m = src.shape[0]
+            for j in range(d):
+                K[j, :m] = K[j][src]
+            K = K[:, :m]
         if needs_hist:
             S = S[src]
         sizes = new_sizes
