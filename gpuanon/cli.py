@@ -193,7 +193,7 @@ def cmd_anonymize(args) -> int:
     secs["read"] = round(t_read, 6)
     secs["total"] = round(time.perf_counter() - t0, 6)
     report["seconds"] = {k_: secs.get(k_, 0.0) for k_ in
-                         ("read", "encode", "partition", "generalize", "verify", "write", "total")}
+                         ("read", "encode", "partition", "generalize", "verify", "metrics", "write", "total")}
     report["input"] = source
     report["output"] = out_path
     report["verification"] = m.verification_.to_dict()

@@ -28,6 +28,7 @@ SET_SEPARATOR = "|"
 def _fmt_numbers(x: np.ndarray, integer: bool) -> np.ndarray:
     """Text of numbers (NaN -> None); integers without a decimal point."""
     out = np.empty(x.shape[0], dtype=object)
+    x = x + 0.0  # no "-0.0"
     ok = ~np.isnan(x)
     if integer:
         out[ok] = pd.Series(x[ok].astype(np.int64)).astype(str).to_numpy()

@@ -120,8 +120,9 @@ class ColumnSummary:
             return self.set_id
         lo = np.where(np.isnan(self.lo), np.inf, self.lo)
         hi = np.where(np.isnan(self.hi), np.inf, self.hi)
-        pairs = np.stack([lo, hi], axis=1)
-        return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
+        pair = np.empty(lo.shape[0], dtype=np.complex128)
+        pair.real, pair.imag = lo, hi
+        return np.unique(pair, return_inverse=True)[1].reshape(-1)
 
 
 @dataclass
@@ -142,16 +143,34 @@ class ClassSummary:
 
 
 def _joint_counts(key_col, target, nt: int, xp):
-    """Distinct values of a key column with their (value, target) counts (host arrays)."""
+    """Distinct values of a key column with their (value, target) counts (host arrays).
+
+    One sort of ``key * nt + target``; runs of equal keys give the values and their counts.
+    """
     k = key_col.astype(xp.int64)
-    if target is None:
-        u, cnt = xp.unique(k, return_counts=True)
-        return to_host(u), to_host(cnt)[:, None].astype(np.int64)
-    u, cnt = xp.unique(k * nt + target.astype(xp.int64), return_counts=True)
-    vals, inv = xp.unique(u // nt, return_inverse=True)
-    joint = xp.zeros((vals.shape[0], nt), dtype=xp.int64)
-    joint[inv.reshape(-1), (u % nt)] = cnt
-    return to_host(vals), to_host(joint)
+    s = xp.sort(k * nt + (target.astype(xp.int64) if target is not None else 0))
+    n = s.shape[0]
+    run = xp.ones(n, dtype=bool)
+    run[1:] = s[1:] != s[:-1]
+    rstart = xp.nonzero(run)[0]
+    rcount = xp.diff(xp.concatenate([rstart, xp.asarray([n], dtype=rstart.dtype)]))
+    u = s[rstart]
+    val = u // nt
+    vnew = xp.ones(u.shape[0], dtype=bool)
+    vnew[1:] = val[1:] != val[:-1]
+    vidx = xp.cumsum(vnew) - 1
+    joint = xp.zeros((int(vnew.sum()), nt), dtype=xp.int64)
+    joint[vidx, u % nt] = rcount
+    return to_host(val[vnew]), to_host(joint)
+
+
+def _before_stats(table, j: int):
+    """(values, joint counts) of QI ``j`` over the whole table, cached on the table."""
+    cache = table.__dict__.setdefault("_metric_cache", {})
+    if j not in cache:
+        nt = max(len(table.target_values), 1)
+        cache[j] = _joint_counts(table.keys[j], table.target, nt, table.xp)
+    return cache[j]
 
 
 def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSummary:
@@ -175,7 +194,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
     cols = []
     for j, c in enumerate(table.columns):
         key = table.keys[j]
-        vals, joint = _joint_counts(key, table.target, max(nt, 1) if table.target is not None else 1, xp)
+        vals, joint = _before_stats(table, j)
         counts = joint.sum(axis=1)
         if c.kind == "categorical":
             code = key[rows].astype(xp.int64)
@@ -288,7 +307,7 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             ncat = len(cats)
             joint = _joint_host(codes, tcodes_orig, ncat)
             index = {_text(v): i for i, v in enumerate(cats)}
-            cells, cell_inv = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
+            cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
             for i, cell in enumerate(cells):  # a loop over distinct generalized values
                 t = _text(cell)

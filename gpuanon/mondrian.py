@@ -25,6 +25,7 @@ import pandas as pd
 
 from kernels.mondrian import mondrian_partition
 
+from . import metrics as metrics_mod
 from . import verify as verify_mod
 from .backend import get_backend, to_host
 from .criteria import L_KINDS, T_DISTANCES, Criteria
@@ -132,6 +133,13 @@ class Mondrian:
             raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {ms!r}; e.g. 0.01")
         schema = Schema.from_frame(df, self.quasi_identifiers, self.sensitive, self.target, self.identifiers,
                                    self.numeric, self.categorical, self.sensitive_ordered)
+        if self.output_format == "minmax":
+            for c in schema.numeric_qis:
+                for suffix in ("_min", "_max"):
+                    if f"{c}{suffix}" in df.columns:
+                        raise SchemaError(
+                            f"column '{c}{suffix}' already exists, and the minmax format would write "
+                            f"quasi-identifier '{c}' there; rename it or use --format range")
         if (self.l or self.t is not None) and schema.sensitive is None:
             raise SchemaError("l-diversity and t-closeness need a sensitive attribute; pass --sensitive COL")
         return schema
@@ -192,8 +200,10 @@ class Mondrian:
                 drop = bad[table.blocks]
                 suppressed = int(drop.sum())
                 keep = xp.nonzero(~drop)[0]
-                reason = (f"{suppressed} row(s) with missing numeric QIs form groups that fail the "
-                          f"criteria on their own (k = {crit.k})")
+                crit_txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (
+                    f", t = {crit.t}" if crit.t is not None else "")
+                reason = (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that "
+                          f"fail the criteria ({crit_txt}) on their own")
         budget = math.floor(float(self.max_suppression) * n)
         if suppressed > budget:
             raise PrivacyError(
@@ -251,6 +261,10 @@ class Mondrian:
         self.verification_ = res
         if not res.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
+        t1 = time.perf_counter()
+        summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_)
+        self.metrics_ = metrics_mod.compute_metrics(summary, k=int(self.k))
+        self._timings["metrics"] = time.perf_counter() - t1
         self.report_ = self._report(df, out, res)
         out.attrs["gpuanon"] = {"encoding": table.encoding_metadata(), "format": self.output_format}
         return out
@@ -280,6 +294,7 @@ class Mondrian:
             "format": self.output_format,
             "roles": s.to_dict(),
             "partition": dict(self.partition_info_),
+            "metrics": self.metrics_,
             "encoding": self.table_.encoding_metadata(),
             "seconds": secs,
         }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
@@ -27,12 +28,13 @@ def _suggest(name: str, columns) -> str:
     return f"; the columns are: {shown}{', ...' if len(columns) > 12 else ''}"
 
 
-def _as_list(x) -> list[str]:
+def _as_list(x) -> list:
+    """Column names from a comma-separated string or a sequence (non-string labels kept as they are)."""
     if x is None:
         return []
     if isinstance(x, str):
         return [c.strip() for c in x.split(",") if c.strip()]
-    return [str(c) for c in x]
+    return list(x)
 
 
 @dataclass
@@ -73,7 +75,8 @@ class Schema:
             raise SchemaError("no quasi-identifiers given; pass --qi COL1,COL2,... (quasi_identifiers=[...])")
         for role, names in (("quasi-identifier", qis), ("identifier", ids),
                             ("numeric column", numeric), ("categorical column", categorical),
-                            ("sensitive attribute", _as_list(sensitive)), ("target", _as_list(target))):
+                            ("sensitive attribute", [] if sensitive is None else [sensitive]),
+                            ("target", [] if target is None else [target])):
             for c in names:
                 if c not in cols:
                     raise SchemaError(f"{role} '{c}' is not a column{_suggest(c, cols)}")
@@ -109,6 +112,11 @@ class Schema:
                 kinds[c] = "numeric"
             else:
                 kinds[c] = "categorical"
+            if kinds[c] == "numeric":
+                v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                if np.isinf(v).any():
+                    raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
+                                      f"mark them missing) or declare the column categorical")
         if sensitive_ordered is None:
             sensitive_ordered = bool(
                 sensitive is not None

@@ -59,12 +59,12 @@ def _mix(z: np.ndarray) -> np.ndarray:
 
 def _cell_codes(s: pd.Series) -> np.ndarray:
     """A uint64 per cell, equal exactly when the cells are equal (missing equals missing)."""
-    if pd.api.types.is_float_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype) and s.dtype.kind in "iu":
-        v = s.to_numpy(dtype=np.float64, na_value=np.nan) + 0.0  # -0.0 -> +0.0
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
+        v = s.to_numpy(dtype=np.float64) + 0.0  # -0.0 -> +0.0
         v[np.isnan(v)] = np.nan  # one NaN bit pattern
-        if s.dtype.kind in "iu" and len(v) and np.abs(v).max() >= 2**53:
-            return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
         return v.view(np.uint64)
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu":
+        return s.to_numpy().astype(np.int64, copy=False).view(np.uint64)
     return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
 
 
@@ -174,8 +174,8 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
         support = pd.unique(ref)
         if sensitive_ordered is None:
             sensitive_ordered = bool(pd.api.types.is_numeric_dtype(ref) and not pd.api.types.is_bool_dtype(ref))
-        if sensitive_ordered:
-            support = np.sort(support)
+        if sensitive_ordered or t_distance == "ordered":
+            support = pd.Index(support).sort_values().to_numpy()
         ref_codes = pd.Index(support).get_indexer(ref)
         sa_codes = pd.Index(support).get_indexer(sa)
         if (sa_codes < 0).any():

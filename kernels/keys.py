@@ -53,5 +53,7 @@ def decode_keys(keys, info, xp=np):
     """Values (float64) of numeric keys; ``info`` is ``'f32'`` or the sorted distinct values."""
     if isinstance(info, str):
         return decode_float32_keys(keys, xp)
+    if int(info.shape[0]) == 0:  # a column with no value at all: everything is missing
+        return xp.full(keys.shape, xp.nan, dtype=xp.float64)
     safe = xp.minimum(keys, xp.uint32(max(int(info.shape[0]) - 1, 0)))
     return xp.asarray(info)[safe.astype(xp.int64)]

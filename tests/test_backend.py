@@ -1,0 +1,100 @@
+"""Backend selection: cpu, auto (falls back without a GPU), gpu (an error without one), env var."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuanon import BackendError, Mondrian
+from gpuanon import backend as B
+
+
+@pytest.fixture
+def fresh_gpu_status():
+    """Clear the cached GPU probe before and after a test that changes the environment."""
+    B.gpu_status.cache_clear()
+    yield
+    B.gpu_status.cache_clear()
+
+
+def test_cpu_backend():
+    be = B.get_backend("cpu")
+    assert be.name == "cpu" and be.xp is np and be.frame is pd
+    assert not be.is_gpu and be.device == "cpu"
+    a = be.asarray([1, 2, 3])
+    assert isinstance(a, np.ndarray) and np.array_equal(be.to_host(a), [1, 2, 3])
+    assert B.array_module(a) is np
+
+
+@pytest.mark.parametrize("name", ["CPU", " cpu ", "Cpu"])
+def test_names_are_case_and_space_insensitive(name):
+    assert B.get_backend(name, quiet=True).name == "cpu"
+
+
+def test_gpu_status_never_raises():
+    ok, why = B.gpu_status()
+    assert isinstance(ok, bool) and isinstance(why, str)
+    assert B.gpu_usable() == ok
+    if not ok:
+        assert why  # a reason is always given
+
+
+def test_auto_falls_back_to_cpu_without_a_gpu(caplog):
+    if B.gpu_usable():
+        pytest.skip("a GPU is usable here: auto picks it (covered by test_gpu.py)")
+    with caplog.at_level("INFO", logger="gpuanon"):
+        be = B.get_backend("auto")
+    assert be.name == "cpu" and be.xp is np
+    assert be.reason.startswith("fell back to the CPU")
+    assert "fell back" in caplog.text
+
+
+def test_gpu_request_without_a_gpu_is_an_error():
+    if B.gpu_usable():
+        pytest.skip("a GPU is usable here")
+    with pytest.raises(BackendError, match=r"backend 'gpu' requested but no GPU is usable: .+; use --backend cpu"):
+        B.get_backend("gpu")
+
+
+def test_hidden_gpus_give_a_clear_reason(monkeypatch, fresh_gpu_status):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert B.gpu_status() == (False, "CUDA_VISIBLE_DEVICES hides every GPU")
+    with pytest.raises(BackendError, match="CUDA_VISIBLE_DEVICES hides every GPU"):
+        B.get_backend("gpu")
+    be = B.get_backend("auto")
+    assert be.name == "cpu" and "CUDA_VISIBLE_DEVICES" in be.reason
+
+
+def test_env_var_is_respected(monkeypatch):
+    monkeypatch.setenv("GPUANON_BACKEND", "cpu")
+    assert B.resolve_name() == "cpu"
+    assert B.get_backend().name == "cpu"
+    assert B.resolve_name("auto") == "auto"  # the argument wins over the variable
+    monkeypatch.delenv("GPUANON_BACKEND")
+    assert B.resolve_name() == "auto"
+    monkeypatch.setenv("GPUANON_BACKEND", "")
+    assert B.resolve_name() == "auto"
+
+
+def test_env_var_bad_value_is_rejected(monkeypatch):
+    monkeypatch.setenv("GPUANON_BACKEND", "tpu")
+    with pytest.raises(BackendError, match=r"GPUANON_BACKEND 'tpu' is not one of auto, cpu, gpu"):
+        B.get_backend()
+    df = pd.DataFrame({"a": [1, 2, 3, 4], "s": list("xyxy")})
+    with pytest.raises(BackendError, match="GPUANON_BACKEND 'tpu'"):
+        Mondrian(k=2, quasi_identifiers=["a"], progress=False).fit(df)
+
+
+def test_bad_backend_argument_is_rejected():
+    with pytest.raises(BackendError, match=r"backend 'cuda' is not one of auto, cpu, gpu"):
+        B.get_backend("cuda")
+
+
+def test_estimator_reports_its_backend(monkeypatch):
+    monkeypatch.setenv("GPUANON_BACKEND", "cpu")
+    df = pd.DataFrame({"a": [1, 2, 3, 4], "s": list("xyxy")})
+    m = Mondrian(k=2, quasi_identifiers=["a"], progress=False)
+    m.fit_transform(df)
+    assert m.backend_.name == "cpu" and m.report_["backend"] == "cpu"
+    assert m.report_["backend_reason"] == "cpu requested"
