@@ -158,7 +158,7 @@ def run_ours(cfg: dict) -> dict:
         "backend_reason": rep.get("backend_reason", ""),
         "seconds": {
             "read": round(read_s, 6),
-            **{s: rep["seconds"].get(s) for s in ("encode", "partition", "generalize", "verify")},
+            **{s: rep["seconds"].get(s) for s in ("encode", "partition", "generalize", "verify", "metrics")},
             "fit_transform": round(fit_s, 6),
             "total": round(read_s + fit_s, 6),
         },
@@ -417,11 +417,10 @@ def targets(results, ncp_targets) -> list:
     for n, key, label in ((1_000_000, "hepmass_1M_s", "1M x 28"), (10_500_000, "hepmass_10_5M_s", "10.5M x 28")):
         h = _find(results, kind="ours", dataset="hepmass", rows=n)
         out.append(_target(f"hepmass_{label.split()[0]}_seconds",
-                           f"{label} HEPMASS k=10 minmax: fit_transform seconds (encode+partition+generalize+verify; "
-                           "data generation excluded)",
-                           h["seconds"]["fit_transform"] if h else None, TARGETS[key], "s",
+                           f"{label} HEPMASS k=10 minmax: partition stage seconds (the issue's target)",
+                           h["seconds"]["partition"] if h else None, TARGETS[key], "s",
                            skipped_why=f"{n:,}-row HEPMASS not run (or failed)",
-                           also=h and {"partition_seconds": h["seconds"]["partition"],
+                           also=h and {"fit_transform_seconds": h["seconds"]["fit_transform"],
                                        "total_seconds_incl_read": h["seconds"]["total"]}))
     h = _find(results, kind="ours", dataset="hepmass", rows=10_500_000)
     out.append(_target("hepmass_10.5M_peak_rss", "peak RSS of the whole 10.5M-row run's process "

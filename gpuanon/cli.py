@@ -26,13 +26,18 @@ log = logging.getLogger("gpuanon")
 CONFIG_KEYS = {
     "input", "dataset", "rows", "seed", "qi", "sensitive", "target", "identifiers", "numeric",
     "categorical", "k", "l", "l_kind", "c", "t", "t_distance", "mode", "format", "max_suppression",
-    "backend", "out", "report",
+    "backend", "out", "report", "html",
 }
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, like every other input error
         self.exit(2, f"gpuanon: error: {message}; see '{self.prog} --help'\n")
+
+
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no log lines or progress")
 
 
 def _add_input(p: argparse.ArgumentParser) -> None:
@@ -74,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("anonymize", help="Mondrian k-anonymity (+ l-diversity, t-closeness)",
                        description="Anonymize a table with Mondrian partitioning; the output is "
                                    "verified independently before it is written.")
+    _add_quiet(a)
     _add_input(a)
     _add_roles(a)
     _add_criteria(a, True)
@@ -85,12 +91,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fraction of rows that may be suppressed (default 0.01)")
     g.add_argument("--backend", choices=["auto", "cpu", "gpu"], help="default: $GPUANON_BACKEND or auto")
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
-    g.add_argument("--report", help="JSON report")
+    g.add_argument("--report", help="JSON report (every metric under 'metrics')")
+    g.add_argument("--html", help="self-contained HTML report with plots")
     g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
+
+    w = sub.add_parser("sweep", help="Mondrian over a grid of k, l, t on one encoded table",
+                       description="Run Mondrian over k (default 3..15), l-diversity (default l = 2, 3) "
+                                   "and t-closeness (default t = 0.2, 0.3, 0.4) at --base-k, and write one "
+                                   "row of metrics per run, a plot against k, and a table like the thesis's 5.4.")
+    _add_quiet(w)
+    _add_input(w)
+    _add_roles(w)
+    g = w.add_argument_group("grid")
+    g.add_argument("--k-values", default="3-15", help="k values: '3-15' or '3,5,10' (default 3-15)")
+    g.add_argument("--l-values", default="2,3", help="l values at --base-k ('' for none; default 2,3)")
+    g.add_argument("--t-values", default="0.2,0.3,0.4", help="t values at --base-k ('' for none)")
+    g.add_argument("--base-k", type=int, default=3, help="k of the l and t runs (default 3)")
+    g.add_argument("--l-kind", dest="l_kind", choices=["distinct", "entropy", "recursive"], default="distinct")
+    g.add_argument("--t-distance", dest="t_distance", choices=["equal", "ordered", "kl"], default="equal")
+    g.add_argument("--mode", choices=["strict", "relaxed"], default="strict")
+    g.add_argument("--max-suppression", dest="max_suppression", type=float, default=0.01)
+    g.add_argument("--backend", choices=["auto", "cpu", "gpu"])
+    g.add_argument("--out", required=True, help="CSV with one row per run")
+    g.add_argument("--plot", help="PNG of loss and classes against k (default: next to --out)")
+    g.add_argument("--table", help="markdown table shaped like the thesis's table 5.4 (default: next to --out)")
 
     c = sub.add_parser("check", help="verify k / l / t of any table (exit 1 when not met)",
                        description="Recompute the achieved k, l and t of a table from the table "
                                    "alone and compare them with the requested values.")
+    _add_quiet(c)
     _add_input(c)
     c.add_argument("--qi", help="generalized QI columns (for minmax output the base names work)")
     c.add_argument("--sensitive", help="sensitive attribute")
@@ -153,7 +182,7 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def cmd_anonymize(args) -> int:
-    from .io import check_writable, write_json, write_table  # noqa: PLC0415
+    from .io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
     from .mondrian import Mondrian  # noqa: PLC0415
 
     cfg = _load_config(args.config)
@@ -163,6 +192,8 @@ def cmd_anonymize(args) -> int:
         check_writable(out_path)
     if report_path:
         check_writable(report_path, table=False)
+    if getattr(args, "html", None) or cfg.get("html"):
+        check_writable(args.html or cfg.get("html"), table=False)
     k = _merged(args, cfg, "k")
     if k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
@@ -199,6 +230,12 @@ def cmd_anonymize(args) -> int:
     report["verification"] = m.verification_.to_dict()
     if report_path:
         write_json(report, report_path)
+    html_path = getattr(args, "html", None) or cfg.get("html")
+    if html_path:
+        from .report import render_html  # noqa: PLC0415
+
+        with atomic_path(html_path) as tmp:
+            Path(tmp).write_text(render_html(report, title=f"gpuanon report: {source}"))
     a = report["achieved"]
     log.info("%d rows in, %d out, %d suppressed; %d classes; achieved k=%s l=%s t=%s; %.2f s%s",
              report["n_rows_in"], report["n_rows_out"], report["n_suppressed"], report["n_classes"],
@@ -256,6 +293,63 @@ def cmd_check(args) -> int:
     return 0 if res.ok else 1
 
 
+def _int_list(text: str, name: str) -> list[int]:
+    text = (text or "").strip()
+    if not text:
+        return []
+    try:
+        if "-" in text and "," not in text:
+            a, b = text.split("-", 1)
+            return list(range(int(a), int(b) + 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--{name} '{text}' is not a list of integers; write e.g. 3-15 or 3,5,10") from None
+
+
+def _float_list(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in (text or "").split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--{name} '{text}' is not a list of numbers; write e.g. 0.2,0.3") from None
+
+
+def cmd_sweep(args) -> int:
+    from .io import atomic_path, check_writable  # noqa: PLC0415
+    from .sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
+
+    out = Path(args.out)
+    check_writable(out, table=False)
+    plot = args.plot or str(out.with_suffix(".png"))
+    table_path = args.table or str(out.with_name(out.stem + "_table.md"))
+    ks, ls = _int_list(args.k_values, "k-values"), _int_list(args.l_values, "l-values")
+    ts = _float_list(args.t_values, "t-values")
+    df, roles, source = _read_input(args, {})
+    qi = args.qi or roles.get("quasi_identifiers")
+    if not qi:
+        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    sens = args.sensitive or roles.get("sensitive") or args.target or roles.get("target")
+
+    def progress(i, n, row):
+        log.info("sweep %d/%d: %s k=%s l=%s t=%s -> %s classes, loss %s (%.2f s)", i, n, row["criterion"],
+                 row["k"], row["l"], row["t"], row.get("n_classes"),
+                 "-" if row.get("entropy_loss") is None else f"{100 * row['entropy_loss']:.2f}%", row["seconds"])
+
+    res = run_sweep(df, qi, sensitive=sens, target=args.target or roles.get("target"),
+                    identifiers=args.identifiers, ks=ks, ls=ls, ts=ts, base_k=args.base_k, mode=args.mode,
+                    l_kind=args.l_kind, t_distance=args.t_distance, max_suppression=args.max_suppression,
+                    backend=args.backend, progress=None if args.quiet else progress)
+    with atomic_path(out) as tmp:
+        res.to_csv(tmp, index=False)
+    if (res["criterion"] == "k-anonymity").any():
+        plot_sweep(res, plot)
+    md = to_markdown(thesis_table(res, args.base_k))
+    with atomic_path(table_path) as tmp:
+        Path(tmp).write_text(md)
+    print(md, end="")
+    log.info("wrote %s, %s, %s", out, plot, table_path)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -266,6 +360,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "anonymize":
             return cmd_anonymize(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         return cmd_check(args)
     except GpuanonError as exc:
         sys.stderr.write(f"gpuanon: error: {exc}\n")

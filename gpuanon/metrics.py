@@ -99,13 +99,14 @@ class ColumnSummary:
 
     numeric: ``lo``, ``hi`` per class; ``values`` (sorted distinct original values) and
     ``counts``. categorical: ``set_id`` per class into ``sets`` (bool, sets x categories);
-    ``counts`` per category. ``joint_before``: original (value, target) counts.
+    ``counts`` per category. ``u_before``: ``U(T | X)`` of the original column.
     """
 
     name: str
     kind: str
     counts: np.ndarray
-    joint_before: np.ndarray | None = None
+    u_before: float | None = None  # U(T | X) of the original column
+    h_bits: float = 0.0  # entropy (bits) of the original column
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     values: np.ndarray | None = None
@@ -142,34 +143,45 @@ class ClassSummary:
         return int(self.sizes.sum())
 
 
-def _joint_counts(key_col, target, nt: int, xp):
-    """Distinct values of a key column with their (value, target) counts (host arrays).
+def _stats_from_runs(val, tcode, cnt, target_counts):
+    """Column statistics from sorted runs of equal (value, target) pairs (host arrays).
 
-    One sort of ``key * nt + target``; runs of equal keys give the values and their counts.
+    Returns ``(distinct values, counts per value, U(T | X), H(X) in bits)``.
     """
+    vnew = np.ones(val.shape[0], dtype=bool)
+    vnew[1:] = val[1:] != val[:-1]
+    vstart = np.nonzero(vnew)[0]
+    counts = np.add.reduceat(cnt, vstart) if val.shape[0] else np.zeros(0, dtype=np.int64)
+    n = float(cnt.sum())
+    h_x = entropy_bits(counts)
+    u = None
+    if target_counts is not None and n > 0:
+        h_t = entropy_bits(target_counts)
+        n_v = np.repeat(counts, np.diff(np.append(vstart, val.shape[0])))
+        h_t_x = float(-(cnt / n * np.log2(cnt / n_v)).sum())
+        u = 0.0 if h_t == 0 else float(max(0.0, min(1.0, (h_t - h_t_x) / h_t)))
+    return val[vstart], counts, u, h_x
+
+
+def _key_stats(key_col, target, nt: int, target_counts, xp):
+    """Statistics of one encoded column: one sort of ``key * nt + target``, then its runs."""
     k = key_col.astype(xp.int64)
     s = xp.sort(k * nt + (target.astype(xp.int64) if target is not None else 0))
     n = s.shape[0]
     run = xp.ones(n, dtype=bool)
     run[1:] = s[1:] != s[:-1]
     rstart = xp.nonzero(run)[0]
-    rcount = xp.diff(xp.concatenate([rstart, xp.asarray([n], dtype=rstart.dtype)]))
-    u = s[rstart]
-    val = u // nt
-    vnew = xp.ones(u.shape[0], dtype=bool)
-    vnew[1:] = val[1:] != val[:-1]
-    vidx = xp.cumsum(vnew) - 1
-    joint = xp.zeros((int(vnew.sum()), nt), dtype=xp.int64)
-    joint[vidx, u % nt] = rcount
-    return to_host(val[vnew]), to_host(joint)
+    cnt = to_host(xp.diff(xp.concatenate([rstart, xp.asarray([n], dtype=rstart.dtype)])))
+    u = to_host(s[rstart])
+    return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
 
 
-def _before_stats(table, j: int):
-    """(values, joint counts) of QI ``j`` over the whole table, cached on the table."""
+def _before_stats(table, j: int, target_counts):
+    """Statistics of QI ``j`` over the whole table, cached on the table (sweeps reuse them)."""
     cache = table.__dict__.setdefault("_metric_cache", {})
     if j not in cache:
         nt = max(len(table.target_values), 1)
-        cache[j] = _joint_counts(table.keys[j], table.target, nt, table.xp)
+        cache[j] = _key_stats(table.keys[j], table.target, nt, target_counts, table.xp)
     return cache[j]
 
 
@@ -191,11 +203,16 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
         thist = xp.bincount(part * nt + table.target[rows].astype(xp.int64),
                             minlength=starts.shape[0] * nt).reshape(-1, nt)
         tcounts = to_host(xp.bincount(table.target, minlength=nt))
+    if xp is np and len(table.columns) > 1:  # numpy sorts release the GIL: use every core
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        import os  # noqa: PLC0415
+
+        with ThreadPoolExecutor(max_workers=min(len(table.columns), os.cpu_count() or 1)) as ex:
+            list(ex.map(lambda j: _before_stats(table, j, tcounts), range(len(table.columns))))
     cols = []
     for j, c in enumerate(table.columns):
         key = table.keys[j]
-        vals, joint = _before_stats(table, j)
-        counts = joint.sum(axis=1)
+        vals, counts, u_before, h_bits = _before_stats(table, j, tcounts)
         if c.kind == "categorical":
             code = key[rows].astype(xp.int64)
             ncat = c.n_categories
@@ -206,9 +223,8 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             sets, set_id = np.unique(member, axis=0, return_inverse=True)
             full = np.zeros(ncat, dtype=np.int64)
             full[vals.astype(np.int64)] = counts
-            jb = np.zeros((ncat, joint.shape[1]), dtype=np.int64)
-            jb[vals.astype(np.int64)] = joint
-            cols.append(ColumnSummary(c.name, "categorical", full, jb, set_id=set_id.reshape(-1), sets=sets))
+            cols.append(ColumnSummary(c.name, "categorical", full, u_before, h_bits,
+                                      set_id=set_id.reshape(-1), sets=sets))
         else:
             k = key[rows]
             kmin = segment_reduce("minimum", k, starts, xp, axis=0)
@@ -216,7 +232,8 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             lo, hi = to_host(table.numeric_values(j, kmin)), to_host(table.numeric_values(j, kmax))
             present = vals != int(MISSING)
             values = to_host(table.numeric_values(j, xp.asarray(vals[present].astype(np.uint32))))
-            cols.append(ColumnSummary(c.name, "numeric", counts[present], joint, lo=lo, hi=hi, values=values))
+            cols.append(ColumnSummary(c.name, "numeric", counts[present], u_before, h_bits,
+                                      lo=lo, hi=hi, values=values))
     n_in = int(table.n_rows)
     return ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols, n_in,
                         n_in - int(rows.shape[0]), tcounts)
@@ -293,19 +310,19 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             ov = pd.to_numeric(o, errors="coerce").to_numpy(dtype=np.float64)
             key = np.where(np.isnan(ov), np.inf, ov)
             vals, inv = np.unique(key, return_inverse=True)
-            joint = _joint_host(inv.reshape(-1), tcodes_orig)
-            present = np.isfinite(vals) | (vals == -np.inf)
+            _, vcounts, u_before, h_bits = _code_stats(inv.reshape(-1), tcodes_orig, tcounts)
+            present = np.isfinite(vals)
             if c in out.columns:
                 lo, hi = parse_numeric_cells(out[c])
             else:
                 lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
                 hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
-            cols.append(ColumnSummary(c, "numeric", joint.sum(axis=1)[present], joint,
+            cols.append(ColumnSummary(c, "numeric", vcounts[present], u_before, h_bits,
                                       lo=lo[first], hi=hi[first], values=vals[present]))
         else:
             codes, cats = pd.factorize(o, use_na_sentinel=False)
             ncat = len(cats)
-            joint = _joint_host(codes, tcodes_orig, ncat)
+            _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
             index = {_text(v): i for i, v in enumerate(cats)}
             cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
@@ -317,7 +334,7 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
                         raise ValueError(f"value {p!r} in column '{c}' is not in the original table")
                     cell_sets[i, index[p]] = True
             sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
-            cols.append(ColumnSummary(c, "categorical", joint.sum(axis=1), joint,
+            cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits,
                                       set_id=sid.reshape(-1)[cell_inv], sets=sets))
     return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts)
 
@@ -328,12 +345,11 @@ def _text(v) -> str:
     return str(v)
 
 
-def _joint_host(codes, tcodes, n_values=None):
-    n_values = int(codes.max()) + 1 if n_values is None else n_values
-    if tcodes is None:
-        return np.bincount(codes, minlength=n_values)[:, None]
-    nt = int(tcodes.max()) + 1 if len(tcodes) else 1
-    return np.bincount(codes * nt + tcodes, minlength=n_values * nt).reshape(n_values, nt)
+def _code_stats(codes, tcodes, target_counts):
+    """Column statistics of dense codes 0..m-1 (every code present), via the shared run logic."""
+    nt = len(target_counts) if target_counts is not None else 1
+    u, cnt = np.unique(codes * nt + (tcodes if tcodes is not None else 0), return_counts=True)
+    return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,7 +407,7 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
     if summary.target_hist is not None:
         before, after = {}, {}
         for col in summary.columns:
-            before[col.name] = uncertainty_coefficient(col.joint_before)
+            before[col.name] = col.u_before
             gid = col.generalized_ids()
             nt = summary.target_hist.shape[1]
             joint = np.zeros((int(gid.max()) + 1 if len(gid) else 0, nt))
@@ -414,7 +430,7 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
         v = float((h * sizes).sum())
         per_gt[col.name] = v
         gt_total += v
-        gt_norm_den += n_out * entropy_bits(col.counts)
+        gt_norm_den += n_out * col.h_bits
     m["gionis_tassa"] = {"total_bits": gt_total, "normalized": gt_total / gt_norm_den if gt_norm_den > 0 else 0.0,
                          "per_column_bits": per_gt}
     # NCP

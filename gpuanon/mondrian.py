@@ -152,14 +152,22 @@ class Mondrian:
     # ------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
-        t0 = time.perf_counter()
         schema = self._validate(df)
         be = get_backend(self.backend)
-        xp = be.xp
-        timings: dict[str, float] = {}
         t1 = time.perf_counter()
-        table = encode(df, schema, xp)
-        timings["encode"] = time.perf_counter() - t1
+        table = encode(df, schema, be.xp)
+        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1)
+
+    def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0) -> "Mondrian":
+        """Partition an already encoded table (sweeps encode once and fit many times).
+
+        ``schema`` and ``table`` must come from :meth:`_validate` / :func:`encode` on the same
+        frame; the parameters of this estimator are validated against ``table``.
+        """
+        t0 = time.perf_counter()
+        be = backend
+        xp = be.xp
+        timings: dict[str, float] = {"encode": encode_seconds}
         crit = self._criteria(table)
         whole_hist = None
         if crit.needs_histogram:
@@ -170,6 +178,9 @@ class Mondrian:
                     f"the whole table fails l-diversity: sensitive attribute '{schema.sensitive}' has "
                     f"{n_dist} distinct value(s) (l = {self.l}, {self.l_kind}); lower l or pick another "
                     f"sensitive attribute")
+        if int(self.k) > table.n_rows:
+            raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
+                               f"choose k <= {table.n_rows}")
         t1 = time.perf_counter()
         labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
         timings["partition"] = time.perf_counter() - t1
