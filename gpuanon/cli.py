@@ -169,6 +169,17 @@ def _read_input(args, cfg):
     if ds:
         df, roles = get_dataset(ds, rows=_merged(args, cfg, "rows"), seed=_merged(args, cfg, "seed", 0))
         return df, roles, f"dataset:{ds}"
+    backend = _merged(args, cfg, "backend")
+    if backend != "cpu" and str(inp).lower().endswith((".csv", ".parquet", ".pq")):
+        from .backend import get_backend  # noqa: PLC0415
+
+        be = get_backend(backend, quiet=True)
+        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's readers, then a host frame
+            try:
+                reader = be.frame.read_parquet if not str(inp).lower().endswith(".csv") else be.frame.read_csv
+                return reader(inp).to_pandas(), {}, str(inp)
+            except Exception as exc:  # fall back to pandas, which gives the usual clear errors
+                log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
     return load_table(inp), {}, str(inp)
 
 

@@ -97,8 +97,8 @@ def precision(levels, heights) -> float:
 class ColumnSummary:
     """One QI: its generalized value per class and the original column's value counts.
 
-    numeric: ``lo``, ``hi`` per class; ``values`` (sorted distinct original values) and
-    ``counts``. categorical: ``set_id`` per class into ``sets`` (bool, sets x categories);
+    numeric: ``lo``, ``hi`` per class, the domain's range, and ``gt_h``, each class's
+    Gionis-Tassa entropy (bits) of the original values inside its interval. categorical: ``set_id`` per class into ``sets`` (bool, sets x categories);
     ``counts`` per category. ``u_before``: ``U(T | X)`` of the original column.
     """
 
@@ -109,7 +109,8 @@ class ColumnSummary:
     h_bits: float = 0.0  # entropy (bits) of the original column
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
-    values: np.ndarray | None = None
+    dom_range: float = 0.0
+    gt_h: np.ndarray | None = None
     set_id: np.ndarray | None = None
     sets: np.ndarray | None = None
     levels: np.ndarray | None = None  # hierarchy level per class (for precision), if any
@@ -176,13 +177,17 @@ def _key_stats(key_col, target, nt: int, target_counts, xp):
     return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
 
 
-def _before_stats(table, j: int, target_counts):
-    """Statistics of QI ``j`` over the whole table, cached on the table (sweeps reuse them)."""
+def _before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16):
+    """Statistics of QI ``j`` over the whole table; cached on the table (sweeps reuse them) when
+    the column has at most ``cache_limit`` distinct values."""
     cache = table.__dict__.setdefault("_metric_cache", {})
-    if j not in cache:
-        nt = max(len(table.target_values), 1)
-        cache[j] = _key_stats(table.keys[j], table.target, nt, target_counts, table.xp)
-    return cache[j]
+    if j in cache:
+        return cache[j]
+    nt = max(len(table.target_values), 1)
+    st = _key_stats(table.keys[j], table.target, nt, target_counts, table.xp)
+    if st[0].shape[0] <= cache_limit:
+        cache[j] = st
+    return st
 
 
 def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSummary:
@@ -203,37 +208,43 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
         thist = xp.bincount(part * nt + table.target[rows].astype(xp.int64),
                             minlength=starts.shape[0] * nt).reshape(-1, nt)
         tcounts = to_host(xp.bincount(table.target, minlength=nt))
-    if xp is np and len(table.columns) > 1:  # numpy sorts release the GIL: use every core
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-        import os  # noqa: PLC0415
+    nparts = int(starts.shape[0])
 
-        with ThreadPoolExecutor(max_workers=min(len(table.columns), os.cpu_count() or 1)) as ex:
-            list(ex.map(lambda j: _before_stats(table, j, tcounts), range(len(table.columns))))
-    cols = []
-    for j, c in enumerate(table.columns):
-        key = table.keys[j]
+    def column(j: int) -> ColumnSummary:
+        c, key = table.columns[j], table.keys[j]
         vals, counts, u_before, h_bits = _before_stats(table, j, tcounts)
         if c.kind == "categorical":
             code = key[rows].astype(xp.int64)
             ncat = c.n_categories
             pairs = xp.unique(part * ncat + code)
             pc, cc = to_host(pairs // ncat), to_host(pairs % ncat)
-            member = np.zeros((int(starts.shape[0]), ncat), dtype=bool)
+            member = np.zeros((nparts, ncat), dtype=bool)
             member[pc, cc] = True
             sets, set_id = np.unique(member, axis=0, return_inverse=True)
             full = np.zeros(ncat, dtype=np.int64)
             full[vals.astype(np.int64)] = counts
-            cols.append(ColumnSummary(c.name, "categorical", full, u_before, h_bits,
-                                      set_id=set_id.reshape(-1), sets=sets))
-        else:
-            k = key[rows]
-            kmin = segment_reduce("minimum", k, starts, xp, axis=0)
-            kmax = segment_reduce("maximum", k, starts, xp, axis=0)
-            lo, hi = to_host(table.numeric_values(j, kmin)), to_host(table.numeric_values(j, kmax))
-            present = vals != int(MISSING)
-            values = to_host(table.numeric_values(j, xp.asarray(vals[present].astype(np.uint32))))
-            cols.append(ColumnSummary(c.name, "numeric", counts[present], u_before, h_bits,
-                                      lo=lo, hi=hi, values=values))
+            return ColumnSummary(c.name, "categorical", full, u_before, h_bits, set_id=set_id.reshape(-1), sets=sets)
+        k = key[rows]
+        kmin = to_host(segment_reduce("minimum", k, starts, xp, axis=0)).astype(np.int64)
+        kmax = to_host(segment_reduce("maximum", k, starts, xp, axis=0)).astype(np.int64)
+        lo, hi = to_host(table.numeric_values(j, xp.asarray(kmin.astype(np.uint32)))), \
+            to_host(table.numeric_values(j, xp.asarray(kmax.astype(np.uint32))))
+        present = vals != int(MISSING)
+        miss = kmin == int(MISSING)  # keys are order-preserving: search in key space
+        gt_h = _interval_entropy(vals[present], counts[present], np.where(miss, np.inf, kmin),
+                                 np.where(miss, -np.inf, kmax))
+        dom = c.global_range
+        return ColumnSummary(c.name, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits, lo=lo, hi=hi,
+                             dom_range=dom, gt_h=gt_h)
+
+    if xp is np and len(table.columns) > 1:  # numpy sorts release the GIL: one column per core
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        import os  # noqa: PLC0415
+
+        with ThreadPoolExecutor(max_workers=min(len(table.columns), os.cpu_count() or 1)) as ex:
+            cols = list(ex.map(column, range(len(table.columns))))
+    else:
+        cols = [column(j) for j in range(len(table.columns))]
     n_in = int(table.n_rows)
     return ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols, n_in,
                         n_in - int(rows.shape[0]), tcounts)
@@ -317,8 +328,13 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             else:
                 lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
                 hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
-            cols.append(ColumnSummary(c, "numeric", vcounts[present], u_before, h_bits,
-                                      lo=lo[first], hi=hi[first], values=vals[present]))
+            lo, hi = lo[first], hi[first]
+            pv = vals[present]
+            gt_h = _interval_entropy(pv, vcounts[present], np.where(np.isnan(lo), np.inf, lo),
+                                     np.where(np.isnan(hi), -np.inf, hi))
+            dom = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
+            cols.append(ColumnSummary(c, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits,
+                                      lo=lo, hi=hi, dom_range=dom, gt_h=gt_h))
         else:
             codes, cats = pd.factorize(o, use_na_sentinel=False)
             ncat = len(cats)
@@ -356,14 +372,26 @@ def _code_stats(codes, tcodes, target_counts):
 # the metrics
 # ---------------------------------------------------------------------------------------------
 
+def _sorted_search(values, needles, side):
+    """``searchsorted`` with the needles sorted first (much faster on large arrays)."""
+    order = np.argsort(needles, kind="stable")
+    out = np.empty(needles.shape[0], dtype=np.int64)
+    out[order] = np.searchsorted(values, needles[order], side=side)
+    return out
+
+
 def _interval_entropy(values, counts, lo, hi):
-    """Entropy (bits) of the original distribution restricted to [lo, hi], and its row count."""
+    """Entropy (bits) of the original distribution restricted to each ``[lo, hi]``.
+
+    ``values`` sorted (numbers or order-preserving keys); an empty interval (lo > hi, used for
+    missing cells) gives 0.
+    """
     c = counts.astype(np.float64)
     clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
     cs = np.concatenate([[0.0], np.cumsum(c)])
     cl = np.concatenate([[0.0], np.cumsum(clog)])
-    a = np.searchsorted(values, np.where(np.isnan(lo), np.inf, lo), side="left")
-    b = np.searchsorted(values, np.where(np.isnan(hi), -np.inf, hi), side="right")
+    a = _sorted_search(values, lo, "left")
+    b = _sorted_search(values, hi, "right")
     b = np.maximum(a, b)
     s = cs[b] - cs[a]
     e = cl[b] - cl[a]
@@ -385,9 +413,7 @@ def _set_entropy(sets, counts):
 def column_ncp(col: ColumnSummary) -> np.ndarray:
     """NCP of every class on one column."""
     if col.kind == "numeric":
-        if col.values is None or len(col.values) < 2:
-            return np.zeros(len(col.lo))
-        rng = float(col.values[-1] - col.values[0])
+        rng = float(col.dom_range)
         w = col.hi - col.lo
         return np.where(np.isnan(w), 0.0, w / rng) if rng > 0 else np.zeros(len(col.lo))
     dom = max(int((col.counts > 0).sum()), 1)
@@ -410,8 +436,9 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
             before[col.name] = col.u_before
             gid = col.generalized_ids()
             nt = summary.target_hist.shape[1]
-            joint = np.zeros((int(gid.max()) + 1 if len(gid) else 0, nt))
-            np.add.at(joint, gid, summary.target_hist)
+            ng = int(gid.max()) + 1 if len(gid) else 0
+            joint = np.stack([np.bincount(gid, weights=summary.target_hist[:, t], minlength=ng)
+                              for t in range(nt)], axis=1) if ng else np.zeros((0, nt))
             after[col.name] = uncertainty_coefficient(joint)
         m["entropy_coefficient_before"] = before
         m["entropy_coefficient_after"] = after
@@ -424,7 +451,7 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
     gt_total, gt_norm_den, per_gt = 0.0, 0.0, {}
     for col in summary.columns:
         if col.kind == "numeric":
-            h = _interval_entropy(col.values, col.counts, col.lo, col.hi)
+            h = col.gt_h
         else:
             h = _set_entropy(col.sets, col.counts)[col.set_id]
         v = float((h * sizes).sum())
