@@ -3,7 +3,7 @@
 Numeric QI: the class's ``[min, max]``, written as ``range`` text (``"lo-hi"``, or the single
 value when equal), ``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``.
 Categorical QI: the set of the class's distinct values, joined by ``|`` in code order (the single
-value when there is one). The output keeps the input's columns and row order; suppressed rows
+value when there is one; inside a set, ``|`` and ``\\`` in a value are escaped with ``\\``). The output keeps the input's columns and row order; suppressed rows
 are removed; identifiers are dropped.
 
 Per-class statistics are whole-array segmented reductions over rows sorted by class; strings are
@@ -39,8 +39,11 @@ def _fmt_numbers(x: np.ndarray, integer: bool) -> np.ndarray:
 
 
 def _category_text(cats, idx) -> str:
+    """One value inside a set cell: ``\\`` and ``|`` escaped with a backslash; missing is ``NaN``."""
     v = cats[idx]
-    return "NaN" if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v)
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "NaN"
+    return str(v).replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
 
 
 class ClassStats:

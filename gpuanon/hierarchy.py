@@ -15,6 +15,8 @@ Builders:
   majority's share form one group; ``H_rho`` = leaves, groups, ``*``. :func:`frequency_table`
   does the one group-by count pass; every ``rho`` derives from its table
   (:meth:`FrequencyTable.hierarchy`), so trying all of :data:`RHO_CANDIDATES` costs one pass.
+  On an encoded table, :meth:`FrequencyTable.from_codes` counts the column's codes (one
+  ``bincount`` on the table's device) instead of hashing the text again.
 * :func:`masking_hierarchy` -- code-like strings masked one character per level
   (``13053`` -> ``1305*`` -> ``130**`` -> ... -> ``*``).
 * :meth:`Hierarchy.from_arx_csv` -- a user's hierarchy in ARX's CSV layout
@@ -68,6 +70,7 @@ __all__ = [
     "Hierarchy",
     "FrequencyTable",
     "count_table",
+    "target_codes",
     "frequency_table",
     "frequency_hierarchy",
     "frequency_hierarchies",
@@ -839,6 +842,47 @@ class FrequencyTable:
         self._cache[key] = h
         return h
 
+    @classmethod
+    def from_codes(cls, codes, categories: Sequence, coded_target: tuple, name: str | None = None,
+                   xp=None) -> "FrequencyTable":
+        """The table from a column already coded (e.g. a categorical QI of an encoded table).
+
+        Parameters
+        ----------
+        codes : array of int
+            Code of every row, ``0 .. len(categories) - 1`` (NumPy or CuPy; counted on its
+            device with one ``bincount``).
+        categories : sequence
+            The value of every code. Categories that never occur are dropped.
+        coded_target : (codes, values)
+            Target code of every row and the target values (sorted: :func:`target_codes`).
+        name : str, optional
+            Column name.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ft = FrequencyTable.from_codes(np.array([0, 0, 1]), ["x", "y", "unused"],
+        ...                                (np.array([1, 1, 0]), ["no", "yes"]))
+        >>> ft.values, ft.counts.tolist()
+        (['y', 'x'], [[1, 0], [0, 2]])
+        """
+        tcodes, tvals = coded_target
+        if len(codes) != len(tcodes):
+            raise InputError(f"column {name!r} has {len(codes)} rows but the target has "
+                             f"{len(tcodes)}")
+        uniq = list(categories)
+        f = count_table(codes, tcodes, len(uniq), len(tvals), xp=xp)
+        used = f.sum(axis=1) > 0  # categories that never occur are no leaves
+        if not used.all():
+            f, uniq = f[used], [u for u, k in zip(uniq, used) if k]
+        tstar = f.argmax(axis=1) if f.size else np.zeros(len(uniq), np.int64)
+        share = (f[np.arange(len(uniq)), tstar] / np.maximum(f.sum(axis=1), 1) if f.size
+                 else tstar * 0.0)
+        order = _spec_order(uniq, tstar, share)
+        return cls([uniq[i] for i in order], list(tvals),
+                   np.ascontiguousarray(f[np.asarray(order, dtype=np.int64)]), name=name)
+
     def hierarchies(self, rhos: Iterable = RHO_CANDIDATES, labels: str = "values") -> dict:
         """``{rho: H_rho}`` for every candidate, all from this one table."""
         return {rho: self.hierarchy(rho, labels=labels) for rho in rhos}
@@ -882,13 +926,25 @@ def _value_codes(values) -> tuple[np.ndarray, list]:
     return codes, list(uniq)
 
 
-def _target_codes(target) -> tuple[np.ndarray, list]:
+def target_codes(target) -> tuple[np.ndarray, list]:
+    """Target codes (positions in the sorted distinct target values, missing last) and values.
+
+    The same coding as :mod:`gpuanon.encoding`; code it once and pass it to
+    :func:`frequency_table` as ``coded_target`` for every column.
+
+    Examples
+    --------
+    >>> codes, values = target_codes(["yes", "no", "yes"])
+    >>> codes.tolist(), values
+    ([1, 0, 1], ['no', 'yes'])
+    """
     s = target if isinstance(target, pd.Series) else pd.Series(target)
     codes, tvals = _codes_sorted(s)
-    return codes, tvals
+    return codes, list(tvals)
 
 
-def frequency_table(values, target, name: str | None = None, _target=None) -> FrequencyTable:
+def frequency_table(values, target=None, name: str | None = None,
+                    coded_target: tuple | None = None) -> FrequencyTable:
     """Algorithm 1: the frequency table ``F[v, t]`` of a column against the target (one pass).
 
     Parameters
@@ -900,6 +956,8 @@ def frequency_table(values, target, name: str | None = None, _target=None) -> Fr
         The target, same length. Target codes are its sorted distinct values.
     name : str, optional
         Column name.
+    coded_target : (codes, values), optional
+        The target already coded by :func:`target_codes` (then ``target`` is ignored).
 
     Returns
     -------
@@ -914,18 +972,10 @@ def frequency_table(values, target, name: str | None = None, _target=None) -> Fr
     if name is None and isinstance(values, pd.Series):
         name = values.name
     codes, uniq = _value_codes(values)
-    tcodes, tvals = _target_codes(target) if _target is None else _target
-    if len(codes) != len(tcodes):
-        raise InputError(f"column {name!r} has {len(codes)} rows but the target has {len(tcodes)}")
-    f = count_table(codes, tcodes, len(uniq), len(tvals), xp=np)
-    used = f.sum(axis=1) > 0  # categories of a categorical dtype that never occur are no leaves
-    if not used.all():
-        f, uniq = f[used], [u for u, k in zip(uniq, used) if k]
-    tstar = f.argmax(axis=1) if f.size else np.zeros(len(uniq), np.int64)
-    share = f[np.arange(len(uniq)), tstar] / np.maximum(f.sum(axis=1), 1) if f.size else tstar * 0.0
-    order = _spec_order(uniq, tstar, share)
-    return FrequencyTable([uniq[i] for i in order], list(tvals),
-                          np.ascontiguousarray(f[np.asarray(order, dtype=np.int64)]), name=name)
+    if coded_target is None and target is None:
+        raise ValueError("give the target (or coded_target)")
+    tcodes, tvals = target_codes(target) if coded_target is None else coded_target
+    return FrequencyTable.from_codes(codes, uniq, (tcodes, tvals), name=name, xp=np)
 
 
 def frequency_hierarchy(values, target, rho, name: str | None = None,
@@ -1002,8 +1052,8 @@ def build_hierarchy_candidates(df: pd.DataFrame, columns: Sequence[str], target:
     missing = [c for c in list(columns) + [target] if c not in df.columns]
     if missing:
         raise InputError(f"no column {missing[0]!r} in the table; columns: {list(df.columns)}")
-    tgt = _target_codes(df[target])
-    return {c: frequency_table(df[c], None, name=c, _target=tgt).hierarchies(rhos, labels=labels)
+    tgt = target_codes(df[target])
+    return {c: frequency_table(df[c], name=c, coded_target=tgt).hierarchies(rhos, labels=labels)
             for c in columns}
 
 

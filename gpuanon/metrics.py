@@ -246,8 +246,40 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
     else:
         cols = [column(j) for j in range(len(table.columns))]
     n_in = int(table.n_rows)
-    return ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols, n_in,
-                        n_in - int(rows.shape[0]), tcounts)
+    return _merge_equal_classes(ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols,
+                                             n_in, n_in - int(rows.shape[0]), tcounts))
+
+
+def _merge_equal_classes(summary: ClassSummary) -> ClassSummary:
+    """Partitions whose generalized tuples are equal form one equivalence class (relaxed mode)."""
+    n = len(summary.sizes)
+    if n == 0:
+        return summary
+    gid = np.zeros(n, dtype=np.int64)
+    for col in summary.columns:
+        g = col.generalized_ids()
+        gid = pd.factorize(gid * (int(g.max()) + 1) + g)[0].astype(np.int64)
+    n_ec = int(gid.max()) + 1
+    if n_ec == n:
+        return summary
+    first = np.full(n_ec, n, dtype=np.int64)
+    np.minimum.at(first, gid, np.arange(n))
+    sizes = np.bincount(gid, weights=summary.sizes, minlength=n_ec).astype(np.int64)
+    thist = None
+    if summary.target_hist is not None:
+        thist = np.stack([np.bincount(gid, weights=summary.target_hist[:, t], minlength=n_ec)
+                          for t in range(summary.target_hist.shape[1])], axis=1).astype(np.int64)
+    cols = []
+    for col in summary.columns:
+        c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
+                          sets=col.sets, height=col.height)
+        for f in ("lo", "hi", "gt_h", "set_id", "levels"):
+            v = getattr(col, f)
+            if v is not None:
+                setattr(c, f, v[first])
+        cols.append(c)
+    return ClassSummary(sizes, thist, cols, summary.n_in, summary.n_suppressed, summary.target_counts_before,
+                        summary.notes)
 
 
 _RANGE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*-\s*"
@@ -344,7 +376,7 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
             for i, cell in enumerate(cells):  # a loop over distinct generalized values
                 t = _text(cell)
-                parts = [t] if t in index else t.split(SET_SEPARATOR)
+                parts = [t] if t in index else split_set_text(t)
                 for p in parts:
                     if p not in index:
                         raise ValueError(f"value {p!r} in column '{c}' is not in the original table")
@@ -353,6 +385,21 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits,
                                       set_id=sid.reshape(-1)[cell_inv], sets=sets))
     return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts)
+
+
+def split_set_text(text: str) -> list[str]:
+    """Values of a generalized set cell: split on unescaped ``|``, then unescape ``\\|`` and ``\\\\``."""
+    parts = re.split(r"(?<!\\)((?:\\\\)*)\|", text)
+    # re.split keeps the captured runs of escaped backslashes: glue them back to the value before
+    vals, cur = [], ""
+    for i, p in enumerate(parts):
+        if i % 2 == 0:
+            cur += p
+            vals.append(cur)
+            cur = ""
+        else:
+            vals[-1] += p
+    return [re.sub(r"\\(.)", r"\1", v) for v in vals]
 
 
 def _text(v) -> str:
@@ -468,7 +515,7 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
     m["ncp_per_column"] = per_ncp
     m["ncp_weights"] = dict(zip(qis, map(float, w)))
     # discernibility, C_avg
-    m["dm"] = float((sizes.astype(np.float64) ** 2).sum() + summary.n_suppressed * n_in)
+    m["dm"] = int((sizes.astype(np.int64) ** 2).sum()) + int(summary.n_suppressed) * n_in
     m["c_avg"] = float((n_out / n_cls) / k) if (k and n_cls) else None
     # precision (hierarchy-generalized columns only)
     hcols = [c for c in summary.columns if c.levels is not None]
@@ -479,8 +526,9 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
         m["precision"] = None
     # class sizes
     if n_cls:
-        hi = int(sizes.max())
-        edges = np.unique(np.linspace(sizes.min(), hi + 1, histogram_bins + 1).astype(np.int64))
+        lo_s, hi = int(sizes.min()), int(sizes.max())
+        width = max(1, -(-(hi - lo_s + 1) // histogram_bins))  # integer-wide bins of equal width
+        edges = lo_s + width * np.arange(-(-(hi - lo_s + 1) // width) + 1)
         counts, edges = np.histogram(sizes, bins=edges)
         m["class_size"] = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": hi,
                            "mean": float(sizes.mean()),

@@ -82,7 +82,7 @@ def _fmt(v) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.0f}" if v.is_integer() and abs(v) >= 1e6 else f"{v:.6g}"
     return _html.escape(str(v))
 
 

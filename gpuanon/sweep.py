@@ -66,6 +66,10 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
     t0 = time.perf_counter()
     table = encode(df, schema, be.xp)
     enc_s = time.perf_counter() - t0
+    for run in runs:  # a bad grid value fails before any work, not halfway through
+        Mondrian(k=run["k"], l=run["l"], t=run["t"], l_kind=l_kind, t_distance=t_distance,
+                 quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
+                 identifiers=identifiers, mode=mode, max_suppression=max_suppression)._validate(df)
     rows = []
     for i, run in enumerate(runs):
         t1 = time.perf_counter()
@@ -118,10 +122,18 @@ def thesis_table(res: pd.DataFrame, base_k: int = 3) -> pd.DataFrame:
         "classes": sel["n_classes"].to_numpy(),
         "entropy_loss_%": (100 * sel["entropy_loss"].astype(float)).round(2).to_numpy(),
         "ncp": sel["ncp"].astype(float).round(4).to_numpy(),
-        "dm": sel["dm"].astype("Int64").to_numpy(),
+        "dm": sel["dm"].astype("Int64").astype(object).to_numpy(),
         "cm": sel["cm"].astype(float).round(4).to_numpy(),
     })
     return out
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return f"{int(v):d}" if float(v).is_integer() and abs(v) >= 1e5 else f"{v:g}"
+    return str(v)
 
 
 def to_markdown(table: pd.DataFrame) -> str:
@@ -129,8 +141,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for _, r in table.iterrows():
-        lines.append("| " + " | ".join("" if pd.isna(v) else (f"{v:g}" if isinstance(v, float) else str(v))
-                                       for v in r.tolist()) + " |")
+        lines.append("| " + " | ".join(_cell(v) for v in r.tolist()) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +166,7 @@ def plot_sweep(res: pd.DataFrame, path: str) -> None:
     ax2.set_ylabel("number of classes")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, frameon=False, loc="upper center")
+    ax.legend(h1 + h2, l1 + l2, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.15), ncol=3)
     ax.set_title("Information loss and classes against k")
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")

@@ -1,0 +1,181 @@
+"""The HTML report: self-contained (no network), plots embedded as valid PNGs, the numbers shown."""
+
+import base64
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from gpuanon import Mondrian
+from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
+from gpuanon.report import render_html
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CHROMIUM = "/usr/bin/chromium"
+
+
+class _Collect(HTMLParser):
+    """Every tag's attributes, and the visible text (script/style excluded)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self._skip = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("style", "script"):
+            self._skip += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def parse(html):
+    p = _Collect()
+    p.feed(html)
+    return p.tags, " ".join(" ".join(p.text).split())
+
+
+@pytest.fixture(scope="module")
+def report():
+    m = Mondrian(k=5, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income",
+                 backend="cpu", progress=False)
+    m.fit_transform(load_adult().head(4000))
+    return m.report_
+
+
+@pytest.fixture(scope="module")
+def html(report):
+    return render_html(report)
+
+
+def _png_images(tags):
+    out = {}
+    for tag, attrs in tags:
+        if tag == "img":
+            src = attrs.get("src", "")
+            assert src.startswith("data:image/png;base64,"), src[:80]
+            out[attrs.get("alt", "")] = base64.b64decode(src.split(",", 1)[1], validate=True)
+    return out
+
+
+def test_html_is_self_contained(html):
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    tags, _ = parse(html)
+    for tag, attrs in tags:
+        for a in ("src", "href", "srcset", "data", "action"):
+            v = (attrs.get(a) or "").strip().lower()
+            assert not v.startswith(("http:", "https:", "//", "file:")), (tag, a, v[:80])
+        assert tag not in ("script", "link", "iframe"), tag
+    # no remote reference anywhere in markup or CSS (the JSON dump is escaped text, not a src)
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
+    assert "@import" not in html and "url(" not in html
+
+
+def test_plots_are_embedded_valid_pngs(html):
+    import matplotlib.image as mpimg
+
+    tags, _ = parse(html)
+    imgs = _png_images(tags)
+    assert len(imgs) == 2
+    assert any("entropy" in alt for alt in imgs) and any("class size" in alt for alt in imgs)
+    for alt, data in imgs.items():
+        assert data[:8] == PNG_SIGNATURE, alt
+        pixels = mpimg.imread(io.BytesIO(data), format="png")
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 200, alt
+        assert pixels.std() > 0, alt  # not a blank image
+
+
+def test_html_shows_k_and_the_metrics(html, report):
+    _, text = parse(html)
+    m = report["metrics"]
+    assert f"achieved k {report['achieved']['k']}" in text
+    assert report["achieved"]["k"] >= 5
+    # the parameters table: k requested 5, achieved report['achieved']['k']
+    assert re.search(rf"\bk 5 {report['achieved']['k']}\b", text)
+    assert "Information loss" in text
+    for label, value in (("NCP", m["ncp"]), ("discernibility DM", m["dm"]), ("C_avg", m["c_avg"]),
+                         ("classification metric CM", m["cm"]), ("entropy-coefficient loss", m["entropy_loss"]),
+                         ("Gionis-Tassa, normalized", m["gionis_tassa"]["normalized"])):
+        assert f"{label} {value:.6g}" in text, label
+    assert f"{100 * m['entropy_loss']:.2f}%" in text
+    assert "Entropy coefficient per quasi-identifier" in text and "Class sizes" in text
+    # one row per QI in the per-column table
+    for c in ADULT_QUASI_IDENTIFIERS:
+        assert f"{c} {m['entropy_coefficient_before'][c]:.6g} {m['entropy_coefficient_after'][c]:.6g}" in text, c
+    cs = m["class_size"]
+    assert f"min {cs['min']} · median {cs['median']:g} · max {cs['max']}" in text
+
+
+def test_html_escapes_text(report):
+    r = dict(report, input="<script>alert(1)</script>")
+    html = render_html(r, title="a <b> & c")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<title>a &lt;b&gt; &amp; c</title>" in html
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def cli_html(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    r = _cli("anonymize", "--dataset", "adult", "--k", "5", "--html", str(d / "r.html"), cwd=d)
+    assert r.returncode == 0, r.stderr
+    return d / "r.html"
+
+
+def test_cli_anonymize_writes_html(cli_html):
+    html = cli_html.read_text()
+    tags, text = parse(html)
+    assert "gpuanon report: dataset:adult" in text
+    assert "Independent verification: passed" in text
+    k = int(re.search(r"achieved k (\d+)", text).group(1))
+    assert k >= 5
+    assert "rows in 32561" in text
+    imgs = _png_images(tags)
+    assert len(imgs) == 2 and all(v[:8] == PNG_SIGNATURE for v in imgs.values())
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
+    for stage in ("read", "encode", "partition", "generalize", "verify", "metrics", "write", "total"):
+        assert re.search(rf"\b{stage} \d+\.\d{{3}} s\b", text), stage
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} not installed")
+def test_html_renders_in_chromium(cli_html, tmp_path):
+    import matplotlib.image as mpimg
+
+    shot = tmp_path / "shot.png"
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
+           cli_html.resolve().as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path)))
+    assert shot.exists(), r.stderr[-2000:]
+    assert shot.stat().st_size > 20_000
+    data = shot.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    pixels = mpimg.imread(io.BytesIO(data), format="png")
+    assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1000
+    assert pixels.std() > 0  # not a single colour
+    shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_html_shows_large_dm_exactly(report):
+    r = dict(report, metrics=dict(report["metrics"], dm=2187693.0))
+    _, text = parse(render_html(r))
+    assert "discernibility DM 2187693" in text
