@@ -26,13 +26,46 @@ log = logging.getLogger("gpuanon")
 CONFIG_KEYS = {
     "input", "dataset", "rows", "seed", "qi", "sensitive", "target", "identifiers", "numeric",
     "categorical", "k", "l", "l_kind", "c", "t", "t_distance", "mode", "format", "max_suppression",
-    "backend", "out", "report", "html",
+    "backend", "out", "report", "html", "hierarchies", "hierarchy", "rho", "optimize",
 }
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, like every other input error
         self.exit(2, f"gpuanon: error: {message}; see '{self.prog} --help'\n")
+
+
+def _add_hierarchy_options(g) -> None:
+    g.add_argument("--hierarchies", choices=["auto"],
+                   help="automatic frequency-based hierarchies for every categorical QI (needs a target)")
+    g.add_argument("--hierarchy", action="append", metavar="COLUMN=FILE.csv",
+                   help="a hierarchy in ARX's CSV layout for one column (repeatable)")
+    g.add_argument("--rho", type=float, help="percentile range of the automatic hierarchies "
+                                             "(default: chosen per column by information loss)")
+    g.add_argument("--optimize", action="store_true", default=None,
+                   help="the optimization step: QI tuples occurring >= k times keep their values")
+
+
+def _hierarchy_spec(args, cfg) -> object:
+    spec = {}
+    auto = _merged(args, cfg, "hierarchies")
+    pairs = list(getattr(args, "hierarchy", None) or []) + list(cfg.get("hierarchy") or [])
+    for pair in pairs:
+        if "=" not in str(pair):
+            raise InputError(f"--hierarchy '{pair}' is not COLUMN=FILE.csv; write e.g. --hierarchy zip=zip.csv")
+        col, path = str(pair).split("=", 1)
+        spec[col.strip()] = path.strip()
+    if auto:
+        if auto != "auto":
+            raise InputError(f"hierarchies '{auto}' is not understood; use --hierarchies auto")
+        return ("auto", spec)
+    return spec or None
+
+
+def _rho_value(v):
+    if v is None:
+        return None
+    return int(v) if float(v).is_integer() else float(v)
 
 
 def _add_quiet(p: argparse.ArgumentParser) -> None:
@@ -90,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-suppression", dest="max_suppression", type=float,
                    help="fraction of rows that may be suppressed (default 0.01)")
     g.add_argument("--backend", choices=["auto", "cpu", "gpu"], help="default: $GPUANON_BACKEND or auto")
+    _add_hierarchy_options(g)
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")
     g.add_argument("--html", help="self-contained HTML report with plots")
@@ -112,9 +146,24 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mode", choices=["strict", "relaxed"], default="strict")
     g.add_argument("--max-suppression", dest="max_suppression", type=float, default=0.01)
     g.add_argument("--backend", choices=["auto", "cpu", "gpu"])
+    _add_hierarchy_options(g)
     g.add_argument("--out", required=True, help="CSV with one row per run")
     g.add_argument("--plot", help="PNG of loss and classes against k (default: next to --out)")
     g.add_argument("--table", help="markdown table shaped like the thesis's table 5.4 (default: next to --out)")
+
+    h = sub.add_parser("hierarchy", help="build generalization hierarchies for people to read and edit")
+    hsub = h.add_subparsers(dest="hierarchy_command", metavar="ACTION", parser_class=_Parser)
+    hb = hsub.add_parser("build", help="write a hierarchy in ARX's CSV layout",
+                         description="Build the frequency-based hierarchy of a categorical column "
+                                     "(thesis algorithms 1 and 2) or a masking hierarchy for code-like "
+                                     "strings, and write it as ARX CSV: leaf;level 1;...;*")
+    _add_quiet(hb)
+    _add_input(hb)
+    hb.add_argument("--column", required=True, help="the categorical column")
+    hb.add_argument("--target", help="target column (default: the dataset's target)")
+    hb.add_argument("--rho", type=float, default=10, help="percentile range; 100/rho an integer (default 10)")
+    hb.add_argument("--kind", choices=["frequency", "masking"], default="frequency")
+    hb.add_argument("--out", required=True, help="CSV file (ARX layout, ';'-separated)")
 
     c = sub.add_parser("check", help="verify k / l / t of any table (exit 1 when not met)",
                        description="Recompute the achieved k, l and t of a table from the table "
@@ -144,7 +193,7 @@ def _load_config(path: str | None) -> dict:
         k = key.replace("-", "_")
         if k not in CONFIG_KEYS:
             raise InputError(f"config '{path}': unknown key '{key}'; known keys: {', '.join(sorted(CONFIG_KEYS))}")
-        if isinstance(val, list):
+        if isinstance(val, list) and k != "hierarchy":
             val = ",".join(map(str, val))
         cfg[k] = val
     return cfg
@@ -181,6 +230,13 @@ def _read_input(args, cfg):
             except Exception as exc:  # fall back to pandas, which gives the usual clear errors
                 log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
     return load_table(inp), {}, str(inp)
+
+
+def _resolve_hierarchies(spec, df, qi):
+    """'auto' for every categorical QI not given a file ('*' in the dict); files for the others."""
+    if not isinstance(spec, tuple):
+        return spec
+    return "auto" if not spec[1] else {"*": "auto", **spec[1]}
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -224,7 +280,9 @@ def cmd_anonymize(args) -> int:
         categorical=_merged(args, cfg, "categorical"), mode=_merged(args, cfg, "mode", "strict"),
         output_format=_merged(args, cfg, "format", "range"),
         max_suppression=float(_merged(args, cfg, "max_suppression", 0.01)),
-        backend=_merged(args, cfg, "backend"), progress=not args.quiet)
+        backend=_merged(args, cfg, "backend"), progress=not args.quiet,
+        hierarchies=_resolve_hierarchies(_hierarchy_spec(args, cfg), df, qi),
+        rho=_rho_value(_merged(args, cfg, "rho")), optimize=bool(_merged(args, cfg, "optimize", False)))
     out = m.fit_transform(df)
     report = m.report_
     t1 = time.perf_counter()
@@ -348,7 +406,9 @@ def cmd_sweep(args) -> int:
     res = run_sweep(df, qi, sensitive=sens, target=args.target or roles.get("target"),
                     identifiers=args.identifiers, ks=ks, ls=ls, ts=ts, base_k=args.base_k, mode=args.mode,
                     l_kind=args.l_kind, t_distance=args.t_distance, max_suppression=args.max_suppression,
-                    backend=args.backend, progress=None if args.quiet else progress)
+                    backend=args.backend, progress=None if args.quiet else progress,
+                    hierarchies=_resolve_hierarchies(_hierarchy_spec(args, {}), df, qi),
+                    rho=_rho_value(args.rho), optimize=bool(args.optimize))
     with atomic_path(out) as tmp:
         res.to_csv(tmp, index=False)
     if (res["criterion"] == "k-anonymity").any():
@@ -358,6 +418,38 @@ def cmd_sweep(args) -> int:
         Path(tmp).write_text(md)
     print(md, end="")
     log.info("wrote %s, %s, %s", out, plot, table_path)
+    return 0
+
+
+def cmd_hierarchy(args) -> int:
+    from .hierarchy import frequency_hierarchy, masking_hierarchy  # noqa: PLC0415
+    from .io import atomic_path, check_writable  # noqa: PLC0415
+    from .schema import _suggest  # noqa: PLC0415
+
+    if args.hierarchy_command != "build":
+        raise InputError("say what to do: gpuanon hierarchy build --column COL --out FILE.csv")
+    check_writable(args.out, table=False)
+    df, roles, source = _read_input(args, {})
+    if args.column not in df.columns:
+        raise InputError(f"column '{args.column}' is not in {source}{_suggest(args.column, list(df.columns))}")
+    if args.kind == "masking":
+        h = masking_hierarchy(df[args.column], name=args.column)
+    else:
+        target = args.target or roles.get("target")
+        if target is None:
+            raise InputError("a frequency hierarchy needs a target column; pass --target COL")
+        if target not in df.columns:
+            raise InputError(f"target '{target}' is not in {source}{_suggest(target, list(df.columns))}")
+        try:
+            h = frequency_hierarchy(df[args.column], df[target], _rho_value(args.rho), name=args.column)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    with atomic_path(args.out) as tmp:
+        h.to_arx_csv(tmp)
+    frame = h.to_frame()
+    if not args.quiet:
+        print(frame.to_string(index=False))
+    log.info("wrote %s: %d leaves, %d levels above them", args.out, h.n_leaves, h.height)
     return 0
 
 
@@ -373,6 +465,8 @@ def main(argv=None) -> int:
             return cmd_anonymize(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "hierarchy":
+            return cmd_hierarchy(args)
         return cmd_check(args)
     except GpuanonError as exc:
         sys.stderr.write(f"gpuanon: error: {exc}\n")

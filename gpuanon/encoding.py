@@ -44,10 +44,28 @@ class Column:
     hi: float = float("nan")
     n_missing: int = 0
     integer: bool = False
+    hierarchy: Any = None  # categorical: a gpuanon.hierarchy.Hierarchy over the categories
+    code_levels: Any = None  # (n_categories, height + 1) node id of every code at every level
 
     @property
     def n_categories(self) -> int:
         return len(self.categories)
+
+    def attach_hierarchy(self, h, xp=np) -> None:
+        """Use hierarchy ``h`` for this categorical column (every category must be one of its leaves)."""
+        h.validate_against(self.categories)
+        leaf = to_host(h.leaf_codes(self.categories))
+        self.hierarchy = h
+        self.code_levels = xp.asarray(h.levels[leaf])
+
+    def kernel_info(self, xp=np):
+        """What the Mondrian kernel needs about this column (see ``kernels.mondrian``)."""
+        if self.kind == "numeric":
+            return self.info
+        if self.hierarchy is None:
+            return None
+        frac = xp.asarray(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves)
+        return ("hierarchy", self.code_levels, frac)
 
     @property
     def global_range(self) -> float:
@@ -146,11 +164,14 @@ def _sort_key(v):
     return (1, str(v))
 
 
-def _encode_categorical(series: pd.Series, target_codes, n_target):
+def _encode_categorical(series: pd.Series, target_codes, n_target, order_values=None):
     codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
     uniq = list(uniques)
     m = len(uniq)
-    if target_codes is not None and n_target > 0:
+    if order_values is not None:  # a hierarchy's leaf order (matched by text)
+        pos = {("NaN" if _isna(v) else str(v)): i for i, v in enumerate(order_values)}
+        order = sorted(range(m), key=lambda i: pos.get("NaN" if _isna(uniq[i]) else str(uniq[i]), len(pos)))
+    elif target_codes is not None and n_target > 0:
         f = np.bincount(codes.astype(np.int64) * n_target + target_codes, minlength=m * n_target)
         f = f.reshape(m, n_target)
         tstar = f.argmax(axis=1)
@@ -163,8 +184,13 @@ def _encode_categorical(series: pd.Series, target_codes, n_target):
     return remap[codes], [uniq[i] for i in order]
 
 
-def encode(df: pd.DataFrame, schema: Schema, xp=np) -> Table:
-    """Encode the QIs, sensitive attribute and target of ``df`` for the given backend."""
+def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) -> Table:
+    """Encode the QIs, sensitive attribute and target of ``df`` for the given backend.
+
+    ``orders`` maps a categorical QI to the order its categories must be coded in (a
+    hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy).
+    """
+    orders = orders or {}
     n = len(df)
     target_codes, target_values = None, []
     if schema.target is not None:
@@ -184,7 +210,7 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np) -> Table:
     for j, name in enumerate(schema.quasi_identifiers):
         s = df[name]
         if schema.kinds[name] == "categorical":
-            codes, cats = _encode_categorical(s, target_codes, len(target_values))
+            codes, cats = _encode_categorical(s, target_codes, len(target_values), orders.get(name))
             keys[j] = xp.asarray(codes)
             columns.append(Column(name, "categorical", None, cats, n_missing=int(s.isna().sum())))
             continue

@@ -2,7 +2,9 @@
 
 Numeric QI: the class's ``[min, max]``, written as ``range`` text (``"lo-hi"``, or the single
 value when equal), ``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``.
-Categorical QI: the set of the class's distinct values, joined by ``|`` in code order (the single
+Categorical QI with a hierarchy: the label of the lowest node covering the class's values (``*``
+is the root: the cell is suppressed). Without one: the set of the class's distinct values,
+joined by ``|`` in code order (the single
 value when there is one; inside a set, ``|`` and ``\\`` in a value are escaped with ``\\``). The output keeps the input's columns and row order; suppressed rows
 are removed; identifiers are dropped.
 
@@ -76,6 +78,26 @@ class ClassStats:
         v = t.numeric_values(j, t.keys[j][self.rows])
         return segment_reduce("add", v, self.starts, xp, axis=0) / self.sizes
 
+    def code_minmax(self, j: int):
+        """Smallest and largest code of every class on categorical column ``j``."""
+        t, xp = self.table, self.table.xp
+        code = t.keys[j][self.rows]
+        return (segment_reduce("minimum", code, self.starts, xp, axis=0).astype(xp.int64),
+                segment_reduce("maximum", code, self.starts, xp, axis=0).astype(xp.int64))
+
+    def hierarchy_nodes(self, j: int):
+        """Lowest common hierarchy node of every class on column ``j`` and its level (host arrays).
+
+        Codes follow the hierarchy's leaf order, so the node covering a class covers its smallest
+        and largest code: the first level where their paths meet.
+        """
+        lv = self.table.columns[j].code_levels
+        xp = self.table.xp
+        lo, hi = self.code_minmax(j)
+        a, b = lv[lo], lv[hi]
+        level = xp.argmax(a == b, axis=1)
+        return to_host(a[xp.arange(a.shape[0]), level]), to_host(level)
+
     def category_masks(self, j: int):
         """(n_classes, words) uint64 bitmask of the codes present in each class."""
         t, xp = self.table, self.table.xp
@@ -118,6 +140,19 @@ def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str,
     subset = len(kept_host) != len(df)
     new_cols: dict[str, object] = {}
     for j, col in enumerate(table.columns):
+        if col.kind == "categorical" and col.hierarchy is not None:
+            node, level = cs.hierarchy_nodes(j)
+            h = col.hierarchy
+            text = h.labels_of(node)
+            leaf = level == 0  # a single value stays the original value (with its type)
+            if leaf.any():
+                leaf_value = np.empty(h.n_nodes, dtype=object)
+                cats = np.empty(len(col.categories), dtype=object)
+                cats[:] = col.categories
+                leaf_value[to_host(col.code_levels[:, 0])] = cats
+                text[leaf] = leaf_value[node[leaf]]
+            new_cols[col.name] = text[row_pos]
+            continue
         if col.kind == "categorical":
             masks = to_host(cs.category_masks(j))
             new_cols[col.name] = _mask_texts(masks, col.categories)[row_pos]

@@ -213,6 +213,21 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
     def column(j: int) -> ColumnSummary:
         c, key = table.columns[j], table.keys[j]
         vals, counts, u_before, h_bits = _before_stats(table, j, tcounts)
+        if c.kind == "categorical" and c.hierarchy is not None:
+            code = key[rows]
+            lo_c = to_host(segment_reduce("minimum", code, starts, xp, axis=0)).astype(np.int64)
+            hi_c = to_host(segment_reduce("maximum", code, starts, xp, axis=0)).astype(np.int64)
+            lv = to_host(c.code_levels)
+            a, b = lv[lo_c], lv[hi_c]
+            level = np.argmax(a == b, axis=1)
+            node = a[np.arange(a.shape[0]), level]
+            used, set_id = np.unique(node, return_inverse=True)
+            used_level = c.hierarchy.node_level[used]
+            sets = lv[:, used_level].T == used[:, None]  # leaves (codes) under each used node
+            full = np.zeros(c.n_categories, dtype=np.int64)
+            full[vals.astype(np.int64)] = counts
+            return ColumnSummary(c.name, "categorical", full, u_before, h_bits, set_id=set_id.reshape(-1),
+                                 sets=sets, levels=level.astype(np.int64), height=int(c.hierarchy.height))
         if c.kind == "categorical":
             code = key[rows].astype(xp.int64)
             ncat = c.n_categories

@@ -82,6 +82,17 @@ class Mondrian:
     max_suppression : float
         Fraction of rows that may be suppressed (default 0.01).
     backend : {'auto', 'cpu', 'gpu'} or None (``GPUANON_BACKEND``)
+    hierarchies : None, 'auto', or dict
+        Generalization hierarchies of categorical QIs: ``'auto'`` builds the thesis's
+        frequency-based hierarchies for every categorical QI (needs a target); a dict maps a
+        column to a :class:`~gpuanon.hierarchy.Hierarchy`, an ARX CSV path, or ``'auto'`` (the
+        key ``'*'`` with ``'auto'`` stands for every categorical QI not named).
+        A class's value is then the lowest node covering its values.
+    rho : number or None
+        Percentile range of the automatic hierarchies; None chooses it per column (the
+        candidate with the smallest entropy-coefficient loss).
+    optimize : bool
+        The optimization step: tuples occurring at least k times keep their original values.
 
     Attributes
     ----------
@@ -96,7 +107,7 @@ class Mondrian:
                  target=None, identifiers=None, numeric=None, categorical=None,
                  sensitive_ordered: bool | None = None, mode: str = "strict",
                  output_format: str = "range", max_suppression: float = 0.01, backend: str | None = None,
-                 progress: bool = True):
+                 progress: bool = True, hierarchies=None, rho=None, optimize: bool = False):
         self.k, self.l, self.t = k, l, t
         self.l_kind, self.c, self.t_distance = l_kind, c, t_distance
         self.quasi_identifiers, self.sensitive, self.target = quasi_identifiers, sensitive, target
@@ -104,6 +115,7 @@ class Mondrian:
         self.sensitive_ordered = sensitive_ordered
         self.mode, self.output_format, self.max_suppression = mode, output_format, max_suppression
         self.backend, self.progress = backend, progress
+        self.hierarchies, self.rho, self.optimize = hierarchies, rho, optimize
 
     # ------------------------------------------------------------------ validation
     def _validate(self, df: pd.DataFrame) -> Schema:
@@ -150,15 +162,77 @@ class Mondrian:
                         None if self.t is None else float(self.t), self.t_distance, q)
 
     # ------------------------------------------------------------------ fitting
+    def hierarchy_plan(self, df: pd.DataFrame, schema: Schema) -> dict:
+        """``{column: Hierarchy or 'auto'}`` from the ``hierarchies`` parameter, validated."""
+        from .hierarchy import Hierarchy, check_rho  # noqa: PLC0415
+
+        spec = self.hierarchies
+        if spec is None:
+            return {}
+        if isinstance(spec, str):
+            if spec != "auto":
+                raise SchemaError(f"hierarchies '{spec}' is not understood; use 'auto' or give "
+                                  f"COLUMN=FILE.csv pairs")
+            spec = {c: "auto" for c in schema.categorical_qis}
+        spec = dict(spec)
+        if spec.pop("*", None) == "auto":  # every other categorical QI: automatic
+            spec = {**{c: "auto" for c in schema.categorical_qis if c not in spec}, **spec}
+        plan = {}
+        for col, h in dict(spec).items():
+            if col not in schema.quasi_identifiers:
+                raise SchemaError(f"hierarchy given for '{col}', which is not a quasi-identifier; "
+                                  f"add it to --qi or drop the hierarchy")
+            if schema.kinds[col] != "categorical":
+                raise SchemaError(f"hierarchy given for '{col}', which is numeric; declare it "
+                                  f"--categorical {col} or drop the hierarchy")
+            if isinstance(h, str) and h == "auto":
+                if schema.target is None:
+                    raise SchemaError("automatic hierarchies need a target column; pass --target COL")
+                plan[col] = "auto"
+                continue
+            if not isinstance(h, Hierarchy):
+                h = Hierarchy.from_arx_csv(h, column=col)
+            h.validate_against(df[col].unique())
+            plan[col] = h
+        if self.rho is not None:
+            try:
+                check_rho(self.rho)
+            except ValueError as exc:
+                raise SchemaError(str(exc)) from None
+        return plan
+
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
         schema = self._validate(df)
+        plan = self.hierarchy_plan(df, schema)
         be = get_backend(self.backend)
         t1 = time.perf_counter()
-        table = encode(df, schema, be.xp)
-        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1)
+        orders = {c: [h.leaves[i] for i in h.leaf_order()] for c, h in plan.items() if h != "auto"}
+        table = encode(df, schema, be.xp, orders=orders)
+        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan)
 
-    def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0) -> "Mondrian":
+    def _attach_hierarchies(self, table: Table, plan: dict, xp) -> dict:
+        """Attach user and fixed-rho hierarchies; returns the frequency tables of auto columns."""
+        from .hierarchy import FrequencyTable  # noqa: PLC0415
+
+        tables = {}
+        for j, col in enumerate(table.columns):
+            col.hierarchy, col.code_levels = None, None
+            h = plan.get(col.name)
+            if h is None:
+                continue
+            if h == "auto":
+                ft = FrequencyTable.from_codes(table.keys[j], col.categories, (table.target, table.target_values),
+                                               name=col.name, xp=xp)
+                tables[col.name] = ft
+                if self.rho is not None:
+                    col.attach_hierarchy(ft.hierarchy(self.rho), xp)
+            else:
+                col.attach_hierarchy(h, xp)
+        return tables
+
+    def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0,
+                    plan: dict | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
 
         ``schema`` and ``table`` must come from :meth:`_validate` / :func:`encode` on the same
@@ -181,9 +255,22 @@ class Mondrian:
         if int(self.k) > table.n_rows:
             raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
                                f"choose k <= {table.n_rows}")
+        freq_tables = self._attach_hierarchies(table, plan or {}, xp)
         t1 = time.perf_counter()
         labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
         timings["partition"] = time.perf_counter() - t1
+        self.optimization_ = None
+        if self.optimize:
+            from .optimize import optimize_partitions  # noqa: PLC0415
+
+            t1 = time.perf_counter()
+            labels, n_parts, self.optimization_ = optimize_partitions(table, labels, n_parts, crit, xp)
+            timings["optimize"] = time.perf_counter() - t1
+        self.hierarchies_ = {}
+        if freq_tables or any(c.hierarchy is not None for c in table.columns):
+            t1 = time.perf_counter()
+            self.hierarchies_ = self._choose_rho(table, labels, n_parts, freq_tables, plan or {}, xp)
+            timings["hierarchies"] = time.perf_counter() - t1
         self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
         self.labels_ = to_host(labels)
         self.n_partitions_ = n_parts
@@ -232,7 +319,7 @@ class Mondrian:
         try:
             lab, n_parts, info = mondrian_partition(
                 keys,
-                col_info=[c.info if c.kind == "numeric" else None for c in table.columns],
+                col_info=[c.kernel_info(xp) for c in table.columns],
                 n_categories=[c.n_categories for c in table.columns],
                 global_range=np.asarray([c.global_range for c in table.columns]),
                 k=crit.k, allowed=crit.satisfied, blocks=blocks, sa=sa,
@@ -246,6 +333,61 @@ class Mondrian:
             labels = xp.full(n, -1, dtype=xp.int64)
             labels[keep] = lab
         return labels, n_parts, suppressed, reason, info
+
+    def _choose_rho(self, table: Table, labels, n_classes: int, freq_tables: dict, plan: dict, xp) -> dict:
+        """Per automatic column, the candidate rho whose hierarchy loses least (SPEC section 5.6).
+
+        Every candidate is applied to the final classes (a class's value: the lowest node
+        covering its codes) and scored by ``U(target | column)``; columns are independent, so the
+        total entropy-coefficient loss is smallest when each column's ``U`` is largest. Ties go
+        to the smaller rho (finer groups).
+        """
+        from .generalize import ClassStats  # noqa: PLC0415
+        from .hierarchy import RHO_CANDIDATES  # noqa: PLC0415
+
+        out = {}
+        cs = ClassStats(table, xp.asarray(labels), n_classes)
+        thist = None
+        if table.target is not None:
+            nt = len(table.target_values)
+            pos = xp.repeat(xp.arange(cs.starts.shape[0], dtype=xp.int64), cs.sizes)
+            thist = to_host(xp.bincount(pos * nt + table.target[cs.rows].astype(xp.int64),
+                                        minlength=cs.starts.shape[0] * nt).reshape(-1, nt))
+            tcounts = to_host(xp.bincount(table.target, minlength=nt))
+        for j, col in enumerate(table.columns):
+            if col.name not in plan:
+                continue
+            lo, hi = (to_host(a) for a in cs.code_minmax(j))
+            u_before = None
+            if thist is not None:
+                u_before = metrics_mod._before_stats(table, j, tcounts)[2]
+
+            def u_after(h):
+                if thist is None:
+                    return None
+                leaf = to_host(h.leaf_codes(col.categories))
+                lv = h.levels[leaf]
+                a, b = lv[lo], lv[hi]
+                node = a[np.arange(a.shape[0]), np.argmax(a == b, axis=1)]
+                joint = np.stack([np.bincount(node, weights=thist[:, t], minlength=h.n_nodes)
+                                  for t in range(thist.shape[1])], axis=1)
+                return metrics_mod.uncertainty_coefficient(joint)
+
+            if col.name in freq_tables:
+                ft = freq_tables[col.name]
+                rhos = [self.rho] if self.rho is not None else list(RHO_CANDIDATES)
+                scores = {r: u_after(ft.hierarchy(r)) for r in rhos}
+                best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
+                col.attach_hierarchy(ft.hierarchy(best), xp)
+                info = {"source": "auto", "rho": best, "rho_fixed": self.rho is not None,
+                        "candidates": {str(r): v for r, v in scores.items()}}
+            else:
+                info = {"source": col.hierarchy.source or "user", "rho": None}
+            u = u_after(col.hierarchy)
+            info.update(u_before=u_before, u_after=u, height=int(col.hierarchy.height),
+                        loss=None if not u_before else 1.0 - u / u_before)
+            out[col.name] = info
+        return out
 
     # ------------------------------------------------------------------ output
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -306,6 +448,8 @@ class Mondrian:
             "roles": s.to_dict(),
             "partition": dict(self.partition_info_),
             "metrics": self.metrics_,
+            "hierarchies": self.hierarchies_,
+            "optimization": self.optimization_,
             "encoding": self.table_.encoding_metadata(),
             "seconds": secs,
         }

@@ -43,7 +43,13 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
     span = xp.zeros((P, d), dtype=xp.float64)
     for j in range(d):
         single = mn[j] == mx[j]
-        if col_info[j] is None:
+        info = col_info[j]
+        if isinstance(info, tuple):  # ("hierarchy", code levels (codes, L), leaves-under fraction per node)
+            lv, frac = info[1], info[2]
+            a, b = lv[mn[j].astype(xp.int64)], lv[mx[j].astype(xp.int64)]
+            lvl = xp.argmax(a == b, axis=1)  # the lowest level where both ends meet (the root always does)
+            s = frac[a[xp.arange(P), lvl]]
+        elif info is None:
             ncat = int(n_categories[j])
             if ncat <= 1:
                 continue
@@ -111,7 +117,11 @@ def mondrian_partition(
     keys : (d, n) uint32 array
         Order-preserving keys (see :mod:`kernels.keys`).
     col_info : sequence of length d
-        ``None`` for a categorical column, ``'f32'`` or the sorted distinct values for a numeric one.
+        ``None`` for a categorical column, ``("hierarchy", levels, frac)`` for one generalized by
+        a hierarchy (codes in leaf order; ``levels[code]`` its node at every level, ``frac[node]``
+        the share of leaves under the node: the span is that of the lowest common node of the
+        partition's smallest and largest code), ``'f32'`` or the sorted distinct values for a
+        numeric one.
     n_categories : sequence of int
         Number of categories of each categorical column (ignored for numeric ones).
     global_range : (d,) float64

@@ -66,15 +66,19 @@ def mondrian_reference(
     q=None,
     blocks=None,
     relaxed=False,
+    hierarchies=None,
 ):
     """Recursive Mondrian over a (n, d) float64 matrix (categorical columns hold their codes).
 
     Missing numeric values are NaN; ``blocks`` separates rows by missing-value pattern, so a
-    column is either all-missing or never missing inside a block. Returns labels numbered by the
+    column is either all-missing or never missing inside a block. ``hierarchies`` maps a column
+    to ``(levels per code, leaves under each node, number of leaves)``: its span is then the
+    share of leaves under the lowest node covering all its codes, found by checking every level. Returns labels numbered by the
     smallest row index of each partition.
     """
     values = np.asarray(values, dtype=np.float64)
     n, d = values.shape
+    hierarchies = hierarchies or {}
     out = np.full(n, -1, dtype=np.int64)
     parts = []
 
@@ -82,6 +86,13 @@ def mondrian_reference(
         col = values[rows, j]
         if np.isnan(col).all() or np.nanmin(col) == np.nanmax(col):
             return 0.0
+        if j in hierarchies:  # leaves under the lowest node covering every code present
+            levels, n_under, n_leaves = hierarchies[j]
+            present = sorted(set(int(x) for x in col))
+            paths = [list(levels[c]) for c in present]
+            for lev in range(len(paths[0])):
+                if all(p[lev] == paths[0][lev] for p in paths):
+                    return n_under[paths[0][lev]] / n_leaves
         if is_categorical[j]:
             return len(np.unique(col)) / n_categories[j]
         if not global_range[j] > 0:

@@ -27,7 +27,17 @@ def df():
 def res(df):
     # income has 2 distinct values: l = 2 works, l = 3 is impossible
     return run_sweep(df, ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income", ks=KS, ls=[2, 3],
-                     ts=[0.3], backend="cpu")
+                     ts=[0.3], backend="cpu", optimized_variant=False)
+
+
+def test_default_sweep_adds_the_optimized_variant_first(df):
+    r = run_sweep(df, ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income", ks=[3, 5], ls=[], ts=[],
+                  backend="cpu")
+    assert r["criterion"].tolist() == ["optimized k-anonymity", "k-anonymity", "k-anonymity"]
+    assert r["verified"].map(bool).all() and (r["achieved_k"] >= r["k"]).all()
+    # exact-match classes are extra classes: never fewer than the standard run at the same k
+    assert r["n_classes"].iloc[0] >= r["n_classes"].iloc[1]
+    assert thesis_table(r)["run"].tolist()[:2] == ["optimized k-anonymity (k=3)", "k-anonymity (k=3)"]
 
 
 def test_one_row_per_run_with_every_column(res):
@@ -127,8 +137,9 @@ def test_cli_sweep_writes_csv_png_and_markdown(tmp_path):
                        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     res = pd.read_csv(out)
-    assert len(res) == 4
-    assert res["criterion"].tolist() == ["k-anonymity", "k-anonymity", "l-diversity", "t-closeness"]
+    assert len(res) == 5
+    assert res["criterion"].tolist() == ["optimized k-anonymity", "k-anonymity", "k-anonymity", "l-diversity",
+                                         "t-closeness"]
     assert res["verified"].all()
     assert (res["achieved_k"] >= res["k"]).all()
     png = tmp_path / "s.png"
