@@ -111,6 +111,7 @@ class ColumnSummary:
     hi: np.ndarray | None = None
     dom_range: float = 0.0
     gt_h: np.ndarray | None = None
+    gen_id: np.ndarray | None = None  # numeric: dense id of each class's (lo, hi), when known
     set_id: np.ndarray | None = None
     sets: np.ndarray | None = None
     levels: np.ndarray | None = None  # hierarchy level per class (for precision), if any
@@ -120,6 +121,8 @@ class ColumnSummary:
         """A dense id per class of its generalized value on this column."""
         if self.kind == "categorical":
             return self.set_id
+        if self.gen_id is not None:
+            return self.gen_id
         lo = np.where(np.isnan(self.lo), np.inf, self.lo)
         hi = np.where(np.isnan(self.hi), np.inf, self.hi)
         pair = np.empty(lo.shape[0], dtype=np.complex128)
@@ -164,17 +167,50 @@ def _stats_from_runs(val, tcode, cnt, target_counts):
     return val[vstart], counts, u, h_x
 
 
+def _runs(sorted_keys, xp):
+    """Distinct values of a sorted array and how often each occurs."""
+    n = sorted_keys.shape[0]
+    if n == 0:
+        return sorted_keys, xp.zeros(0, dtype=xp.int64)
+    new = xp.ones(n, dtype=bool)
+    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    start = xp.nonzero(new)[0]
+    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.asarray([n], dtype=start.dtype)]))
+
+
 def _key_stats(key_col, target, nt: int, target_counts, xp):
-    """Statistics of one encoded column: one sort of ``key * nt + target``, then its runs."""
-    k = key_col.astype(xp.int64)
-    s = xp.sort(k * nt + (target.astype(xp.int64) if target is not None else 0))
-    n = s.shape[0]
-    run = xp.ones(n, dtype=bool)
-    run[1:] = s[1:] != s[:-1]
-    rstart = xp.nonzero(run)[0]
-    cnt = to_host(xp.diff(xp.concatenate([rstart, xp.asarray([n], dtype=rstart.dtype)])))
-    u = to_host(s[rstart])
-    return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
+    """Statistics of one encoded column from sorts of its (uint32) keys.
+
+    One sort of the whole column gives the values and their counts; one sort of the rows of
+    each target value but the first gives the joint counts. Returns ``(values, counts per
+    value, U(T | X), H(X) in bits)``.
+    """
+    vals, counts = _runs(xp.sort(key_col), xp)
+    vals_h, counts_h = to_host(vals), to_host(counts).astype(np.int64)
+    h_x = entropy_bits(counts_h)
+    if target is None or target_counts is None or nt < 2:
+        return vals_h, counts_h, None, h_x
+    # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n, without a dense joint table
+    rest = counts_h.copy()
+    s2 = 0.0
+    for t in range(1, nt):
+        vt, ct = _runs(xp.sort(key_col[target == t]), xp)
+        ct_h = to_host(ct).astype(np.int64)
+        rest[to_host(xp.searchsorted(vals, vt))] -= ct_h
+        s2 += _xlogx_sum(ct_h)
+    s2 += _xlogx_sum(rest)
+    n = float(counts_h.sum())
+    h_t = entropy_bits(target_counts)
+    if h_t == 0 or n == 0:
+        return vals_h, counts_h, 0.0, h_x
+    h_t_x = (_xlogx_sum(counts_h) - s2) / n
+    return vals_h, counts_h, float(max(0.0, min(1.0, (h_t - h_t_x) / h_t))), h_x
+
+
+def _xlogx_sum(c) -> float:
+    """``sum c log2 c`` over counts (0 log 0 = 0)."""
+    c = np.asarray(c, dtype=np.float64)
+    return float((c * np.log2(np.maximum(c, 1.0))).sum())
 
 
 def _before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16):
@@ -246,17 +282,20 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             to_host(table.numeric_values(j, xp.asarray(kmax.astype(np.uint32))))
         present = vals != int(MISSING)
         miss = kmin == int(MISSING)  # keys are order-preserving: search in key space
-        gt_h = _interval_entropy(vals[present], counts[present], np.where(miss, np.inf, kmin),
-                                 np.where(miss, -np.inf, kmax))
+        gt_h = _interval_entropy(vals[present], counts[present], kmin.astype(vals.dtype), kmax.astype(vals.dtype))
+        gt_h[miss] = 0.0
         dom = c.global_range
+        gen = np.unique((kmin << 32) | kmax, return_inverse=True)[1].reshape(-1)
         return ColumnSummary(c.name, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits, lo=lo, hi=hi,
-                             dom_range=dom, gt_h=gt_h)
+                             dom_range=dom, gt_h=gt_h, gen_id=gen)
 
-    if xp is np and len(table.columns) > 1:  # numpy sorts release the GIL: one column per core
+    import os  # noqa: PLC0415
+
+    workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
+    if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
         from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-        import os  # noqa: PLC0415
 
-        with ThreadPoolExecutor(max_workers=min(len(table.columns), os.cpu_count() or 1)) as ex:
+        with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
             cols = list(ex.map(column, range(len(table.columns))))
     else:
         cols = [column(j) for j in range(len(table.columns))]
@@ -288,7 +327,7 @@ def _merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     for col in summary.columns:
         c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
                           sets=col.sets, height=col.height)
-        for f in ("lo", "hi", "gt_h", "set_id", "levels"):
+        for f in ("lo", "hi", "gt_h", "set_id", "levels", "gen_id"):
             v = getattr(col, f)
             if v is not None:
                 setattr(c, f, v[first])
@@ -434,14 +473,6 @@ def _code_stats(codes, tcodes, target_counts):
 # the metrics
 # ---------------------------------------------------------------------------------------------
 
-def _sorted_search(values, needles, side):
-    """``searchsorted`` with the needles sorted first (much faster on large arrays)."""
-    order = np.argsort(needles, kind="stable")
-    out = np.empty(needles.shape[0], dtype=np.int64)
-    out[order] = np.searchsorted(values, needles[order], side=side)
-    return out
-
-
 def _interval_entropy(values, counts, lo, hi):
     """Entropy (bits) of the original distribution restricted to each ``[lo, hi]``.
 
@@ -452,8 +483,8 @@ def _interval_entropy(values, counts, lo, hi):
     clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
     cs = np.concatenate([[0.0], np.cumsum(c)])
     cl = np.concatenate([[0.0], np.cumsum(clog)])
-    a = _sorted_search(values, lo, "left")
-    b = _sorted_search(values, hi, "right")
+    a = np.searchsorted(values, lo, side="left")
+    b = np.searchsorted(values, hi, side="right")
     b = np.maximum(a, b)
     s = cs[b] - cs[a]
     e = cl[b] - cl[a]
