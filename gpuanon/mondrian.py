@@ -167,7 +167,15 @@ class Mondrian:
         from .hierarchy import Hierarchy, check_rho  # noqa: PLC0415
 
         spec = self.hierarchies
+        if self.rho is not None:
+            try:
+                check_rho(self.rho)
+            except ValueError as exc:
+                raise SchemaError(str(exc)) from None
         if spec is None:
+            if self.rho is not None:
+                raise SchemaError(f"rho = {self.rho} applies to automatic hierarchies; add --hierarchies auto "
+                                  f"(hierarchies='auto') or drop rho")
             return {}
         if isinstance(spec, str):
             if spec != "auto":
@@ -175,7 +183,11 @@ class Mondrian:
                                   f"COLUMN=FILE.csv pairs")
             spec = {c: "auto" for c in schema.categorical_qis}
         spec = dict(spec)
-        if spec.pop("*", None) == "auto":  # every other categorical QI: automatic
+        if "*" in spec:  # every other categorical QI: automatic
+            star = spec.pop("*")
+            if not (isinstance(star, str) and star == "auto"):
+                raise SchemaError(f"hierarchies key '*' stands for every other categorical QI and takes only "
+                                  f"'auto', got {star!r}; name the column instead")
             spec = {**{c: "auto" for c in schema.categorical_qis if c not in spec}, **spec}
         plan = {}
         for col, h in dict(spec).items():
@@ -193,12 +205,13 @@ class Mondrian:
             if not isinstance(h, Hierarchy):
                 h = Hierarchy.from_arx_csv(h, column=col)
             h.validate_against(df[col].unique())
+            leaf_text = set(h.labels[: h.n_leaves])
+            for node in range(h.n_leaves, h.n_nodes):
+                if h.labels[node] in leaf_text and h.n_under[node] > 1:
+                    raise SchemaError(f"hierarchy for '{col}': node '{h.labels[node]}' (level "
+                                      f"{int(h.node_level[node])}) covers several leaves but has the same text as "
+                                      f"a leaf, so the output would be ambiguous; rename the node")
             plan[col] = h
-        if self.rho is not None:
-            try:
-                check_rho(self.rho)
-            except ValueError as exc:
-                raise SchemaError(str(exc)) from None
         return plan
 
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
