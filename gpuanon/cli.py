@@ -324,16 +324,14 @@ def cmd_check(args) -> int:
     qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
-    cols = []
-    for c in [x.strip() for x in qi.split(",") if x.strip()]:
-        if c in df.columns:
-            cols.append(c)
-        elif f"{c}_min" in df.columns and f"{c}_max" in df.columns:
-            cols += [f"{c}_min", f"{c}_max"]
-        else:
-            from .schema import _suggest  # noqa: PLC0415
+    from .generalize import resolve_qi_columns  # noqa: PLC0415
+    from .schema import _suggest  # noqa: PLC0415
 
-            raise InputError(f"quasi-identifier '{c}' is not a column{_suggest(c, list(df.columns))}")
+    try:
+        cols = resolve_qi_columns([x.strip() for x in qi.split(",") if x.strip()], df.columns)
+    except KeyError as exc:
+        c = exc.args[0]
+        raise InputError(f"quasi-identifier '{c}' is not a column{_suggest(c, list(df.columns))}") from None
     sens = args.sensitive or roles.get("sensitive")
     if sens is not None and sens not in df.columns:
         from .schema import _suggest  # noqa: PLC0415

@@ -200,3 +200,19 @@ def output_qi_columns(qi_names, fmt: str, kinds: dict) -> list[str]:
         else:
             cols.append(c)
     return cols
+
+
+def resolve_qi_columns(qi_names, columns) -> list[str]:
+    """Output columns of QIs in any output table: the column itself, or its ``_min`` / ``_max`` pair.
+
+    Raises ``KeyError`` with the first QI that has neither.
+    """
+    cols = []
+    for c in qi_names:
+        if c in columns:
+            cols.append(c)
+        elif f"{c}_min" in columns and f"{c}_max" in columns:
+            cols += [f"{c}_min", f"{c}_max"]
+        else:
+            raise KeyError(c)
+    return cols

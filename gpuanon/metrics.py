@@ -373,14 +373,12 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     """
     from .verify import class_ids as _class_ids  # noqa: PLC0415
 
-    qcols = []
-    for c in quasi_identifiers:
-        if c in out.columns:
-            qcols.append(c)
-        elif f"{c}_min" in out.columns and f"{c}_max" in out.columns:
-            qcols += [f"{c}_min", f"{c}_max"]
-        else:
-            raise KeyError(f"quasi-identifier '{c}' is not in the anonymized table")
+    from .generalize import resolve_qi_columns  # noqa: PLC0415
+
+    try:
+        qcols = resolve_qi_columns(quasi_identifiers, out.columns)
+    except KeyError as exc:
+        raise KeyError(f"quasi-identifier '{exc.args[0]}' is not in the anonymized table") from None
     if class_ids is None:
         gid, n_cls = _class_ids(out, qcols)
     else:
