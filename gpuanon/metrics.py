@@ -481,8 +481,16 @@ def _interval_entropy(values, counts, lo, hi):
     clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
     cs = np.concatenate([[0.0], np.cumsum(c)])
     cl = np.concatenate([[0.0], np.cumsum(clog)])
-    a = np.searchsorted(values, lo, side="left")
-    b = np.searchsorted(values, hi, side="right")
+    # search with sorted needles (one sort for both ends): far fewer cache misses than random ones
+    m = lo.shape[0]
+    needles = np.concatenate([lo, hi])
+    order = np.argsort(needles, kind="stable")
+    pos = np.empty(2 * m, dtype=np.int64)
+    srt = needles[order]
+    left = order < m
+    pos[order[left]] = np.searchsorted(values, srt[left], side="left")
+    pos[order[~left]] = np.searchsorted(values, srt[~left], side="right")
+    a, b = pos[:m], pos[m:]
     b = np.maximum(a, b)
     s = cs[b] - cs[a]
     e = cl[b] - cl[a]
