@@ -165,6 +165,46 @@ def build_parser() -> argparse.ArgumentParser:
     hb.add_argument("--kind", choices=["frequency", "masking"], default="frequency")
     hb.add_argument("--out", required=True, help="CSV file (ARX layout, ';'-separated)")
 
+    pz = sub.add_parser("perturb", help="DISTPAB geometric perturbation of numeric features",
+                        description="Perturb numeric features with DISTPAB: each entity computes local "
+                                    "statistics, a central step searches the rotation angle and reflection "
+                                    "axis, each entity perturbs its own rows (on Dask workers unless "
+                                    "--centralized). The label and passenger columns stay with their rows.")
+    _add_quiet(pz)
+    _add_input(pz)
+    g = pz.add_argument_group("perturbation")
+    g.add_argument("--features", help="numeric feature columns (default: every numeric column but the "
+                                      "label and passengers)")
+    g.add_argument("--exclude", help="columns to leave out of the default features")
+    g.add_argument("--label", help="label column, kept with its rows")
+    g.add_argument("--passengers", help="other columns kept with their rows")
+    g.add_argument("--entities", type=int, default=4, help="number of entities the rows are split into (default 4)")
+    g.add_argument("--centralized", action="store_true", help="one entity, in this process (PABIDOT)")
+    g.add_argument("--noise", type=float, default=0.3, help="randomized-expansion noise std (default 0.3)")
+    g.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep each entity's row order")
+    g.add_argument("--write-row-id", action="store_true",
+                   help="EVALUATION ONLY: add a row_id column (original row number) so `gpuanon attack` can "
+                        "pair rows; it undoes the shuffle and must never be published")
+    g.add_argument("--backend", choices=["auto", "cpu", "gpu"])
+    g.add_argument("--out", required=True, help="perturbed table (.csv, .csv.gz, .parquet)")
+    g.add_argument("--report", help="JSON report")
+
+    at = sub.add_parser("attack", help="attack a perturbed table (naive, ICA, known input-output)",
+                        description="Score how well the perturbation resists reconstruction: min over "
+                                    "attributes of std(z - zhat) on z-scored columns (higher resists better). "
+                                    "Needs the original table and a perturbed table written with --write-row-id.")
+    _add_quiet(at)
+    at.add_argument("--original", help="original table (or --dataset)")
+    at.add_argument("--dataset", choices=["adult", "hepmass", "breast_cancer", "wine", "digits"])
+    at.add_argument("--rows", type=int)
+    at.add_argument("--seed", type=int)
+    at.add_argument("--perturbed", required=True, help="perturbed table with a row_id column")
+    at.add_argument("--features", help="feature columns (default: those of the perturbed table but row_id "
+                                       "and non-numeric ones)")
+    at.add_argument("--label", help="label column to leave out (default: the dataset's target)")
+    at.add_argument("--known-fraction", type=float, default=0.1, help="rows the known input-output attacker has")
+    at.add_argument("--report", help="JSON report")
+
     c = sub.add_parser("check", help="verify k / l / t of any table (exit 1 when not met)",
                        description="Recompute the achieved k, l and t of a table from the table "
                                    "alone and compare them with the requested values.")
@@ -451,6 +491,124 @@ def cmd_hierarchy(args) -> int:
     return 0
 
 
+def _default_features(df, label, passengers, exclude):
+    import pandas as pd  # noqa: PLC0415
+
+    skip = set([label] if label else []) | set(passengers) | set(exclude)
+    return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
+            and not pd.api.types.is_bool_dtype(df[c])]
+
+
+def cmd_perturb(args) -> int:
+    import numpy as np  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    from .io import check_writable, write_json, write_table  # noqa: PLC0415
+    from .perturb import perturb_distributed, perturb_frame  # noqa: PLC0415
+
+    check_writable(args.out)
+    if args.report:
+        check_writable(args.report, table=False)
+    if args.entities < 1:
+        raise InputError(f"--entities must be >= 1, got {args.entities}")
+    if args.noise < 0:
+        raise InputError(f"--noise must be >= 0, got {args.noise}")
+    t0 = time.perf_counter()
+    df, roles, source = _read_input(args, {})
+    label = args.label or (roles.get("target") if roles else None)
+    passengers = [c.strip() for c in (args.passengers or "").split(",") if c.strip()]
+    exclude = [c.strip() for c in (args.exclude or "").split(",") if c.strip()]
+    features = ([c.strip() for c in args.features.split(",") if c.strip()] if args.features
+                else _default_features(df, label, passengers, exclude))
+    if not features:
+        raise InputError("no numeric feature columns to perturb; pass --features COL1,COL2,...")
+    if args.write_row_id:
+        if "row_id" in df.columns:
+            raise InputError("the input already has a column 'row_id'; rename it to use --write-row-id")
+        log.warning("writing row_id: evaluation only, it pairs perturbed rows with their originals; never publish it")
+        df = df.assign(row_id=np.arange(len(df), dtype=np.int64))
+        passengers = passengers + ["row_id"]
+    seed = args.seed if args.seed is not None else 0
+    if args.centralized or args.entities == 1:
+        out, model = perturb_frame(df, features, label=label, passengers=passengers, noise=args.noise,
+                                   shuffle=args.shuffle, random_state=seed, backend=args.backend)
+        report = model.report()
+        report.update(n_entities=1, mode="centralized")
+    else:
+        frames = [df.iloc[idx] for idx in np.array_split(np.arange(len(df)), args.entities)]
+        outs, report = perturb_distributed(frames, features, label=label, passengers=passengers, noise=args.noise,
+                                           random_state=seed, shuffle=args.shuffle, backend=args.backend)
+        out = pd.concat(outs, ignore_index=True)
+        report["mode"] = "distributed"
+    t1 = time.perf_counter()
+    write_table(out, args.out)
+    report.update(input=source, output=args.out, n_rows=int(len(out)), label=label, passengers=passengers,
+                  noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id))
+    secs = dict(report.get("seconds", {}))
+    secs["write"] = round(time.perf_counter() - t1, 6)
+    secs["wall"] = round(time.perf_counter() - t0, 6)
+    report["seconds"] = secs
+    if args.report:
+        write_json(report, args.report)
+    log.info("perturbed %d rows x %d features (%s, %d entities): Phi %.4f at %g degrees, axis %s; wrote %s",
+             len(out), len(features), report["mode"], report.get("n_entities", 1), report["phi"],
+             report["angle_degrees"], features[int(report["axis"])], args.out)
+    return 0
+
+
+def cmd_attack(args) -> int:
+    import numpy as np  # noqa: PLC0415
+
+    from .datasets import get_dataset, load_table  # noqa: PLC0415
+    from .io import write_json  # noqa: PLC0415
+    from .perturb.attacks import evaluate_attacks  # noqa: PLC0415
+    from .schema import _suggest  # noqa: PLC0415
+
+    if bool(args.original) == bool(args.dataset):
+        raise InputError("give the original table: --original FILE or --dataset NAME (one of them)")
+    roles = {}
+    if args.original:
+        orig = load_table(args.original)
+    else:
+        orig, roles = get_dataset(args.dataset, rows=args.rows, seed=args.seed or 0)
+    label = args.label or roles.get("target")
+    pert = load_table(args.perturbed)
+    if "row_id" not in pert.columns:
+        raise InputError(f"'{args.perturbed}' has no row_id column; perturb with --write-row-id "
+                         f"(evaluation only) to pair its rows with the original")
+    rid = pert["row_id"].to_numpy()
+    if len(rid) and (rid.min() < 0 or rid.max() >= len(orig)):
+        raise InputError(f"row_id values of '{args.perturbed}' do not fit the original table ({len(orig)} rows); "
+                         f"is it the same input?")
+    if args.features:
+        feats = [c.strip() for c in args.features.split(",") if c.strip()]
+    else:  # numeric columns of both tables, but the label and the unperturbed passengers
+        feats = [c for c in pert.columns if c not in ("row_id", label) and c in orig.columns
+                 and np.issubdtype(pert[c].dtype, np.number) and not np.issubdtype(pert[c].dtype, np.bool_)]
+        same = [c for c in feats if np.array_equal(pert[c].to_numpy(), orig[c].to_numpy()[rid])]
+        if same:
+            log.info("left out unperturbed columns: %s", ", ".join(map(str, same)))
+        feats = [c for c in feats if c not in same]
+    if not feats:
+        raise InputError("no perturbed numeric feature in common; pass --features COL1,COL2,...")
+    for c in feats:
+        for name, frame in (("original", orig), ("perturbed", pert)):
+            if c not in frame.columns:
+                raise InputError(f"feature '{c}' is not in the {name} table{_suggest(c, list(frame.columns))}")
+    X = orig[feats].to_numpy(dtype=np.float64)[rid]
+    Xp = pert[feats].to_numpy(dtype=np.float64)
+    res = evaluate_attacks(X, Xp, random_state=args.seed or 0, known_fraction=args.known_fraction)
+    res["features"] = feats
+    if args.report:
+        write_json(res, args.report)
+    for key, val in res.items():
+        if isinstance(val, dict) and "min" in val:
+            print(f"{key:>24}: min {val['min']:.4f}  mean {val.get('mean', float('nan')):.4f}")
+    if "min" in res:
+        print(f"{'overall minimum':>24}: {res['min']:.4f}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -465,6 +623,10 @@ def main(argv=None) -> int:
             return cmd_sweep(args)
         if args.command == "hierarchy":
             return cmd_hierarchy(args)
+        if args.command == "perturb":
+            return cmd_perturb(args)
+        if args.command == "attack":
+            return cmd_attack(args)
         return cmd_check(args)
     except GpuanonError as exc:
         sys.stderr.write(f"gpuanon: error: {exc}\n")
