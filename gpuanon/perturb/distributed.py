@@ -1,0 +1,242 @@
+"""DISTPAB on a Dask cluster: each entity's rows stay on one worker; only statistics travel.
+
+Phase 1 runs :func:`gpuanon.perturb.distpab.local_stats` on the workers (one task per entity,
+pinned to the worker holding that entity's frame) and only the :class:`Stats` come back. The
+coordinator (this process) merges them, searches the angle and axis and draws the translation.
+Phase 2 sends the :class:`PerturbParams` and each entity's seed back to its worker, which
+perturbs and shuffles its own rows. Dask and distributed are imported only when
+:func:`perturb_distributed` runs; ``dask_cuda`` only when ``cluster="cuda"`` is asked for.
+
+Examples
+--------
+>>> import pandas as pd, numpy as np
+>>> rng = np.random.default_rng(0)
+>>> frames = [pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"]) for n in (40, 60)]
+>>> outs, rep = perturb_distributed(frames, ["a", "b", "c"], random_state=0)  # doctest: +SKIP
+>>> [len(o) for o in outs], rep["n_entities"]  # doctest: +SKIP
+([40, 60], 2)
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pickle
+import time
+from typing import Any, Sequence
+
+from ..errors import BackendError, InputError
+from .distpab import (DISTPAB, PerturbParams, Stats, _frame_matrix, _is_frame, local_stats,
+                      perturb_entity, validate_frame)
+
+__all__ = ["perturb_distributed", "make_client"]
+
+
+def _xp(backend):
+    from ..backend import get_backend  # noqa: PLC0415
+
+    be = get_backend(backend, quiet=True)
+    return be.xp, be.name
+
+
+def _entity_stats(df, features, label, passengers, backend) -> tuple[Stats, str]:
+    """Worker task, phase 1: validate the entity's frame and reduce it to its Stats."""
+    feats, _ = validate_frame(df, features, label, passengers)
+    xp, name = _xp(backend)
+    return local_stats(_frame_matrix(df, feats), xp), name
+
+
+def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle, block_rows, backend):
+    """Worker task, phase 2: perturb and shuffle the entity's rows; carried columns follow them."""
+    import numpy as np  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    from ..backend import to_host  # noqa: PLC0415
+
+    xp, _ = _xp(backend)
+    X = _frame_matrix(df, features)
+    Xp, perm = perturb_entity(X, params, seed, shuffle=shuffle, block_rows=block_rows, xp=xp)
+    del X
+    out = pd.DataFrame(to_host(Xp), columns=list(features), copy=False)
+    for c in carried:
+        out[c] = np.asarray(df[c].to_numpy())[perm]
+    keep = set(features) | set(carried)
+    order = [c for c in df.columns if c in keep]
+    return out if order == list(out.columns) else out[order]
+
+
+def make_client(n_workers: int = 2, cluster: str | None = None, processes: bool = False):
+    """Start a local cluster and a client: ``(client, cluster)``.
+
+    ``cluster=None`` or ``"local"``: :class:`distributed.LocalCluster` with one thread per worker,
+    in-process workers by default (``processes=False``: no spawning, no serialization of the
+    frames, starts in about a second -- the reliable choice in CI). ``cluster="cuda"``:
+    ``dask_cuda.LocalCUDACluster`` (one worker per GPU), with a clear error when dask-cuda is
+    missing.
+    """
+    try:
+        from distributed import Client, LocalCluster  # noqa: PLC0415
+    except ImportError as exc:
+        raise BackendError("perturb_distributed needs dask and distributed "
+                           "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
+    kind = (cluster or "local").lower()
+    if kind == "cuda":
+        try:
+            dask_cuda = importlib.import_module("dask_cuda")
+        except ImportError as exc:
+            raise BackendError("cluster='cuda' needs dask-cuda (conda install -c rapidsai dask-cuda, or "
+                               "pip install dask-cuda); or pass client= for a cluster you started") from exc
+        cl = dask_cuda.LocalCUDACluster(dashboard_address=":0")
+    elif kind == "local":
+        cl = LocalCluster(n_workers=max(1, int(n_workers)), threads_per_worker=1, processes=processes,
+                          dashboard_address=":0",  # a free port: never clashes with 8787
+                          silence_logs=logging.ERROR)
+    else:
+        raise InputError(f"cluster must be 'local' or 'cuda', got {cluster!r}")
+    return Client(cl), cl
+
+
+def perturb_distributed(frames: Sequence[Any], features, label=None, noise: float = 0.3, random_state=0,
+                        client=None, n_workers=None, shuffle: bool = True, angles=None, *,
+                        passengers=None, selection: str = "maximin", backend=None, cluster=None,
+                        block_rows: int = 1 << 20, gather: bool = True):
+    """Run DISTPAB with one Dask worker per entity (round robin when there are fewer workers).
+
+    Parameters
+    ----------
+    frames : sequence
+        One item per entity: a pandas DataFrame (scattered once to its worker), a zero-argument
+        callable that builds the frame on the worker (the rows never pass through this process),
+        or a ``distributed.Future`` already holding the frame.
+    features : list of str
+        Numeric feature columns to perturb.
+    label : str, optional
+        Column carried unperturbed with its rows through the shuffle (``passengers`` likewise).
+    noise, random_state, shuffle, angles, selection, block_rows :
+        As in :class:`~gpuanon.perturb.distpab.DISTPAB`; the same ``random_state`` gives the same
+        parameters and the same output as ``DISTPAB(...).fit_entities(frames)`` followed by
+        ``transform(frame_i, entity=i)``.
+    client : distributed.Client, optional
+        An existing client (e.g. on a ``dask_cuda.LocalCUDACluster``). Without one a local
+        cluster is started (:func:`make_client`, ``n_workers = min(entities, 2)``) and closed.
+    backend : {'auto', 'cpu', 'gpu'} or None
+        Array backend on the workers and the coordinator.
+    cluster : {'local', 'cuda'} or None
+        Kind of cluster to start when ``client`` is None.
+    gather : bool
+        True: return the perturbed frames; False: return their futures (the cluster is then
+        left running: pass your own ``client``).
+
+    Returns
+    -------
+    (outputs, report)
+        ``outputs[i]``: entity ``i``'s perturbed, shuffled frame (features, label, passengers;
+        fresh index). ``report``: phi, angle_degrees, axis (0-based), axis_feature, features,
+        variances, bytes_per_entity (largest measured over entities: pickled Stats sent plus
+        pickled parameters and seed received), bytes_per_entity_each, bytes_per_entity_payload
+        (the float64 payload alone), n_entities, rows_per_entity, n_workers, backend, seconds
+        {place, stats, search, perturb, total}.
+    """
+    if not frames:
+        raise InputError("perturb_distributed needs at least one entity frame")
+    if not gather and client is None:
+        raise InputError("gather=False returns futures: pass client= so the cluster outlives the call")
+    try:
+        from distributed import Future, wait  # noqa: PLC0415
+    except ImportError as exc:
+        raise BackendError("perturb_distributed needs dask and distributed "
+                           "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
+    from ..schema import _as_list  # noqa: PLC0415
+
+    feats = _as_list(features)
+    for f in frames:
+        if _is_frame(f):
+            validate_frame(f, feats, label, passengers)
+        elif not (callable(f) or isinstance(f, Future)):
+            raise InputError(f"an entity must be a DataFrame, a callable building one, or a Future; got {type(f)!r}")
+    carried = ([] if label is None else [label]) + _as_list(passengers)
+    k = len(frames)
+
+    own = client is None
+    cl = None
+    t_all = time.perf_counter()
+    dlog = logging.getLogger("distributed")
+    dlevel = dlog.level
+    if own:
+        dlog.setLevel(max(logging.WARNING, dlog.getEffectiveLevel()))  # our own cluster's start/stop chatter
+        client, cl = make_client(n_workers or min(k, 2), cluster=cluster)
+    try:
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise BackendError("the Dask cluster has no workers")
+        where = [workers[i % len(workers)] for i in range(k)]
+
+        t0 = time.perf_counter()
+        placed = []
+        for f, w in zip(frames, where):
+            if isinstance(f, Future):
+                placed.append(f)
+            elif callable(f) and not _is_frame(f):
+                placed.append(client.submit(f, workers=[w], allow_other_workers=False, pure=False))
+            else:
+                placed.append(client.scatter(f, workers=[w], broadcast=False, hash=False))
+        wait(placed)
+        t_place = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        sfuts = [client.submit(_entity_stats, p, feats, label, passengers, backend, workers=[w],
+                               allow_other_workers=False, pure=False) for p, w in zip(placed, where)]
+        got = client.gather(sfuts)
+        del sfuts
+        stats = [g[0] for g in got]
+        worker_backends = sorted({g[1] for g in got})
+        t_stats = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
+                        random_state=random_state, backend=backend, block_rows=block_rows)
+        model.fit_stats(stats, feature_names=feats)
+        seeds = [model.entity_seed(i) for i in range(k)]
+        t_search = time.perf_counter() - t0
+
+        sent = [len(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL)) for s in stats]
+        received = [len(pickle.dumps((model.params_, sd), protocol=pickle.HIGHEST_PROTOCOL)) for sd in seeds]
+
+        t0 = time.perf_counter()
+        ofuts = [client.submit(_entity_perturb, p, feats, carried, model.params_, sd, shuffle, block_rows,
+                               backend, workers=[w], allow_other_workers=False, pure=False)
+                 for p, sd, w in zip(placed, seeds, where)]
+        if gather:
+            outputs = client.gather(ofuts)
+            del ofuts
+        else:
+            outputs = ofuts
+        del placed
+        t_perturb = time.perf_counter() - t0
+    finally:
+        if own:
+            client.close()
+            cl.close()
+            dlog.setLevel(dlevel)
+    total = time.perf_counter() - t_all
+
+    report = {
+        "phi": model.phi_,
+        "angle_degrees": model.angle_degrees_,
+        "axis": model.axis_,
+        "axis_feature": str(feats[model.axis_]),
+        "features": [str(c) for c in feats],
+        "variances": [float(v) for v in model.variances_],
+        "constant_columns": [str(c) for c in model.constant_columns_],
+        "bytes_per_entity": int(max(a + b for a, b in zip(sent, received))),
+        "bytes_per_entity_each": [{"sent": a, "received": b} for a, b in zip(sent, received)],
+        "bytes_per_entity_payload": model.bytes_per_entity_,
+        "n_entities": k,
+        "rows_per_entity": [int(s.n) for s in stats],
+        "n_workers": len(workers),
+        "backend": worker_backends[0] if len(worker_backends) == 1 else worker_backends,
+        "coordinator_backend": model.backend_.name,
+        "seconds": {"place": t_place, "stats": t_stats, "search": t_search, "perturb": t_perturb,
+                    "total": total},
+    }
+    return outputs, report
