@@ -642,6 +642,16 @@ def _numeric_problem(df, cols) -> list:
             or pd.api.types.is_complex_dtype(df[c].dtype)]
 
 
+def _require_numeric(df, names) -> None:
+    """SchemaError listing every non-numeric feature column, with the fix."""
+    bad = _numeric_problem(df, names)
+    if bad:
+        listed = ", ".join(f"'{c}' ({df[c].dtype})" for c in bad)
+        raise SchemaError(f"DISTPAB perturbs numeric features only; non-numeric feature column(s): "
+                          f"{listed}. Exclude them, or pass --features (features=[...]) with numeric "
+                          "columns only; pass a label column as label=")
+
+
 def validate_frame(df, features, label=None, passengers=None) -> tuple[list, list]:
     """Check the columns DISTPAB reads from a frame; return ``(features, carried)``.
 
@@ -672,12 +682,7 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
     if both:
         raise SchemaError(f"column(s) {', '.join(map(repr, both))} cannot be both a feature and a "
                           "label/passenger; a label is carried unperturbed")
-    bad = _numeric_problem(df, feats)
-    if bad:
-        listed = ", ".join(f"'{c}' ({df[c].dtype})" for c in bad)
-        raise SchemaError(f"DISTPAB perturbs numeric features only; non-numeric feature column(s): "
-                          f"{listed}. Exclude them, or pass --features (features=[...]) with numeric "
-                          "columns only; pass a label column as label=")
+    _require_numeric(df, feats)
     na = {c: int(df[c].isna().sum()) for c in feats}   # column by column: no copy of the block
     na = {c: k for c, k in na.items() if k}
     if na:
@@ -788,11 +793,7 @@ class DISTPAB:
                 if missing:
                     raise SchemaError(f"feature column(s) {', '.join(map(repr, missing))} seen in fit "
                                       "are missing here")
-            bad = _numeric_problem(X, names)
-            if bad:
-                listed = ", ".join(f"'{c}' ({X[c].dtype})" for c in bad)
-                raise SchemaError(f"DISTPAB perturbs numeric features only; non-numeric column(s): {listed}. "
-                                  "Exclude them, or pass --features with numeric columns only")
+            _require_numeric(X, names)
             return _frame_matrix(X, names), names
         arr = X if type(X).__module__.startswith("cupy") else np.asarray(X)
         if arr.ndim != 2:
