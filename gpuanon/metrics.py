@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,13 +44,12 @@ SET_SEPARATOR = "|"
 # ---------------------------------------------------------------------------------------------
 
 def entropy_bits(counts) -> float:
-    """Shannon entropy (bits) of a count vector."""
-    c = np.asarray(counts, dtype=np.float64)
-    c = c[c > 0]
-    if c.size == 0:
+    """Shannon entropy (bits) of a count vector: ``log2 n - sum c log2 c / n``."""
+    c = np.asarray(counts)
+    n = float(c.sum())
+    if n <= 0:
         return 0.0
-    p = c / c.sum()
-    return float(-(p * np.log2(p)).sum())
+    return float(max(0.0, np.log2(n) - _xlogx_sum(c) / n))
 
 
 def uncertainty_coefficient(joint) -> float:
@@ -178,6 +178,36 @@ def _runs(sorted_keys, xp):
     return sorted_keys[start], xp.diff(xp.concatenate([start, xp.asarray([n], dtype=start.dtype)]))
 
 
+_TLS = threading.local()
+
+
+def _sorted_copy(a, xp, slot: int, mask=None):
+    """A sorted copy of ``a`` (or of ``a[mask]``); on the CPU into a reused per-thread buffer.
+
+    Fresh multi-hundred-megabyte arrays cost as much in page faults as the sort itself.
+    """
+    if xp is not np:
+        return xp.sort(a if mask is None else a[mask])
+    bufs = _TLS.__dict__.setdefault("bufs", {})
+    buf = bufs.get(slot)
+    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
+        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
+    if mask is None:
+        out = buf[: a.shape[0]]
+        np.copyto(out, a)
+    else:
+        m = int(np.count_nonzero(mask))
+        out = buf[:m]
+        np.compress(mask, a, out=out)
+    out.sort()
+    return out
+
+
+def release_buffers() -> None:
+    """Free this thread's sort buffers."""
+    _TLS.__dict__.pop("bufs", None)
+
+
 def _key_stats(key_col, target, nt: int, target_counts, xp):
     """Statistics of one encoded column from sorts of its (uint32) keys.
 
@@ -185,19 +215,26 @@ def _key_stats(key_col, target, nt: int, target_counts, xp):
     each target value but the first gives the joint counts. Returns ``(values, counts per
     value, U(T | X), H(X) in bits)``.
     """
-    vals, counts = _runs(xp.sort(key_col), xp)
+    vals, counts = _runs(_sorted_copy(key_col, xp, 0), xp)
     vals_h, counts_h = to_host(vals), to_host(counts).astype(np.int64)
     h_x = entropy_bits(counts_h)
     if target is None or target_counts is None or nt < 2:
         return vals_h, counts_h, None, h_x
-    # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n, without a dense joint table
-    rest = counts_h.copy()
+    # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
+    # both sums, so only values seen more than once need their per-target counts
+    rep = np.flatnonzero(counts_h > 1)
+    rep_vals = vals[xp.asarray(rep)]
+    rest = counts_h[rep].copy()
     s2 = 0.0
     for t in range(1, nt):
-        vt, ct = _runs(xp.sort(key_col[target == t]), xp)
-        ct_h = to_host(ct).astype(np.int64)
-        rest[to_host(xp.searchsorted(vals, vt))] -= ct_h
-        s2 += _xlogx_sum(ct_h)
+        vt, ct = _runs(_sorted_copy(key_col, xp, 1, target == t), xp)
+        if vt.shape[0] == 0 or rep.shape[0] == 0:
+            continue
+        at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
+        hit = to_host(vt[at] == rep_vals)
+        c_rep = np.where(hit, to_host(ct[at]).astype(np.int64), 0)
+        rest -= c_rep
+        s2 += _xlogx_sum(c_rep)
     s2 += _xlogx_sum(rest)
     n = float(counts_h.sum())
     h_t = entropy_bits(target_counts)
@@ -208,9 +245,10 @@ def _key_stats(key_col, target, nt: int, target_counts, xp):
 
 
 def _xlogx_sum(c) -> float:
-    """``sum c log2 c`` over counts (0 log 0 = 0)."""
-    c = np.asarray(c, dtype=np.float64)
-    return float((c * np.log2(np.maximum(c, 1.0))).sum())
+    """``sum c log2 c`` over counts (0 log 0 = 1 log 1 = 0: only counts above 1 are visited)."""
+    c = np.asarray(c)
+    big = c[c > 1].astype(np.float64)
+    return float((big * np.log2(big)).sum())
 
 
 def _before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16):
@@ -299,6 +337,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             cols = list(ex.map(column, range(len(table.columns))))
     else:
         cols = [column(j) for j in range(len(table.columns))]
+        release_buffers()
     n_in = int(table.n_rows)
     return _merge_equal_classes(ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols,
                                              n_in, n_in - int(rows.shape[0]), tcounts))
@@ -474,26 +513,26 @@ def _code_stats(codes, tcodes, target_counts):
 def _interval_entropy(values, counts, lo, hi):
     """Entropy (bits) of the original distribution restricted to each ``[lo, hi]``.
 
-    ``values`` sorted (numbers or order-preserving keys); an empty interval (lo > hi, used for
-    missing cells) gives 0.
+    ``values`` sorted (numbers or order-preserving keys), ``counts`` >= 1 per value; an empty
+    interval (lo > hi) gives 0. Prefix sums are kept only where a value occurs more than once,
+    so a column of mostly distinct values needs no array as long as the column.
     """
-    c = counts.astype(np.float64)
-    clog = np.where(c > 0, c * np.log2(np.where(c > 0, c, 1.0)), 0.0)
-    cs = np.concatenate([[0.0], np.cumsum(c)])
-    cl = np.concatenate([[0.0], np.cumsum(clog)])
-    # search with sorted needles (one sort for both ends): far fewer cache misses than random ones
     m = lo.shape[0]
     needles = np.concatenate([lo, hi])
-    order = np.argsort(needles, kind="stable")
+    order = np.argsort(needles, kind="stable")  # sorted needles: far fewer cache misses
     pos = np.empty(2 * m, dtype=np.int64)
     srt = needles[order]
     left = order < m
     pos[order[left]] = np.searchsorted(values, srt[left], side="left")
     pos[order[~left]] = np.searchsorted(values, srt[~left], side="right")
-    a, b = pos[:m], pos[m:]
-    b = np.maximum(a, b)
-    s = cs[b] - cs[a]
-    e = cl[b] - cl[a]
+    a, b = pos[:m], np.maximum(pos[m:], pos[:m])
+    rep = np.flatnonzero(counts > 1)  # values seen more than once
+    c = counts[rep].astype(np.float64)
+    extra = np.concatenate([[0.0], np.cumsum(c - 1.0)])
+    clog = np.concatenate([[0.0], np.cumsum(c * np.log2(c))])
+    ia, ib = np.searchsorted(rep, a), np.searchsorted(rep, b)
+    s = (b - a) + (extra[ib] - extra[ia])  # rows with a value in [lo, hi]
+    e = clog[ib] - clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(s > 0, np.log2(np.where(s > 0, s, 1.0)) - e / np.where(s > 0, s, 1.0), 0.0)
     return np.maximum(h, 0.0)
