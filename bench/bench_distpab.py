@@ -40,16 +40,16 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from importlib import metadata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import report_result, spawn  # noqa: E402
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-RESULT_MARK = "BENCH_RESULT "
 GIB = 1024 ** 3
 SHARES = (0.4, 0.3, 0.2, 0.1)  # rows of the 4 entities
 
@@ -180,31 +180,10 @@ def child(cfg: dict) -> None:
         import traceback
 
         res = {**cfg, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
-    sys.stdout.write(RESULT_MARK + json.dumps(res) + "\n")
+    report_result(res)
 
 
 # ============================================================================ parent
-def spawn(cfg: dict, timeout: float) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", json.dumps(cfg)]
-    t = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**cfg, "error": f"timed out after {timeout:.0f} s"}
-    wall = time.perf_counter() - t
-    if p.stderr:
-        sys.stderr.write(p.stderr[-4000:])
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            res = json.loads(line[len(RESULT_MARK):])
-            res["subprocess_wall_seconds"] = wall
-            return res
-    return {**cfg, "error": f"no result (exit status {p.returncode}): {p.stderr[-1500:]}"}
-
-
 def _versions() -> dict:
     out = {"python": platform.python_version()}
     for pkg in ("numpy", "pandas", "dask", "distributed", "cupy"):
@@ -277,7 +256,7 @@ def main(argv=None) -> int:
     results = []
     for cfg in cfgs:
         log(f"running {json.dumps(cfg)}")
-        res = spawn(cfg, a.timeout)
+        res = spawn(__file__, cfg, a.timeout, stderr_tail=4000)
         log(f"  -> {json.dumps(_rounded(res.get('seconds')))} peak_rss={res.get('peak_rss_bytes')}"
             + (f" ERROR {res['error']}" if "error" in res else ""))
         results.append(res)

@@ -24,7 +24,6 @@ One JSON document goes to stdout (progress to stderr).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -34,6 +33,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import emit  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -119,11 +120,7 @@ def main(argv=None) -> int:
                         "machine": platform.machine(),
                         "load_average_before": load_before, "load_average_after": load_after},
     }
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(doc, args.out)
     return 0
 
 

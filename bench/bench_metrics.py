@@ -11,13 +11,16 @@ cached between runs), and prints one JSON document.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import platform
 import resource
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import emit  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -74,11 +77,7 @@ def main(argv=None) -> int:
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "target": {"metrics_total_seconds_below": target, "pass": best["total"] < target},
     }
-    text = json.dumps(out, indent=2)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    emit(out, a.out)
     return 0
 
 

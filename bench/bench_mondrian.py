@@ -19,17 +19,17 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from importlib import metadata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import report_result, spawn  # noqa: E402
 # Benchmark the gpuanon of this checkout, not whatever copy may be installed elsewhere.
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-RESULT_MARK = "BENCH_RESULT "
 GIB = 1024 ** 3
 
 # Rows of Adult with no '?' in any column (the usual "complete cases" of the UCI table).
@@ -311,32 +311,6 @@ def environment(args, results: list) -> dict:
     return env
 
 
-def spawn(cfg: dict, timeout: float) -> dict:
-    """Run one config in a fresh interpreter; its stderr passes through to ours."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", json.dumps(cfg)]
-    t = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**cfg, "error": f"timed out after {timeout:.0f} s"}
-    wall = time.perf_counter() - t
-    if p.stderr:
-        sys.stderr.write(p.stderr)
-        sys.stderr.flush()
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            res = json.loads(line[len(RESULT_MARK):])
-            res["subprocess_wall_seconds"] = round(wall, 3)
-            return res
-    why = f"exit status {p.returncode}" + (" (killed: out of memory?)" if p.returncode in (-9, 137) else "")
-    last = [ln for ln in (p.stderr or "").splitlines() if ln.strip()]
-    return {**cfg, "error": f"no result from the subprocess: {why}" + (f": {last[-1].strip()}" if last else ""),
-            "stdout_tail": p.stdout[-2000:]}
-
-
 def plan(args) -> list[dict]:
     b, w = args.backend, not args.no_warmup
     runs: list[dict] = []
@@ -448,7 +422,7 @@ def main(argv=None) -> int:
 
     if args.one is not None:
         res = run_one(json.loads(args.one))
-        sys.stdout.write(RESULT_MARK + json.dumps(res) + "\n")
+        report_result(res)
         sys.stdout.flush()
         return 0
 
@@ -458,7 +432,7 @@ def main(argv=None) -> int:
     for i, cfg in enumerate(runs, 1):
         desc = ", ".join(f"{a}={v}" for a, v in cfg.items() if a not in ("warmup",))
         log(f"run {i}/{len(runs)}: {desc}")
-        r = spawn(cfg, args.timeout)
+        r = spawn(__file__, cfg, args.timeout)
         if "error" in r:
             log(f"  FAILED: {r['error']}")
         elif r["kind"] == "ours":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernels.keys import MISSING
 from kernels.segmented import group_starts, segment_reduce
 
 from .backend import to_host

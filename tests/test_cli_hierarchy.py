@@ -18,17 +18,10 @@ import pytest
 
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS
 from gpuanon.verify import verify
+from expected import SIX_GROUPS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SIX_GROUPS = {
-    frozenset({"HS-grad", "Some-college"}),
-    frozenset({"Assoc-acdm", "Assoc-voc"}),
-    frozenset({"Prof-school", "Doctorate"}),
-    frozenset({"Bachelors"}),
-    frozenset({"Masters"}),
-    frozenset({"Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"}),
-}
 
 
 def run(*args, cwd=None):

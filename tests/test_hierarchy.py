@@ -33,6 +33,7 @@ from gpuanon.hierarchy import (
     frequency_table,
     masking_hierarchy,
 )
+from expected import SIX_GROUPS
 
 ADULT_CATEGORICAL_QIS = ["workclass", "education", "marital-status", "occupation",
                          "relationship", "race", "gender", "native-country"]
@@ -47,14 +48,6 @@ TABLE_2_2 = [
     ("Assoc-acdm", "<=50K", 0.7420), ("Bachelors", "<=50K", 0.5871),
 ]
 
-SIX_GROUPS = {
-    frozenset({"HS-grad", "Some-college"}),
-    frozenset({"Assoc-acdm", "Assoc-voc"}),
-    frozenset({"Prof-school", "Doctorate"}),
-    frozenset({"Bachelors"}),
-    frozenset({"Masters"}),
-    frozenset({"Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"}),
-}
 
 
 @pytest.fixture(scope="module")
