@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -55,3 +56,15 @@ def emit(doc: dict, out: str | None = None) -> None:
     if out:
         with open(out, "w") as fh:
             fh.write(text + "\n")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else what platform says."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""

@@ -46,7 +46,7 @@ from importlib import metadata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import report_result, spawn  # noqa: E402
+from _common import cpu_model as _cpu_model, report_result, spawn  # noqa: E402
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
@@ -196,17 +196,6 @@ def _versions() -> dict:
 
     out["gpuanon"] = gpuanon.__version__
     return out
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or ""
 
 
 def _rounded(x):

@@ -25,7 +25,7 @@ from importlib import metadata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import report_result, spawn  # noqa: E402
+from _common import cpu_model as _cpu_model, report_result, spawn  # noqa: E402
 # Benchmark the gpuanon of this checkout, not whatever copy may be installed elsewhere.
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
@@ -258,17 +258,6 @@ def _versions() -> dict:
     except Exception as exc:  # pragma: no cover
         out["gpuanon"] = f"not importable: {exc}"
     return out
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or ""
 
 
 def _mem_total() -> int | None:
