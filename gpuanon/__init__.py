@@ -12,6 +12,7 @@ from .mondrian import Mondrian
 from . import verify
 from .verify import verify as check
 from . import datasets
+from . import evaluate  # a callable module: gpuanon.evaluate(df, ...) runs evaluate.evaluate
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,7 @@ __all__ = [
     "verify",
     "check",
     "datasets",
+    "evaluate",
     "GpuanonError",
     "InputError",
     "SchemaError",

@@ -156,3 +156,150 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
                  + _html.escape(json.dumps(report, indent=1, default=str)[:200_000]) + "</pre></details>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+# ---------------------------------------------------------------------- model evaluation
+_LOSS_TITLES = {"entropy_loss": "entropy-coefficient loss", "ncp": "NCP", "gionis_tassa": "Gionis-Tassa (normalized)",
+                "dm": "discernibility DM", "cm": "classification metric CM", "c_avg": "C_avg"}
+
+
+def accuracy_bars(results, score: str = "accuracy") -> str:
+    """Grouped bars: one group per model, one bar per protection, as a PNG data URI."""
+    plt = _plt()
+    prots = list(dict.fromkeys(results["protection"]))
+    models = list(dict.fromkeys(results["model_title"]))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(models) + 2), 3.8))
+    w = 0.8 / max(len(prots), 1)
+    cmap = plt.get_cmap("tab10")
+    for i, p in enumerate(prots):
+        sub = results[results["protection"] == p].set_index("model_title")[score]
+        ax.bar(np.arange(len(models)) + (i - (len(prots) - 1) / 2) * w, [sub.get(m, np.nan) for m in models], w,
+               label=p, color=cmap(i % 10))
+    lo = float(np.nanmin(results[score].to_numpy(dtype=float)))
+    ax.set_ylim(max(0.0, lo - 0.05), 1.0)
+    ax.set_xticks(np.arange(len(models)), models, rotation=25, ha="right")
+    ax.set_ylabel(score.replace("_", " "))
+    ax.set_title(f"{score.replace('_', ' ').capitalize()} on raw held-out rows, per protection of the training part")
+    ax.legend(frameon=False, fontsize=8, ncol=min(4, len(prots)), loc="lower left")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def drop_vs_metric(results, correlations: dict) -> str:
+    """Accuracy drop against each information-loss metric (one panel per metric, one colour per model)."""
+    plt = _plt()
+    metrics = [m for m in _LOSS_TITLES if m in results and results[m].notna().any()]
+    if not metrics:
+        return ""
+    cols = 3
+    rows = -(-len(metrics) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(12, 3.3 * rows), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    models = list(dict.fromkeys(results["model"]))
+    for ax, metric in zip(axes.ravel(), metrics):
+        for i, mdl in enumerate(models):
+            sub = results[(results["model"] == mdl) & results[metric].notna() & results["accuracy_drop"].notna()]
+            ax.scatter(sub[metric].astype(float), sub["accuracy_drop"].astype(float), s=22, color=cmap(i % 10),
+                       label=sub["model_title"].iloc[0] if len(sub) else mdl)
+        rho = (correlations.get(metric) or {}).get("mean")
+        ax.set_title(f"{_LOSS_TITLES[metric]}\nSpearman rho (mean drop) = {'n/a' if rho is None else f'{rho:.2f}'}",
+                     fontsize=9)
+        ax.set_xlabel(metric, fontsize=8)
+        ax.set_ylabel("accuracy drop vs raw", fontsize=8)
+        ax.axhline(0, color="#999", lw=0.8)
+        ax.grid(alpha=0.3)
+        if metric == "dm":
+            ax.set_xscale("log")
+    for ax in axes.ravel()[len(metrics):]:
+        ax.axis("off")
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(9, len(labels)), frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return _png(fig)
+
+
+def _score_table_html(results, scores) -> str:
+    prots = list(dict.fromkeys(results["protection"]))
+    models = list(dict.fromkeys(results["model"]))
+    head = "<tr><th rowspan='2'>model</th>" + "".join(f"<th colspan='{len(scores)}'>{_html.escape(p)}</th>"
+                                                        for p in prots) + "</tr>"
+    head += "<tr>" + "".join(f"<th>{_html.escape(s.replace('_', ' '))}</th>" for _ in prots for s in scores) + "</tr>"
+    body = []
+    for mdl in models:
+        sub = results[results["model"] == mdl].set_index("protection")
+        best = {}
+        cells = []
+        for p in prots:
+            for s in scores:
+                v = sub[s].get(p, np.nan) if p in sub.index else np.nan
+                col = results[results["protection"] == p][s].astype(float)
+                top = np.isfinite(v) and v >= np.nanmax(col.to_numpy()) - 1e-12
+                cells.append(f"<td>{'<b>' if top else ''}{'' if not np.isfinite(v) else f'{v:.3f}'}{'</b>' if top else ''}</td>")
+        del best
+        body.append(f"<tr><td>{_html.escape(str(sub['model_title'].iloc[0]))}</td>{''.join(cells)}</tr>")
+    return "<table>" + head + "".join(body) + "</table>"
+
+
+def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") -> str:
+    """A self-contained HTML page for an evaluation (:meth:`gpuanon.evaluate.Evaluation.to_dict`)."""
+    import pandas as pd  # noqa: PLC0415
+
+    res = pd.DataFrame(ev["results"])
+    for c in res.columns:
+        if c not in ("protection", "kind", "model", "model_title", "library"):
+            res[c] = pd.to_numeric(res[c], errors="coerce")
+    cfg, corr = ev.get("config", {}), ev.get("rank_correlations", {})
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_html.escape(title)}</title>",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{_html.escape(title)}</h1>",
+             f"<p class='muted'>input {_fmt(cfg.get('input'))} · target {_fmt(cfg.get('target'))} (positive class "
+             f"{_fmt(cfg.get('positive'))}) · {cfg.get('n_rows')} rows, stratified split {cfg.get('n_train')} training / "
+             f"{cfg.get('n_test')} test, seed {cfg.get('random_state')} · backend {_fmt(cfg.get('backend'))} "
+             f"({_fmt(cfg.get('device'))}) · {ev.get('seconds', 0):.1f} s</p>",
+             "<p>Each protection is applied to the training part only; every model is trained on it and tested on "
+             "the raw held-out rows (DISTPAB: the held-out rows pass through the same fitted perturbation).</p>"]
+    parts.append("<h2>Accuracy and F1 per model and protection</h2>"
+                 "<p class='muted'>F1 here is the macro average over classes (the thesis's tables 5.6 to 5.10); the "
+                 "positive-class F1 is in the CSV. Bold: best model of the protection.</p>")
+    parts.append(_score_table_html(res, ["accuracy", "f1_macro"]))
+    parts.append(f"<img alt='accuracy per model and protection' src='{accuracy_bars(res)}'>")
+    parts.append("<h2>Which information-loss metric predicted the accuracy drop?</h2>"
+                 "<p class='muted'>Accuracy drop = raw accuracy - accuracy, per model. Spearman rank correlation across "
+                 "the protections that have the metric (raw counts as a protection whose classes are its distinct "
+                 "QI tuples); 1 means the metric orders the protections exactly as the drop does.</p>")
+    if corr:
+        models = list(dict.fromkeys(res["model"]))
+        titles = dict(zip(res["model"], res["model_title"]))
+        parts.append("<table><tr><th>metric</th>" + "".join(f"<th>{_html.escape(titles[m])}</th>" for m in models)
+                     + "<th>mean drop</th></tr>")
+        for metric, row in corr.items():
+            parts.append(f"<tr><td>{_html.escape(_LOSS_TITLES.get(metric, metric))}</td>"
+                         + "".join(f"<td>{_fmt(None if row.get(m) is None else round(row[m], 3))}</td>"
+                                   for m in models + ['mean']) + "</tr>")
+        parts.append("</table>")
+        img = drop_vs_metric(res, corr)
+        if img:
+            parts.append(f"<img alt='accuracy drop against information-loss metrics' src='{img}'>")
+    else:
+        parts.append("<p>No 'raw' protection in this run, so there is no drop to correlate with.</p>")
+    parts.append("<h2>Balanced accuracy and ROC AUC</h2><p class='muted'>For imbalanced targets these say more than "
+                 "accuracy: a model that always predicts the majority class has balanced accuracy 0.5.</p>")
+    parts.append(_score_table_html(res, ["balanced_accuracy", "roc_auc"]))
+    parts.append("<h2>Protections</h2><table><tr><th>protection</th><th>training rows</th><th>features</th>"
+                 "<th>classes</th><th>suppressed</th><th>entropy loss</th><th>NCP</th><th>GT norm.</th><th>DM</th>"
+                 "<th>CM</th><th>seconds</th></tr>")
+    for p in ev.get("protections", []):
+        parts.append("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in (
+            p.get("protection"), p.get("n_train"), p.get("n_features"), p.get("n_classes"), p.get("n_suppressed"),
+            None if p.get("entropy_loss") is None else f"{100 * p['entropy_loss']:.2f}%", p.get("ncp"),
+            p.get("gionis_tassa"), p.get("dm"), p.get("cm"), p.get("protect_seconds"))) + "</tr>")
+    parts.append("</table>")
+    libs = ev.get("libraries", {})
+    parts.append("<h2>Models</h2><table><tr><th>model</th><th>library</th><th>mean train seconds</th></tr>")
+    for mdl, g in res.groupby("model", sort=False):
+        parts.append(f"<tr><td>{_html.escape(str(g['model_title'].iloc[0]))}</td><td>{_fmt(libs.get(mdl))}</td>"
+                     f"<td>{g['train_seconds'].mean():.3f}</td></tr>")
+    parts.append("</table>")
+    parts.append("<details><summary>Full JSON</summary><pre>"
+                 + _html.escape(json.dumps(ev, indent=1, default=str)[:400_000]) + "</pre></details>")
+    parts.append("</body></html>")
+    return "".join(parts)
