@@ -93,6 +93,7 @@ table{border-collapse:collapse;margin:.5rem 0} td,th{border:1px solid #ddd;paddi
 th{background:#f4f4f4} .ok{color:#1a7f37;font-weight:600} .bad{color:#c0392b;font-weight:600}
 .cards{display:flex;gap:1rem;flex-wrap:wrap} .card{border:1px solid #ddd;border-radius:8px;padding:.6rem 1rem;min-width:9rem}
 .card b{display:block;font-size:1.4rem} img{max-width:100%} .muted{color:#666;font-size:.9rem}
+.wide{overflow-x:auto} table.scores td,table.scores th{font-size:.85rem;padding:.25rem .4rem}
 """
 
 
@@ -180,7 +181,7 @@ def accuracy_bars(results, score: str = "accuracy") -> str:
     ax.set_xticks(np.arange(len(models)), models, rotation=25, ha="right")
     ax.set_ylabel(score.replace("_", " "))
     ax.set_title(f"{score.replace('_', ' ').capitalize()} on raw held-out rows, per protection of the training part")
-    ax.legend(frameon=False, fontsize=8, ncol=min(4, len(prots)), loc="lower left")
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="protection")
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
@@ -227,7 +228,6 @@ def _score_table_html(results, scores) -> str:
     body = []
     for mdl in models:
         sub = results[results["model"] == mdl].set_index("protection")
-        best = {}
         cells = []
         for p in prots:
             for s in scores:
@@ -235,9 +235,8 @@ def _score_table_html(results, scores) -> str:
                 col = results[results["protection"] == p][s].astype(float)
                 top = np.isfinite(v) and v >= np.nanmax(col.to_numpy()) - 1e-12
                 cells.append(f"<td>{'<b>' if top else ''}{'' if not np.isfinite(v) else f'{v:.3f}'}{'</b>' if top else ''}</td>")
-        del best
         body.append(f"<tr><td>{_html.escape(str(sub['model_title'].iloc[0]))}</td>{''.join(cells)}</tr>")
-    return "<table>" + head + "".join(body) + "</table>"
+    return "<div class='wide'><table class='scores'>" + head + "".join(body) + "</table></div>"
 
 
 def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") -> str:

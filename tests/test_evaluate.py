@@ -321,9 +321,16 @@ def _cli(*args, cwd):
                           timeout=600, cwd=cwd)
 
 
-def test_cli_evaluate_writes_csv_json_html(tmp_path):
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("evaluate")
     r = _cli("evaluate", "--dataset", "adult", "--rows", "3000", "--protections", "raw;k=10;k=3,l=2",
-             "--models", "lr,nb,gb", "--out", "res.csv", "--html", "res.html", cwd=tmp_path)
+             "--models", "lr,nb,gb", "--out", "res.csv", "--html", "res.html", cwd=d)
+    return r, d
+
+
+def test_cli_evaluate_writes_csv_json_html(cli_run):
+    r, tmp_path = cli_run
     assert r.returncode == 0, r.stderr
     res = pd.read_csv(tmp_path / "res.csv")
     assert len(res) == 9 and set(res["model"]) == {"lr", "nb", "gb"}
@@ -346,3 +353,22 @@ def test_cli_evaluate_bad_model_writes_nothing(tmp_path):
     assert not (tmp_path / "res.csv").exists() and not (tmp_path / "res.json").exists()
     r = _cli("evaluate", "--dataset", "adult", "--protections", "k=3,q=1", "--out", "res.csv", cwd=tmp_path)
     assert r.returncode == 2 and "unknown option 'q'" in r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium not installed")
+def test_evaluation_page_renders_in_chromium(cli_run, tmp_path):
+    import io
+
+    import matplotlib.image as mpimg
+
+    r, d = cli_run
+    assert r.returncode == 0, r.stderr
+    shot = tmp_path / "shot.png"
+    cmd = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,3000",
+           (d / "res.html").resolve().as_uri()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path)))
+    assert shot.exists(), p.stderr[-2000:]
+    pixels = mpimg.imread(io.BytesIO(shot.read_bytes()), format="png")
+    assert pixels.shape[0] >= 2500 and pixels.std() > 0
