@@ -92,6 +92,15 @@ def _add_roles(p: argparse.ArgumentParser) -> None:
     g.add_argument("--categorical", help="QIs to treat as categorical")
 
 
+def _table_command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand that reads one table: quiet flag, input and column roles."""
+    p = sub.add_parser(name, help=help, description=description)
+    _add_quiet(p)
+    _add_input(p)
+    _add_roles(p)
+    return p
+
+
 def _add_criteria(p: argparse.ArgumentParser, required_k: bool) -> None:
     g = p.add_argument_group("privacy criteria")
     g.add_argument("--k", type=int, help="k-anonymity: minimum class size (>= 2)" + ("" if required_k else "; checked when given"))
@@ -109,12 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no log lines or progress")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    a = sub.add_parser("anonymize", help="Mondrian k-anonymity (+ l-diversity, t-closeness)",
-                       description="Anonymize a table with Mondrian partitioning; the output is "
-                                   "verified independently before it is written.")
-    _add_quiet(a)
-    _add_input(a)
-    _add_roles(a)
+    a = _table_command(sub, "anonymize", "Mondrian k-anonymity (+ l-diversity, t-closeness)",
+                       "Anonymize a table with Mondrian partitioning; the output is "
+                       "verified independently before it is written.")
     _add_criteria(a, True)
     g = a.add_argument_group("algorithm and output")
     g.add_argument("--mode", choices=["strict", "relaxed"], help="Mondrian cut rule (default strict)")
@@ -129,13 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--html", help="self-contained HTML report with plots")
     g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
 
-    w = sub.add_parser("sweep", help="Mondrian over a grid of k, l, t on one encoded table",
-                       description="Run Mondrian over k (default 3..15), l-diversity (default l = 2, 3) "
-                                   "and t-closeness (default t = 0.2, 0.3, 0.4) at --base-k, and write one "
-                                   "row of metrics per run, a plot against k, and a table like the thesis's 5.4.")
-    _add_quiet(w)
-    _add_input(w)
-    _add_roles(w)
+    w = _table_command(sub, "sweep", "Mondrian over a grid of k, l, t on one encoded table",
+                       "Run Mondrian over k (default 3..15), l-diversity (default l = 2, 3) "
+                       "and t-closeness (default t = 0.2, 0.3, 0.4) at --base-k, and write one "
+                       "row of metrics per run, a plot against k, and a table like the thesis's 5.4.")
     g = w.add_argument_group("grid")
     g.add_argument("--k-values", default="3-15", help="k values: '3-15' or '3,5,10' (default 3-15)")
     g.add_argument("--l-values", default="2,3", help="l values at --base-k ('' for none; default 2,3)")
@@ -205,13 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--known-fraction", type=float, default=0.1, help="rows the known input-output attacker has")
     at.add_argument("--report", help="JSON report")
 
-    ev = sub.add_parser("evaluate", help="train classifiers on protected data, test them on raw rows",
-                        description="Split once (stratified), protect the training part with each protection, "
-                                    "train each model, test on the raw held-out rows; write one row per protection "
-                                    "and model with every score and the protection's information-loss metrics.")
-    _add_quiet(ev)
-    _add_input(ev)
-    _add_roles(ev)
+    ev = _table_command(sub, "evaluate", "train classifiers on protected data, test them on raw rows",
+                        "Split once (stratified), protect the training part with each protection, "
+                        "train each model, test on the raw held-out rows; write one row per protection "
+                        "and model with every score and the protection's information-loss metrics.")
     g = ev.add_argument_group("evaluation")
     g.add_argument("--protections", default=None,
                    help="';'-separated: raw, k=3, k=3,l=2, k=3,t=0.2, k=3,optimize, k=3,hierarchies=auto, "

@@ -1,4 +1,18 @@
-"""Known answers shared by several test modules."""
+"""Known answers and helpers shared by several test modules."""
+
+import os
+import subprocess
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium_screenshot(html_path, shot, workdir, size="1200,2400"):
+    """Render a local HTML file in headless Chromium (no network) to ``shot``; returns the process."""
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={workdir / 'profile'}", f"--screenshot={shot}", f"--window-size={size}",
+           html_path.resolve().as_uri()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(workdir)))
 
 # SPEC section 5: bundled Adult, education, target income, rho = 10
 SIX_GROUPS = {

@@ -22,6 +22,8 @@ from gpuanon.evaluate import (MODEL_NAMES, FeatureSpace, classification_scores, 
                               run_evaluation, score_table)
 from gpuanon.hierarchy import Hierarchy
 
+from expected import CHROMIUM, chromium_screenshot
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -355,7 +357,7 @@ def test_cli_evaluate_bad_model_writes_nothing(tmp_path):
     assert r.returncode == 2 and "unknown option 'q'" in r.stderr
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium not installed")
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} not installed")
 def test_evaluation_page_renders_in_chromium(cli_run, tmp_path):
     import io
 
@@ -364,11 +366,7 @@ def test_evaluation_page_renders_in_chromium(cli_run, tmp_path):
     r, d = cli_run
     assert r.returncode == 0, r.stderr
     shot = tmp_path / "shot.png"
-    cmd = ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,3000",
-           (d / "res.html").resolve().as_uri()]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path)))
+    p = chromium_screenshot(d / "res.html", shot, tmp_path, size="1200,3000")
     assert shot.exists(), p.stderr[-2000:]
     pixels = mpimg.imread(io.BytesIO(shot.read_bytes()), format="png")
     assert pixels.shape[0] >= 2500 and pixels.std() > 0

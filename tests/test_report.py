@@ -16,9 +16,10 @@ from gpuanon import Mondrian
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.report import render_html
 
+from expected import CHROMIUM, chromium_screenshot
+
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CHROMIUM = "/usr/bin/chromium"
 
 
 class _Collect(HTMLParser):
@@ -160,11 +161,7 @@ def test_html_renders_in_chromium(cli_html, tmp_path):
     import matplotlib.image as mpimg
 
     shot = tmp_path / "shot.png"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
-           cli_html.resolve().as_uri()]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path)))
+    r = chromium_screenshot(cli_html, shot, tmp_path)
     assert shot.exists(), r.stderr[-2000:]
     assert shot.stat().st_size > 20_000
     data = shot.read_bytes()
