@@ -2,8 +2,19 @@
 
 import os
 import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CHROMIUM = "/usr/bin/chromium"
+
+
+def run_cli(*args, cwd, timeout=600):
+    """``python -m gpuanon ARGS`` from this checkout on the CPU backend."""
+    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=cwd)
 
 
 def chromium_screenshot(html_path, shot, workdir, size="1200,2400"):

@@ -5,9 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,9 +19,8 @@ from gpuanon.evaluate import (MODEL_NAMES, FeatureSpace, classification_scores, 
                               run_evaluation, score_table)
 from gpuanon.hierarchy import Hierarchy
 
-from expected import CHROMIUM, chromium_screenshot
+from expected import CHROMIUM, chromium_screenshot, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- data
@@ -317,16 +313,10 @@ def test_python_entry_point_returns_a_frame():
 
 
 # ---------------------------------------------------------------- CLI and page
-def _cli(*args, cwd):
-    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=cwd)
-
-
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("evaluate")
-    r = _cli("evaluate", "--dataset", "adult", "--rows", "3000", "--protections", "raw;k=10;k=3,l=2",
+    r = run_cli("evaluate", "--dataset", "adult", "--rows", "3000", "--protections", "raw;k=10;k=3,l=2",
              "--models", "lr,nb,gb", "--out", "res.csv", "--html", "res.html", cwd=d)
     return r, d
 
@@ -350,10 +340,10 @@ def test_cli_evaluate_writes_csv_json_html(cli_run):
 
 
 def test_cli_evaluate_bad_model_writes_nothing(tmp_path):
-    r = _cli("evaluate", "--dataset", "adult", "--models", "rf,boost", "--out", "res.csv", cwd=tmp_path)
+    r = run_cli("evaluate", "--dataset", "adult", "--models", "rf,boost", "--out", "res.csv", cwd=tmp_path)
     assert r.returncode == 2 and "unknown model(s) 'boost'" in r.stderr
     assert not (tmp_path / "res.csv").exists() and not (tmp_path / "res.json").exists()
-    r = _cli("evaluate", "--dataset", "adult", "--protections", "k=3,q=1", "--out", "res.csv", cwd=tmp_path)
+    r = run_cli("evaluate", "--dataset", "adult", "--protections", "k=3,q=1", "--out", "res.csv", cwd=tmp_path)
     assert r.returncode == 2 and "unknown option 'q'" in r.stderr
 
 

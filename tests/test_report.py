@@ -5,10 +5,7 @@ import io
 import os
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +13,8 @@ from gpuanon import Mondrian
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.report import render_html
 
-from expected import CHROMIUM, chromium_screenshot
+from expected import CHROMIUM, chromium_screenshot, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -127,16 +123,10 @@ def test_html_escapes_text(report):
     assert "<title>a &lt;b&gt; &amp; c</title>" in html
 
 
-def _cli(*args, cwd):
-    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=cwd)
-
-
 @pytest.fixture(scope="module")
 def cli_html(tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
-    r = _cli("anonymize", "--dataset", "adult", "--k", "5", "--html", str(d / "r.html"), cwd=d)
+    r = run_cli("anonymize", "--dataset", "adult", "--k", "5", "--html", str(d / "r.html"), cwd=d)
     assert r.returncode == 0, r.stderr
     return d / "r.html"
 
