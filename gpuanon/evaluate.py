@@ -746,6 +746,10 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
         for key in model_keys:
             est, lib = make_model(key, be.name, random_state=int(random_state), n_classes=n_classes)
             libraries[key] = lib
+            if key == "svm" and lib == "sklearn" and len(y_tr) > 50_000:
+                log.warning("SVM: scikit-learn's SVC scales about quadratically with the %d training rows and may "
+                            "take hours; leave 'svm' out of --models, sample with --rows, or use a GPU with cuML",
+                            len(y_tr))
             Xtr, Xte = prepared[key in SCALED_MODELS]
             t1 = time.perf_counter()
             est.fit(Xtr, y_tr)
