@@ -217,10 +217,16 @@ def make_model(name: str, backend: str = "cpu", random_state: int = 0, n_classes
     seed = int(random_state)
     gpu = backend == "gpu"
     if name == "mlp":
-        from .nn import TorchMLPClassifier  # noqa: PLC0415
+        from .nn import TorchMLPClassifier, _torch  # noqa: PLC0415
 
+        device = "cpu"
+        if gpu:
+            if _torch().cuda.is_available():
+                device = "cuda"
+            else:
+                log.info("MLP runs on the CPU on the GPU backend: this PyTorch build sees no CUDA device")
         return TorchMLPClassifier(hidden=(128, 64, 32), learning_rate=1e-3, batch_size=256, max_epochs=200,
-                                  patience=10, random_state=seed, device="cuda" if gpu else "cpu"), "torch"
+                                  patience=10, random_state=seed, device=device), "torch"
     if name == "gb":
         if _have("xgboost"):
             import xgboost  # noqa: PLC0415
