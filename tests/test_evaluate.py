@@ -360,3 +360,24 @@ def test_evaluation_page_renders_in_chromium(cli_run, tmp_path):
     assert shot.exists(), p.stderr[-2000:]
     pixels = mpimg.imread(io.BytesIO(shot.read_bytes()), format="png")
     assert pixels.shape[0] >= 2500 and pixels.std() > 0
+
+
+def test_gpu_backend_factory_falls_back_and_says_so(caplog):
+    """Without cuML / CUDA torch the GPU backend's factory picks scikit-learn and the CPU MLP, and logs why."""
+    import logging
+
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    lg = logging.getLogger("gpuanon")
+    lg.addHandler(caplog.handler)  # also when the CLI's setup has stopped propagation
+    with caplog.at_level(logging.INFO, logger="gpuanon"):
+        est, lib = make_model("et", "gpu")
+        assert lib == "sklearn" and "cuML has no extra-trees classifier" in caplog.text
+        est, lib = make_model("mlp", "gpu")
+        assert lib == "torch" and est.device == "cpu" and "sees no CUDA device" in caplog.text
+        est, lib = make_model("gb", "gpu")
+        assert lib == "xgboost" and est.get_params()["device"] == "cuda"
+    lg.removeHandler(caplog.handler)
