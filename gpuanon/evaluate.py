@@ -53,6 +53,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, SchemaError
+from .metrics import (cell_text, compute_metrics, parse_numeric_cells, split_set_text,
+                      summary_from_output)
 
 log = logging.getLogger("gpuanon")
 
@@ -203,7 +205,7 @@ def _cuml_usable() -> bool:
     return True
 
 
-def make_model(name: str, backend: str = "cpu", random_state: int = 0, n_classes: int = 2):
+def make_model(name: str, backend: str = "cpu", random_state: int = 0):
     """A fresh classifier and the library it comes from: ``(estimator, 'sklearn' | 'xgboost' | 'cuml' | 'torch')``.
 
     ``backend`` is ``'cpu'`` or ``'gpu'`` (the resolved backend name).
@@ -355,15 +357,9 @@ def classification_scores(y_true: np.ndarray, y_pred: np.ndarray, S: np.ndarray,
 
 
 # ====================================================================== feature space
-def _text(v) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
-        return "NaN"
-    return str(v)
-
-
 def _texts(s: pd.Series) -> np.ndarray:
     codes, uniq = pd.factorize(s, use_na_sentinel=False)
-    return np.array([_text(v) for v in uniq], dtype=object)[codes] if len(s) else np.zeros(0, dtype=object)
+    return np.array([cell_text(v) for v in uniq], dtype=object)[codes] if len(s) else np.zeros(0, dtype=object)
 
 
 class FeatureSpace:
@@ -466,19 +462,17 @@ class FeatureSpace:
 
     def _set_weights(self, c: str, s: pd.Series, hierarchy=None) -> np.ndarray:
         """Weighted multi-hot rows of generalized cells: one weight vector per distinct cell."""
-        from .metrics import split_set_text  # noqa: PLC0415
-
         index, ncat = self._index[c], len(self.categories[c])
         node_sets: dict[str, list[int]] = {}
         if hierarchy is not None:
-            leaf_idx = np.array([index.get(_text(v), -1) for v in hierarchy.leaves])
+            leaf_idx = np.array([index.get(cell_text(v), -1) for v in hierarchy.leaves])
             for node, lab in enumerate(hierarchy.labels):  # a loop over hierarchy nodes
                 under = np.nonzero((hierarchy.levels == node).any(axis=1))[0]
                 node_sets[str(lab)] = [int(i) for i in leaf_idx[under] if i >= 0]
         cell_codes, cells = pd.factorize(s, use_na_sentinel=False)
         W = np.zeros((len(cells), ncat), dtype=np.float64)
         for i, cell in enumerate(cells):  # a loop over distinct generalized values, not rows
-            t = _text(cell)
+            t = cell_text(cell)
             if t in index:
                 members = [index[t]]
             elif t in node_sets:
@@ -498,8 +492,6 @@ class FeatureSpace:
 
     def transform_generalized(self, out: pd.DataFrame, hierarchies: dict | None = None) -> np.ndarray:
         """An anonymized table's rows: numeric QIs as ``(lo, hi)``, categorical QIs weighted multi-hot."""
-        from .metrics import parse_numeric_cells  # noqa: PLC0415
-
         self._require(out, generalized=True)
         hierarchies = hierarchies or {}
         blocks = []
@@ -568,8 +560,6 @@ def _mondrian_metrics(m) -> dict:
 
 def _raw_metrics(train: pd.DataFrame, qi, kinds, target) -> dict:
     """The raw table scored as its own 'anonymization': classes are its distinct QI tuples."""
-    from .metrics import compute_metrics, summary_from_output  # noqa: PLC0415
-
     met = compute_metrics(summary_from_output(train, train, qi, kinds, target=target))
 
     def zero(v):  # exact zeros, not float noise, for the table scored against itself
@@ -750,7 +740,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
         log.info("protection %s: %d training rows, %d features (%.2f s)", p.name, len(y_tr), X_tr.shape[1],
                  info["protect_seconds"])
         for key in model_keys:
-            est, lib = make_model(key, be.name, random_state=int(random_state), n_classes=n_classes)
+            est, lib = make_model(key, be.name, random_state=int(random_state))
             libraries[key] = lib
             if key == "svm" and lib == "sklearn" and len(y_tr) > 50_000:
                 log.warning("SVM: scikit-learn's SVC scales about quadratically with the %d training rows and may "

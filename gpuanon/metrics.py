@@ -462,11 +462,11 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             codes, cats = pd.factorize(o, use_na_sentinel=False)
             ncat = len(cats)
             _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
-            index = {_text(v): i for i, v in enumerate(cats)}
+            index = {cell_text(v): i for i, v in enumerate(cats)}
             cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
             for i, cell in enumerate(cells):  # a loop over distinct generalized values
-                t = _text(cell)
+                t = cell_text(cell)
                 parts = [t] if t in index else split_set_text(t)
                 for p in parts:
                     if p not in index:
@@ -493,8 +493,9 @@ def split_set_text(text: str) -> list[str]:
     return [re.sub(r"\\(.)", r"\1", v) for v in vals]
 
 
-def _text(v) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
+def cell_text(v) -> str:
+    """Text of one cell as generalized sets write it: missing (None, NaN, NA) is ``'NaN'``."""
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return "NaN"
     return str(v)
 

@@ -49,7 +49,7 @@ def _xy(n=600, n_classes=2, seed=0):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_every_model_trains_and_predicts_on_cpu(name, n_classes):
     X, y = _xy(600, n_classes)
-    est, lib = make_model(name, "cpu", random_state=0, n_classes=n_classes)
+    est, lib = make_model(name, "cpu", random_state=0)
     assert lib in ("sklearn", "xgboost", "torch")
     if name == "mlp":
         assert lib == "torch"
