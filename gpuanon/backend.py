@@ -18,6 +18,9 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
@@ -48,28 +51,156 @@ class Backend:
         return self.name == "gpu"
 
     def asarray(self, a: Any):
-        """Copy a host array to this backend's device (no copy on the CPU)."""
-        return self.xp.asarray(a)
+        """Copy a host array to this backend's device (no copy on the CPU); counted."""
+        return to_device(a, self.xp)
 
     def to_host(self, a: Any) -> np.ndarray:
-        """Copy an array back to host memory as a NumPy array."""
+        """Copy an array back to host memory as a NumPy array; counted."""
         return to_host(a)
 
 
+# ---------------------------------------------------------------------------------------------
+# host <-> device copies: the only place they happen, counted per stage
+# ---------------------------------------------------------------------------------------------
+
+def is_device_array(a: Any) -> bool:
+    """True for a CuPy array (device memory)."""
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+class TransferLog:
+    """Calls and bytes of host <-> device copies, per stage and direction.
+
+    On the GPU backend it counts real copies. On the CPU (``simulate=True``) it counts the arrays
+    that would cross if the same code ran on a GPU: every array handed to :func:`to_host` or
+    :func:`to_device`, so a CPU test can hold the pipeline to the GPU's copy budget.
+    """
+
+    def __init__(self, simulate: bool = False):
+        self.simulate = simulate
+        self.counts: dict[tuple[str, str], list[int]] = {}
+        self.started = time.perf_counter()
+
+    def add(self, stage: str, direction: str, nbytes: int) -> None:
+        c = self.counts.setdefault((stage, direction), [0, 0])
+        c[0] += 1
+        c[1] += int(nbytes)
+
+    def bytes(self, stages=None, direction: str | None = None) -> int:
+        """Bytes moved in ``stages`` (all when None) and ``direction`` (both when None)."""
+        return sum(b for (s, d), (_, b) in self.counts.items()
+                   if (stages is None or s in stages) and (direction is None or d == direction))
+
+    def calls(self, stages=None, direction: str | None = None) -> int:
+        return sum(n for (s, d), (n, _) in self.counts.items()
+                   if (stages is None or s in stages) and (direction is None or d == direction))
+
+    def to_dict(self) -> dict:
+        """The report's ``transfers``: per stage, calls and bytes in each direction, and totals."""
+        stages: dict[str, dict] = {}
+        for (s, d), (n, b) in sorted(self.counts.items()):
+            stages.setdefault(s, {})[d] = {"calls": n, "bytes": b}
+        return {"counted": "arrays that would cross (CPU run)" if self.simulate else "device copies",
+                "stages": stages, "calls": self.calls(), "bytes": self.bytes(),
+                "to_host_bytes": self.bytes(direction="to_host"),
+                "to_device_bytes": self.bytes(direction="to_device")}
+
+
+_LOCK = threading.Lock()
+_LOGS: list[TransferLog] = []
+_STAGE = ["other"]
+
+
+@contextmanager
+def count_transfers(simulate: bool = False, log_: TransferLog | None = None):
+    """Count every copy made through this module while the block runs (nested logs all count).
+
+    >>> import numpy as np
+    >>> with count_transfers(simulate=True) as t, stage("demo"):
+    ...     _ = to_host(np.zeros(4))
+    >>> t.to_dict()["stages"]["demo"]["to_host"]
+    {'calls': 1, 'bytes': 32}
+    """
+    tl = log_ if log_ is not None else TransferLog(simulate)
+    with _LOCK:
+        _LOGS.append(tl)
+    try:
+        yield tl
+    finally:
+        with _LOCK:
+            if tl in _LOGS:
+                _LOGS.remove(tl)
+
+
+@contextmanager
+def stage(name: str):
+    """Charge the copies made inside the block to stage ``name``."""
+    prev = _STAGE[0]
+    _STAGE[0] = name
+    try:
+        yield
+    finally:
+        _STAGE[0] = prev
+
+
+def current_stage() -> str:
+    return _STAGE[0]
+
+
+def _count(direction: str, a: Any, device: bool) -> None:
+    if not _LOGS:
+        return
+    nbytes = int(getattr(a, "nbytes", 0) or 0)
+    with _LOCK:
+        for tl in _LOGS:
+            if device or tl.simulate:
+                tl.add(_STAGE[0], direction, nbytes)
+
+
 def to_host(a: Any) -> np.ndarray:
-    """Return ``a`` as a NumPy array (``.get()`` for CuPy arrays)."""
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+    """Return ``a`` as a NumPy array (a counted device-to-host copy for CuPy arrays)."""
+    if is_device_array(a):
+        _count("to_host", a, True)
         return a.get()
-    return np.asarray(a)
+    out = np.asarray(a)
+    _count("to_host", out, False)
+    return out
+
+
+def to_device(a: Any, xp=None):
+    """``a`` as an array of ``xp`` (NumPy: no copy; CuPy: a counted host-to-device copy)."""
+    xp = np if xp is None else xp
+    if xp is np:
+        out = to_host(a) if is_device_array(a) else np.asarray(a)
+        if not is_device_array(a):
+            _count("to_device", out, False)
+        return out
+    if is_device_array(a):
+        return a
+    host = np.asarray(a)
+    _count("to_device", host, True)
+    return xp.asarray(host)
+
+
+def to_scalar(a: Any):
+    """One element as a Python number (an 8-byte device-to-host copy on the GPU)."""
+    if is_device_array(a):
+        _count("to_host", a, True)
+    return a.item() if hasattr(a, "item") else a
 
 
 def array_module(a: Any) -> ModuleType:
     """NumPy or CuPy, whichever owns ``a``."""
-    if type(a).__module__.startswith("cupy"):
+    if is_device_array(a):
         import cupy  # noqa: PLC0415
 
         return cupy
     return np
+
+
+def xp_of(backend: str | None = None) -> ModuleType:
+    """The array module of a backend name (``auto`` / ``cpu`` / ``gpu``), resolved quietly."""
+    return get_backend(backend, quiet=True).xp
 
 
 def _driver_present() -> tuple[bool, str]:
@@ -166,3 +297,19 @@ def get_backend(name: str | None = None, *, quiet: bool = False) -> Backend:
     if not quiet:
         log.info("backend %s (%s%s)", be.name, be.reason, f"; device {be.device}" if be.is_gpu else "")
     return be
+
+
+def cuml_module() -> tuple[ModuleType | None, str]:
+    """``(cuml, '')`` when cuML imports and works here, else ``(None, why)``."""
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        if importlib.util.find_spec("cuml") is None:
+            return None, "cuML is not installed"
+    except (ImportError, ValueError):
+        return None, "cuML is not installed"
+    try:
+        import cuml  # noqa: PLC0415
+    except Exception as exc:  # an installed but unusable cuML (no driver, wrong CUDA)
+        return None, f"cuML is installed but cannot be used ({type(exc).__name__}: {exc})"
+    return cuml, ""

@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .backend import cuml_module, to_host
 from .errors import InputError, SchemaError
 from .metrics import (cell_text, compute_metrics, parse_numeric_cells, split_set_text,
                       summary_from_output)
@@ -195,14 +196,10 @@ def _have(module: str) -> bool:
 
 
 def _cuml_usable() -> bool:
-    if not _have("cuml"):
-        return False
-    try:
-        import cuml  # noqa: F401, PLC0415
-    except Exception as exc:  # an installed but unusable cuML (no driver, wrong CUDA)
-        log.info("cuML is installed but cannot be used (%s: %s)", type(exc).__name__, exc)
-        return False
-    return True
+    mod, why = cuml_module()
+    if mod is None and "installed but" in why:
+        log.info("%s", why)
+    return mod is not None
 
 
 def make_model(name: str, backend: str = "cpu", random_state: int = 0):
@@ -244,7 +241,7 @@ def make_model(name: str, backend: str = "cpu", random_state: int = 0):
                     "HistGradientBoostingClassifier (pip install xgboost-cpu, or xgboost on a GPU machine)")
         return HistGradientBoostingClassifier(max_iter=300, learning_rate=0.1, random_state=seed), "sklearn"
     if gpu and name != "et" and _cuml_usable():
-        import cuml  # noqa: PLC0415
+        cuml = cuml_module()[0]
 
         if name == "rf":
             return cuml.ensemble.RandomForestClassifier(n_estimators=200, random_state=seed, n_streams=1), "cuml"
@@ -283,9 +280,7 @@ def make_model(name: str, backend: str = "cpu", random_state: int = 0):
 def _host(a) -> np.ndarray:
     if hasattr(a, "to_numpy"):
         a = a.to_numpy()
-    if hasattr(a, "get"):
-        a = a.get()
-    return np.asarray(a)
+    return to_host(a)
 
 
 def predict_scores(model, X: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:

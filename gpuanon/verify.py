@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .backend import to_host
+
 TOLERANCE = 1e-9
 
 
@@ -46,90 +48,143 @@ class VerificationResult:
                 "failures": list(self.failures)}
 
 
-_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2, _GOLD = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer, elementwise (uint64 arithmetic wraps)."""
-    z = z + _GOLD
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
-
-
-def _cell_codes(s: pd.Series) -> np.ndarray:
-    """A uint64 per cell, equal exactly when the cells are equal (missing equals missing)."""
-    if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
-        v = s.to_numpy(dtype=np.float64) + 0.0  # -0.0 -> +0.0
-        v[np.isnan(v)] = np.nan  # one NaN bit pattern
-        return v.view(np.uint64)
-    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu":
-        return s.to_numpy().astype(np.int64, copy=False).view(np.uint64)
-    return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
+def _mix(z, xp=np):
+    """splitmix64 finalizer, elementwise on uint64 (arithmetic wraps)."""
+    z = z + xp.uint64(_GOLD)
+    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(_M1)
+    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(_M2)
+    return z ^ (z >> xp.uint64(31))
 
 
 def class_ids(out: pd.DataFrame, qi_columns) -> tuple[np.ndarray, int]:
-    """Dense id of every row's generalized QI tuple (missing values compare equal).
+    """Dense id of every row's generalized QI tuple, numbered by first appearance.
 
-    Rows are grouped by a 64-bit hash of the whole tuple, then every column is checked to be
-    constant inside every group, so the grouping is exact; on a hash collision (never seen in
-    practice) the rows are grouped column by column instead.
+    A pandas group-by over the published columns (missing values compare equal, categorical
+    columns by their values): the path for users' files (``gpuanon check``).
     """
     n = len(out)
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
-    h = np.full(n, 0x12345678, dtype=np.uint64)
-    for j, c in enumerate(qi_columns):
-        h = _mix(h ^ _mix(_cell_codes(out[c]) + np.uint64(j)))
-    gid, uniq = pd.factorize(h)
-    gid = gid.astype(np.int64)
-    # codes come in order of first appearance: the first row of each class
-    new = np.ones(n, dtype=bool)
-    new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1]
-    first = np.nonzero(new)[0]
-    for c in qi_columns:
-        x = _cell_codes(out[c])
-        if (x != x[first][gid]).any():
-            return _class_ids_exact(out, qi_columns)
-    return gid, len(uniq)
+    cols = list(qi_columns)
+    frame = out[cols]
+    gid = frame.groupby(cols, dropna=False, sort=False, observed=True).ngroup().to_numpy(dtype=np.int64)
+    return gid, int(gid.max()) + 1
 
 
-def _class_ids_exact(out: pd.DataFrame, qi_columns) -> tuple[np.ndarray, int]:
-    gid = np.zeros(len(out), dtype=np.int64)
-    for c in qi_columns:
-        codes, uniq = pd.factorize(out[c], use_na_sentinel=False)
-        gid = pd.factorize(gid * max(len(uniq), 1) + codes.astype(np.int64))[0].astype(np.int64)
-    gid, uniq = pd.factorize(gid)
-    return gid.astype(np.int64), len(uniq)
+def _cell_ids(cells, xp):
+    """Dense id of every row's tuple of encoded cells (uint64 per row per column), exact.
+
+    Rows are grouped by a 64-bit hash of the tuple (one device sort), then every column is checked
+    to be constant inside every group; on a hash collision (never seen in practice) the rows are
+    grouped by a lexicographic sort of all columns instead.
+    """
+    n = int(cells[0].shape[0]) if cells else 0
+    if n == 0:
+        return xp.zeros(0, dtype=xp.int64), 0
+    h = xp.full(n, 0x12345678, dtype=xp.uint64)
+    for j, c in enumerate(cells):
+        h = _mix(h ^ _mix(c + xp.uint64(j), xp), xp)
+    order = xp.argsort(h)
+    hs = h[order]
+    new = xp.ones(n, dtype=bool)
+    new[1:] = hs[1:] != hs[:-1]
+    starts = xp.nonzero(new)[0]
+    gs = xp.cumsum(new.astype(xp.int64)) - 1
+    for c in cells:
+        cs = c[order]
+        if bool((cs != cs[starts][gs]).any()):
+            order = xp.lexsort(xp.stack([c for c in reversed(cells)]))
+            diff = xp.zeros(n, dtype=bool)
+            diff[0] = True
+            for c2 in cells:
+                s2 = c2[order]
+                diff[1:] |= s2[1:] != s2[:-1]
+            gs = xp.cumsum(diff.astype(xp.int64)) - 1
+            break
+    gid = xp.empty(n, dtype=xp.int64)
+    gid[order] = gs
+    return gid, int(gs[-1]) + 1
 
 
-def _distances(gid, n_cls, sa_codes, q, kind, ordered_chunk=1 << 24):
+def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
     m = q.shape[0]
-    counts = np.bincount(gid, minlength=n_cls).astype(np.float64)
+    counts = xp.bincount(gid, minlength=n_cls).astype(xp.float64)
     if kind in ("equal", "kl"):
         pair = gid * m + sa_codes
-        u, cnt = np.unique(pair, return_counts=True)
+        u, cnt = xp.unique(pair, return_counts=True)
         g, v = u // m, u % m
         p = cnt / counts[g]
         if kind == "equal":
             # 0.5 * (sum over present |p - q| + sum over absent q)
-            present_q = np.bincount(g, weights=q[v], minlength=n_cls)
-            diff = np.bincount(g, weights=np.abs(p - q[v]), minlength=n_cls)
+            present_q = xp.bincount(g, weights=q[v], minlength=n_cls)
+            diff = xp.bincount(g, weights=xp.abs(p - q[v]), minlength=n_cls)
             return 0.5 * (diff + (1.0 - present_q))
-        return np.bincount(g, weights=p * np.log(p / q[v]), minlength=n_cls)
+        return xp.bincount(g, weights=p * xp.log(p / q[v]), minlength=n_cls)
     # ordered: cumulative differences over the sorted values, classes in chunks
-    out = np.empty(n_cls)
+    out = xp.empty(n_cls)
     per = max(1, ordered_chunk // max(m, 1))
-    order = np.argsort(gid, kind="stable")
+    order = xp.argsort(gid)
     sg = gid[order]
-    bounds = np.searchsorted(sg, np.arange(0, n_cls + per, per))
-    for i, s0 in enumerate(range(0, n_cls, per)):
+    bounds = [int(b) for b in to_host(xp.searchsorted(sg, xp.arange(0, n_cls + per, per)))]
+    for i, s0 in enumerate(range(0, n_cls, per)):  # a loop over chunks of classes, not classes
         s1 = min(n_cls, s0 + per)
         r0, r1 = bounds[i], bounds[i + 1]
-        h = np.bincount((sg[r0:r1] - s0) * m + sa_codes[order[r0:r1]], minlength=(s1 - s0) * m)
+        h = xp.bincount((sg[r0:r1] - s0) * m + sa_codes[order[r0:r1]], minlength=(s1 - s0) * m)
         h = h.reshape(s1 - s0, m) / counts[s0:s1, None]
-        out[s0:s1] = np.abs(np.cumsum(h - q[None, :], axis=1)).sum(axis=1) / max(m - 1, 1)
+        out[s0:s1] = xp.abs(xp.cumsum(h - q[None, :], axis=1)).sum(axis=1) / max(m - 1, 1)
     return out
+
+
+def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, t, t_distance, xp,
+           failures: list) -> VerificationResult:
+    """Class sizes, distinct sensitive values, entropies and distances from row class ids."""
+    sizes = xp.bincount(gid, minlength=n_cls) if n else xp.zeros(0, dtype=xp.int64)
+    ach_k = 0
+    stats = {}
+    if n_cls:
+        sh = to_host(sizes)  # one integer per class, for the size statistics
+        ach_k = int(sh.min())
+        stats = {"min": int(sh.min()), "median": float(np.median(sh)), "max": int(sh.max()),
+                 "mean": float(sh.mean())}
+    if k is not None and n and ach_k < k:
+        failures.append(f"k-anonymity: smallest class has {ach_k} row(s) < k = {k}")
+    ach_l = ach_le = ach_t = None
+    if sa_codes is not None and n:
+        m = int(q.shape[0])
+        pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
+        g = pair_u // m
+        distinct = xp.bincount(g, minlength=n_cls)
+        ach_l = int(distinct.min())
+        p = pair_cnt / sizes[g]
+        ent = xp.bincount(g, weights=-p * xp.log(p), minlength=n_cls)
+        ent_min = float(ent.min())
+        ach_le = float(np.exp(ent_min))
+        dist = _distances(gid, n_cls, sa_codes, q, t_distance, xp)
+        ach_t = float(dist.max())
+        if l:
+            if l_kind == "distinct" and ach_l < l:
+                failures.append(f"l-diversity: a class has {ach_l} distinct '{sensitive}' value(s) < l = {l}")
+            elif l_kind == "entropy" and ent_min < np.log(l) - TOLERANCE:
+                failures.append(f"entropy l-diversity: a class has exp(entropy) = {ach_le:.4f} < l = {l}")
+            elif l_kind == "recursive":
+                order = xp.lexsort(xp.stack([-pair_cnt, g]))
+                sg, sc = g[order], pair_cnt[order]
+                ln = sg.shape[0]
+                idx = xp.arange(ln)
+                rank = idx - xp.searchsorted(sg, sg, side="left")  # position inside the class's run
+                top = xp.bincount(sg, weights=xp.where(rank == 0, sc, 0), minlength=n_cls)
+                tail = xp.bincount(sg, weights=xp.where(rank >= l - 1, sc, 0), minlength=n_cls)
+                bad = int((~(top < c * tail)).sum())
+                if bad:
+                    failures.append(f"recursive ({c}, {l})-diversity fails for {bad} class(es)")
+        if t is not None and ach_t > t + TOLERANCE:
+            failures.append(f"t-closeness ({t_distance}): a class is at distance {ach_t:.6f} > t = {t}")
+    elif (l or t is not None) and n:
+        failures.append("l-diversity / t-closeness requested but no sensitive column given")
+    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures)
 
 
 def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: int | None = None,
@@ -158,16 +213,8 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
         raise KeyError(f"column '{missing[0]}' is not in the table to check")
     n = len(out)
     gid, n_cls = class_ids(out, qi_columns)
-    sizes = np.bincount(gid, minlength=n_cls) if n else np.zeros(0, dtype=np.int64)
-    failures = []
-    ach_k = int(sizes.min()) if n_cls else 0
-    stats = {}
-    if n_cls:
-        stats = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max()),
-                 "mean": float(sizes.mean())}
-    if k is not None and n and ach_k < k:
-        failures.append(f"k-anonymity: smallest class has {ach_k} row(s) < k = {k}")
-    ach_l = ach_le = ach_t = None
+    failures: list = []
+    sa_codes = q = None
     if sensitive is not None and n:
         sa = out[sensitive]
         ref = sa if reference is None else pd.Series(reference)
@@ -182,33 +229,44 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
             bad = sa[sa_codes < 0].iloc[0]
             failures.append(f"sensitive value {bad!r} is not in the reference table")
             sa_codes = np.where(sa_codes < 0, 0, sa_codes)
-        m = len(support)
-        q = np.bincount(ref_codes, minlength=m) / len(ref)
-        pair_u, pair_cnt = np.unique(gid * m + sa_codes, return_counts=True)
-        g = pair_u // m
-        distinct = np.bincount(g, minlength=n_cls)
-        ach_l = int(distinct.min())
-        p = pair_cnt / sizes[g]
-        ent = np.bincount(g, weights=-p * np.log(p), minlength=n_cls)
-        ach_le = float(np.exp(ent.min()))
-        dist = _distances(gid, n_cls, sa_codes, q, t_distance)
-        ach_t = float(dist.max())
-        if l:
-            if l_kind == "distinct" and ach_l < l:
-                failures.append(f"l-diversity: a class has {ach_l} distinct '{sensitive}' value(s) < l = {l}")
-            elif l_kind == "entropy" and ent.min() < np.log(l) - TOLERANCE:
-                failures.append(f"entropy l-diversity: a class has exp(entropy) = {ach_le:.4f} < l = {l}")
-            elif l_kind == "recursive":
-                order = np.lexsort((-pair_cnt, g))
-                sg, sc = g[order], pair_cnt[order]
-                first = np.r_[True, sg[1:] != sg[:-1]]
-                rank = np.arange(len(sg)) - np.maximum.accumulate(np.where(first, np.arange(len(sg)), 0))
-                top = np.bincount(sg, weights=np.where(rank == 0, sc, 0), minlength=n_cls)
-                tail = np.bincount(sg, weights=np.where(rank >= l - 1, sc, 0), minlength=n_cls)
-                if not (top < c * tail).all():
-                    failures.append(f"recursive ({c}, {l})-diversity fails for {(~(top < c * tail)).sum()} class(es)")
-        if t is not None and ach_t > t + TOLERANCE:
-            failures.append(f"t-closeness ({t_distance}): a class is at distance {ach_t:.6f} > t = {t}")
-    elif (l or t is not None) and n:
-        failures.append("l-diversity / t-closeness requested but no sensitive column given")
-    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures)
+        q = np.bincount(ref_codes, minlength=len(support)) / len(ref)
+        sa_codes = sa_codes.astype(np.int64)
+    return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
+                  t_distance=t_distance, xp=np, failures=failures)
+
+
+def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=None, *, k: int | None = None,
+                   l: int = 0, l_kind: str = "distinct", c: float = 1.0, t: float | None = None,
+                   t_distance: str = "equal", sensitive: str = "sensitive", xp=None) -> VerificationResult:
+    """Verify a published table held in dictionary-encoded form, on the device that holds it.
+
+    Each published QI column ``j`` is a dictionary of canonical cells (``dictionaries[j]``: one
+    uint64 per distinct cell: a numeric interval as its two order-preserving 32-bit keys, a set
+    of categories as its bitmask or set id, a hierarchy node as its id, a number as its bits)
+    and the rows' indices into it (``codes[j]``, or one array shared by every column); the cell
+    text is made from the same dictionary by a separate, tested bijection. Rows are grouped by
+    their tuple of cells, here, with no knowledge of how the anonymizer formed its classes.
+
+    ``sa_codes`` are the rows' sensitive codes ``0..m-1`` (ordered codes for the ordered EMD);
+    ``reference_distribution`` the whole table's distribution over them (length ``m``).
+    """
+    if xp is None:
+        from .backend import array_module  # noqa: PLC0415
+
+        xp = array_module(dictionaries[0]) if dictionaries else np
+    shared = not isinstance(codes, (list, tuple))
+    cells = []
+    for j, d in enumerate(dictionaries):
+        idx = codes if shared else codes[j]
+        cells.append(xp.asarray(d).astype(xp.uint64, copy=False)[idx])
+    n = int(cells[0].shape[0]) if cells else (0 if sa_codes is None else int(sa_codes.shape[0]))
+    gid, n_cls = _cell_ids(cells, xp) if cells else (xp.zeros(n, dtype=xp.int64), int(n > 0))
+    del cells
+    q = None
+    if sa_codes is not None:
+        from .backend import to_device  # noqa: PLC0415
+
+        q = to_device(reference_distribution, xp).astype(xp.float64)
+        sa_codes = sa_codes.astype(xp.int64)
+    return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
+                  t_distance=t_distance, xp=xp, failures=[])

@@ -63,6 +63,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import to_host
+
 __all__ = [
     "naive_inference",
     "ica_reconstruction",
@@ -79,9 +81,7 @@ def _to_numpy(a: Any) -> np.ndarray:
     """A float64 NumPy matrix from an ndarray, a (pandas or cuDF) frame, or a CuPy array."""
     if hasattr(a, "to_numpy"):  # pandas / cuDF frames
         a = a.to_numpy()
-    if type(a).__module__.split(".")[0] == "cupy":
-        a = a.get()
-    out = np.asarray(a, dtype=np.float64)
+    out = np.asarray(to_host(a), dtype=np.float64)
     if out.ndim == 1:
         out = out[:, None]
     if out.ndim != 2:
@@ -274,16 +274,25 @@ ATTACKS = ("naive_inference", "ica_reconstruction", "known_io_attack")
 
 
 def evaluate_attacks(
-    X: Any, Xp: Any, random_state: int | None = 0, known_fraction: float = 0.1
+    X: Any,
+    Xp: Any,
+    random_state: int | None = 0,
+    known_fraction: float = 0.1,
+    ica_max_rows: int = ICA_MAX_ROWS,
 ) -> dict:
     """Run the three attacks on a row-paired ``(X, Xp)``.
+
+    ``ica_max_rows`` is the ``max_rows`` of :func:`ica_reconstruction` (rows FastICA is fitted
+    on; the score is still taken over every row).
 
     Returns ``{"naive_inference": {...}, "ica_reconstruction": {...}, "known_io_attack": {...},
     "min": overall minimum of the three "min" scores, "weakest": the attack that reached it}``.
     """
     res = {
         "naive_inference": naive_inference(X, Xp),
-        "ica_reconstruction": ica_reconstruction(X, Xp, random_state=random_state),
+        "ica_reconstruction": ica_reconstruction(
+            X, Xp, random_state=random_state, max_rows=ica_max_rows
+        ),
         "known_io_attack": known_io_attack(
             X, Xp, known_fraction=known_fraction, random_state=random_state
         ),

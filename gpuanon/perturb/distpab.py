@@ -122,9 +122,9 @@ class Stats:
 
 
 def _host(a: Any) -> np.ndarray:
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
-        return a.get()
-    return np.asarray(a)
+    from ..backend import to_host  # noqa: PLC0415
+
+    return to_host(a)
 
 
 def _block_stats(Xb, xp) -> Stats:

@@ -35,7 +35,7 @@ __all__ = ["perturb_distributed", "make_client"]
 def _xp(backend):
     from ..backend import get_backend  # noqa: PLC0415
 
-    be = get_backend(backend, quiet=True)
+    be = get_backend(backend, quiet=True)  # the one way to get an array module: the backend's
     return be.xp, be.name
 
 
