@@ -31,6 +31,9 @@ def output_kind(path: str | os.PathLike) -> str:
 
 def check_writable(path: str | os.PathLike, *, table: bool = True) -> None:
     """Fail early (before any work) when an output cannot be written."""
+    if Path(path).is_dir():
+        raise InputError(f"cannot write '{path}': it is a folder; name a file inside it, e.g. "
+                         f"'{Path(path) / ('out.csv' if table else 'report.json')}'")
     if table:
         output_kind(path)
     folder = Path(path).resolve().parent
@@ -44,6 +47,8 @@ def check_writable(path: str | os.PathLike, *, table: bool = True) -> None:
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path next to ``path``; rename it over ``path`` only on success."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write '{path}': it is a folder; name a file inside it")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.resolve().parent))
     os.close(fd)
     try:
@@ -84,7 +89,7 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, metadata: dict | None
             tbl = pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
             if metadata:
                 meta = dict(tbl.schema.metadata or {})
-                meta[b"gpuanon"] = json.dumps(metadata, default=_json_default).encode()
+                meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
                 tbl = tbl.replace_schema_metadata(meta)
             pq.write_table(tbl, tmp)
 
@@ -101,9 +106,41 @@ def _json_default(o):
     return str(o)
 
 
+def _json_key(k):
+    if isinstance(k, (str, int, float, bool)) or k is None:
+        return k
+    if isinstance(k, (np.integer, np.floating, np.bool_)):
+        return k.item()
+    return str(k)
+
+
+def json_safe(o):
+    """``o`` with NaN / infinity (and pandas' missing markers) as None, NumPy scalars and arrays as
+    Python values: what strict JSON parsers (``JSON.parse``, browsers) accept.
+
+    >>> json_safe({"a": float("nan"), "b": [np.float64(1.5), np.inf], "c": np.array([1, 2])})
+    {'a': None, 'b': [1.5, None], 'c': [1, 2]}
+    """
+    if isinstance(o, dict):
+        return {_json_key(k): json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return [json_safe(v) for v in o.tolist()]
+    if isinstance(o, (bool, np.bool_)):
+        return bool(o)
+    if isinstance(o, (float, np.floating)):
+        return float(o) if np.isfinite(o) else None
+    if isinstance(o, np.integer):
+        return int(o)
+    if o is pd.NA or o is pd.NaT:
+        return None
+    return o
+
+
 def write_json(obj: dict, path: str | os.PathLike) -> None:
-    """Write a JSON report atomically."""
+    """Write a JSON report atomically; NaN and infinity are written as ``null`` (strict JSON)."""
     with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, default=_json_default)
+            json.dump(json_safe(obj), f, indent=2, allow_nan=False, default=_json_default)
             f.write("\n")

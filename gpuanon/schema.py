@@ -12,12 +12,62 @@ Examples
 from __future__ import annotations
 
 import difflib
+import logging
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
+
+log = logging.getLogger("gpuanon")
+
+# Frames already warned about (id -> (weak reference, messages)): a sweep or an evaluation
+# validates one frame many times and says each thing once.
+_WARNED: dict[int, tuple] = {}
+
+
+def _warn_once(df: pd.DataFrame, message: str) -> None:
+    key = id(df)
+    entry = _WARNED.get(key)
+    if entry is None or entry[0]() is not df:
+        entry = (weakref.ref(df, lambda _r, key=key: _WARNED.pop(key, None)), set())
+        _WARNED[key] = entry
+    if message not in entry[1]:
+        entry[1].add(message)
+        log.warning("%s", message)
+
+
+# A QI looks like an identifier when nearly every row has its own value.
+IDENTIFIER_SHARE = 0.95
+IDENTIFIER_MIN_ROWS = 20
+
+
+def _qi_warnings(df: pd.DataFrame, c, kind: str) -> None:
+    """Warn about a QI that is entirely missing or that looks like an identifier."""
+    s = df[c]
+    n = len(s)
+    n_missing = int(s.isna().sum())
+    if n and n_missing == n:
+        how = ("numeric as declared: every row is in one missing-value block and its output is missing"
+               if kind == "numeric" else
+               "categorical, with one value (missing) that every row shares")
+        _warn_once(df, f"quasi-identifier '{c}' is entirely missing ({n} of {n} rows); it was "
+                       f"treated as {how}, so it separates no rows; drop it from --qi or fill it")
+        return
+    present = s.dropna()
+    if len(present) < IDENTIFIER_MIN_ROWS:
+        return
+    if kind == "numeric":
+        v = pd.to_numeric(present, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if not np.all(np.isfinite(v) & (v == np.floor(v))):
+            return  # measurements (fractional values) are often unique and still quasi-identifiers
+    n_distinct = int(present.nunique())
+    if n_distinct >= IDENTIFIER_SHARE * len(present):
+        _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {len(present)} "
+                       f"rows ({100.0 * n_distinct / len(present):.0f}%): it looks like an identifier; if it is "
+                       f"one, pass it with --identifiers (dropped from the output) instead of --qi")
 
 
 def _suggest(name: str, columns) -> str:
@@ -106,8 +156,8 @@ class Schema:
                         raise SchemaError(
                             f"quasi-identifier '{c}' is declared numeric but holds non-numeric values "
                             f"such as {str(bad.iloc[0])!r}; declare it categorical or clean the column")
-            elif pd.api.types.is_bool_dtype(df[c]):
-                kinds[c] = "categorical"
+            elif pd.api.types.is_bool_dtype(df[c]) or (len(df) and bool(df[c].isna().all())):
+                kinds[c] = "categorical"  # an entirely missing column has no numbers to infer from
             elif pd.api.types.is_numeric_dtype(df[c]):
                 kinds[c] = "numeric"
             else:
@@ -117,6 +167,7 @@ class Schema:
                 if np.isinf(v).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
+            _qi_warnings(df, c, kinds[c])
         if sensitive_ordered is None:
             sensitive_ordered = bool(
                 sensitive is not None

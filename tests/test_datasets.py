@@ -277,7 +277,7 @@ def test_load_table_directory_and_corrupt(tmp_path):
         load_table(d)
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"this is not parquet")
-    with pytest.raises(InputError, match=r"cannot read input file .*; check the path"):
+    with pytest.raises(InputError, match=r"cannot read input file .*: not a Parquet file, or a truncated one"):
         load_table(bad)
     empty = tmp_path / "empty.csv"
     empty.write_text("")
