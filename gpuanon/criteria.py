@@ -20,6 +20,7 @@ import numpy as np
 
 L_KINDS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("equal", "ordered", "kl")
+T_DISTANCE_CHOICES = ("auto",) + T_DISTANCES
 TOL = 1e-9
 
 
@@ -45,6 +46,18 @@ def sa_distance(hist, q, kind: str, xp=np):
         ratio = xp.where(p > 0, p / safe_q, 1.0)
         return (p * xp.log(ratio)).sum(axis=1)
     raise ValueError(f"t_distance '{kind}' is not one of {', '.join(T_DISTANCES)}")
+
+
+def resolve_t_distance(kind: str, ordered: bool) -> str:
+    """The distance ``'auto'`` stands for (SPEC section 3): ordered EMD for a numeric or declared-ordinal
+    sensitive attribute, EMD with equal ground distance otherwise; any other kind is itself.
+
+    >>> resolve_t_distance("auto", True), resolve_t_distance("auto", False), resolve_t_distance("kl", True)
+    ('ordered', 'equal', 'kl')
+    """
+    if kind == "auto":
+        return "ordered" if ordered else "equal"
+    return kind
 
 
 def sa_entropy(hist, xp=np):

@@ -28,7 +28,7 @@ from kernels.mondrian import mondrian_partition
 from . import metrics as metrics_mod
 from . import verify as verify_mod
 from .backend import get_backend, to_host
-from .criteria import L_KINDS, T_DISTANCES, Criteria
+from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
 from .encoding import Table, encode
 from .errors import PrivacyError, SchemaError, VerificationError
 from .generalize import FORMATS, generalize, output_qi_columns
@@ -73,7 +73,8 @@ class Mondrian:
         l-diversity (0: off). ``l_kind`` is ``'distinct'`` (default), ``'entropy'`` or
         ``'recursive'`` (with ``c``).
     t : float or None
-        t-closeness threshold (None: off); ``t_distance`` is ``'equal'`` (EMD, default),
+        t-closeness threshold (None: off); ``t_distance`` is ``'auto'`` (default: ``'ordered'`` for a
+        numeric or ordinal sensitive attribute, else ``'equal'``; resolved at fit), ``'equal'`` (EMD),
         ``'ordered'`` (EMD over sorted values) or ``'kl'``.
     quasi_identifiers, sensitive, target, identifiers : column roles.
     numeric, categorical : QIs whose inferred kind to override.
@@ -103,7 +104,7 @@ class Mondrian:
     """
 
     def __init__(self, k: int = 3, l: int = 0, t: float | None = None, *, l_kind: str = "distinct",
-                 c: float = 1.0, t_distance: str = "equal", quasi_identifiers=None, sensitive=None,
+                 c: float = 1.0, t_distance: str = "auto", quasi_identifiers=None, sensitive=None,
                  target=None, identifiers=None, numeric=None, categorical=None,
                  sensitive_ordered: bool | None = None, mode: str = "strict",
                  output_format: str = "range", max_suppression: float = 0.01, backend: str | None = None,
@@ -134,8 +135,8 @@ class Mondrian:
         if self.t is not None:
             if isinstance(self.t, bool) or not isinstance(self.t, (int, float)) or not (0 < float(self.t) <= 1 or self.t_distance == "kl" and self.t > 0):
                 raise SchemaError(f"t must be a number in (0, 1], got {self.t!r}; e.g. --t 0.2")
-        if self.t_distance not in T_DISTANCES:
-            raise SchemaError(f"t_distance '{self.t_distance}' is not one of {', '.join(T_DISTANCES)}")
+        if self.t_distance not in T_DISTANCE_CHOICES:
+            raise SchemaError(f"t_distance '{self.t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
         if self.mode not in MODES:
             raise SchemaError(f"mode '{self.mode}' is not one of strict, relaxed")
         if self.output_format not in FORMATS:
@@ -159,7 +160,8 @@ class Mondrian:
     def _criteria(self, table: Table) -> Criteria:
         q = table.sa_distribution() if self.t is not None else None
         return Criteria(int(self.k), int(self.l or 0), self.l_kind, float(self.c),
-                        None if self.t is None else float(self.t), self.t_distance, q)
+                        None if self.t is None else float(self.t),
+                        resolve_t_distance(self.t_distance, table.sa_ordered), q)
 
     # ------------------------------------------------------------------ fitting
     def hierarchy_plan(self, df: pd.DataFrame, schema: Schema) -> dict:
@@ -261,6 +263,14 @@ class Mondrian:
             whole_hist = xp.bincount(table.sa, minlength=table.n_sa)[None, :]
             if not bool(crit.satisfied(xp.asarray([table.n_rows]), whole_hist, xp)[0]):
                 n_dist = int((whole_hist > 0).sum())
+                if self.l_kind == "recursive" and n_dist >= int(self.l):
+                    r = np.sort(to_host(whole_hist)[0])[::-1]
+                    need = float(r[0]) / float(r[int(self.l) - 1:].sum())
+                    raise PrivacyError(
+                        f"the whole table fails recursive ({self.c:g}, {self.l})-diversity: in '{schema.sensitive}' "
+                        f"the most frequent value has {int(r[0])} rows, which is not below c = {self.c:g} times the "
+                        f"{int(r[int(self.l) - 1:].sum())} rows of the values from rank {self.l} on; raise c above "
+                        f"{need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
                 raise PrivacyError(
                     f"the whole table fails l-diversity: sensitive attribute '{schema.sensitive}' has "
                     f"{n_dist} distinct value(s) (l = {self.l}, {self.l_kind}); lower l or pick another "
@@ -421,7 +431,7 @@ class Mondrian:
         if schema.sensitive is not None:
             reference = df[schema.sensitive]
         res = verify_mod.verify(out, qcols, schema.sensitive, k=int(self.k), l=int(self.l or 0),
-                                l_kind=self.l_kind, c=float(self.c), t=self.t, t_distance=self.t_distance,
+                                l_kind=self.l_kind, c=float(self.c), t=self.t, t_distance=self.criteria_.t_distance,
                                 reference=reference, sensitive_ordered=schema.sensitive_ordered)
         self._timings["verify"] = time.perf_counter() - t1
         self.verification_ = res
@@ -454,7 +464,7 @@ class Mondrian:
             "n_classes": int(res.n_classes),
             "requested": {"k": int(self.k), "l": int(self.l or 0), "l_kind": self.l_kind,
                           "t": self.t, "t_distance": self.t_distance},
-            "achieved": {"k": res.k, "l": res.l, "t": res.t},
+            "achieved": {"k": res.k, "l": res.l, "t": res.t, "t_distance": self.criteria_.t_distance},
             "class_size": res.size_stats,
             "mode": self.mode,
             "format": self.output_format,
