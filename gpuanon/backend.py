@@ -268,7 +268,22 @@ def resolve_name(name: str | None = None) -> str:
     return chosen
 
 
-def get_backend(name: str | None = None, *, quiet: bool = False) -> Backend:
+#: ``auto`` runs tables with fewer rows than this on the CPU, where launching device kernels and
+#: compiling them costs more than the work (Adult, 30k rows: 0.37 s on 2 CPU cores against 0.93 s
+#: on an H100 before the device engine); override with ``GPUANON_GPU_MIN_ROWS``.
+GPU_MIN_ROWS = 200_000
+
+
+def gpu_min_rows() -> int:
+    """The ``auto`` backend's GPU threshold in rows (``GPUANON_GPU_MIN_ROWS`` overrides it)."""
+    raw = os.environ.get("GPUANON_GPU_MIN_ROWS", "")
+    try:
+        return max(0, int(raw)) if raw.strip() else GPU_MIN_ROWS
+    except ValueError:
+        raise BackendError(f"GPUANON_GPU_MIN_ROWS '{raw}' is not a whole number of rows; e.g. 200000") from None
+
+
+def get_backend(name: str | None = None, *, quiet: bool = False, n_rows: int | None = None) -> Backend:
     """Choose the backend, log the choice, and return it.
 
     Parameters
@@ -277,9 +292,15 @@ def get_backend(name: str | None = None, *, quiet: bool = False) -> Backend:
         None reads ``GPUANON_BACKEND`` (default ``auto``).
     quiet : bool
         Do not log the choice.
+    n_rows : int, optional
+        The table's size: under ``auto``, a table smaller than :func:`gpu_min_rows` runs on the CPU.
     """
     chosen = resolve_name(name)
-    if chosen == "cpu":
+    if chosen == "auto" and n_rows is not None and n_rows < gpu_min_rows() and gpu_status()[0]:
+        be = Backend("cpu", np, _frame_module(False),
+                     reason=f"auto: {n_rows} rows is below the GPU threshold of {gpu_min_rows()} rows "
+                            f"(GPUANON_GPU_MIN_ROWS)")
+    elif chosen == "cpu":
         be = Backend("cpu", np, _frame_module(False), reason="cpu requested")
     else:
         ok, why = gpu_status()

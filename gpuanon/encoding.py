@@ -28,7 +28,7 @@ import pandas as pd
 
 from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
 
-from .backend import to_host
+from .backend import to_device, to_host
 from .schema import Schema
 
 
@@ -56,7 +56,7 @@ class Column:
         h.validate_against(self.categories)
         leaf = to_host(h.leaf_codes(self.categories))
         self.hierarchy = h
-        self.code_levels = xp.asarray(h.levels[leaf])
+        self.code_levels = to_device(h.levels[leaf], xp)
 
     def kernel_info(self, xp=np):
         """What the Mondrian kernel needs about this column (see ``kernels.mondrian``)."""
@@ -64,7 +64,7 @@ class Column:
             return self.info
         if self.hierarchy is None:
             return None
-        frac = xp.asarray(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves)
+        frac = to_device(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves, xp)
         return ("hierarchy", self.code_levels, frac)
 
     @property
@@ -211,7 +211,7 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
         s = df[name]
         if schema.kinds[name] == "categorical":
             codes, cats = _encode_categorical(s, target_codes, len(target_values), orders.get(name))
-            keys[j] = xp.asarray(codes)
+            keys[j] = to_device(codes, xp)
             columns.append(Column(name, "categorical", None, cats, n_missing=int(s.isna().sum())))
             continue
         if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
@@ -221,10 +221,10 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
         miss = np.isnan(arr)
         nm = int(miss.sum())
         if arr.dtype == np.float32:
-            kj = float32_keys(xp.asarray(arr), xp)
+            kj = float32_keys(to_device(arr, xp), xp)
             info = "f32"
         else:
-            kj, uniq = rank_keys(xp.asarray(arr), xp)
+            kj, uniq = rank_keys(to_device(arr, xp), xp)
             info = to_host(uniq)
         keys[j] = kj
         lo = float(np.nanmin(arr)) if nm < n else float("nan")
@@ -239,17 +239,17 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
     blocks, n_blocks = None, 1
     if any_missing:
         codes, uniq = pd.factorize(pattern, sort=True)
-        blocks, n_blocks = xp.asarray(codes.astype(np.int64)), len(uniq)
+        blocks, n_blocks = to_device(codes.astype(np.int64), xp), len(uniq)
     return Table(
         n_rows=n,
         columns=columns,
         keys=keys,
         blocks=blocks,
         n_blocks=n_blocks,
-        sa=None if sa_codes is None else xp.asarray(sa_codes),
+        sa=None if sa_codes is None else to_device(sa_codes, xp),
         sa_values=sa_values,
         sa_ordered=schema.sensitive_ordered,
-        target=None if target_codes is None else xp.asarray(target_codes),
+        target=None if target_codes is None else to_device(target_codes, xp),
         target_values=target_values,
         xp=xp,
     )

@@ -1,15 +1,19 @@
 """Partitions -> output values: generalization of every QI per equivalence class.
 
-Numeric QI: the class's ``[min, max]``, written as ``range`` text (``"lo-hi"``, or the single
-value when equal), ``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``.
-Categorical QI with a hierarchy: the label of the lowest node covering the class's values (``*``
-is the root: the cell is suppressed). Without one: the set of the class's distinct values,
-joined by ``|`` in code order (the single
-value when there is one; inside a set, ``|`` and ``\\`` in a value are escaped with ``\\``). The output keeps the input's columns and row order; suppressed rows
-are removed; identifiers are dropped.
+Numeric QI: the class's ``[min, max]``, written as ``range`` text (see :mod:`gpuanon.cells`:
+``lo-hi``, ``[lo, hi]`` when the lower bound is negative, the single value when equal),
+``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``. Categorical QI with a
+hierarchy: the label of the lowest node covering the class's values (``*`` is the root: the cell
+is suppressed). Without one: the set of the class's distinct values, joined by ``|`` in code
+order (one escaping rule for every cell: ``|`` and ``\\`` inside a value are escaped with ``\\``).
+The output keeps the input's columns and row order; suppressed rows are removed; identifiers are
+dropped.
 
-Per-class statistics are whole-array segmented reductions over rows sorted by class; strings are
-built once per distinct generalized value, never per row.
+The class statistics (:class:`ClassStats`) are built once on the device after partitioning and
+shared by generalization, the published cells the verifier groups by, and the metrics. Text is
+made once per class and published as a ``pandas.Categorical`` indexed by the row's class (a
+dictionary column in Parquet); ``minmax`` and ``mean`` columns are gathered from per-class
+values. Nothing here loops over rows or classes in Python.
 """
 
 from __future__ import annotations
@@ -17,42 +21,27 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kernels.keys import MISSING
 from kernels.segmented import group_starts, segment_reduce
 
-from .backend import to_host
+from .backend import stage, to_host
+from .cells import is_missing, needs_escape, range_texts, set_text
 from .encoding import Table
 
 FORMATS = ("range", "minmax", "mean")
-SET_SEPARATOR = "|"
-
-
-def _fmt_numbers(x: np.ndarray, integer: bool) -> np.ndarray:
-    """Text of numbers (NaN -> None); integers without a decimal point."""
-    out = np.empty(x.shape[0], dtype=object)
-    x = x + 0.0  # no "-0.0"
-    ok = ~np.isnan(x)
-    if integer:
-        out[ok] = pd.Series(x[ok].astype(np.int64)).astype(str).to_numpy()
-    else:
-        out[ok] = pd.Series(x[ok]).map(repr).to_numpy() if ok.sum() < 2_000_000 else x[ok].astype(str)
-    out[~ok] = None
-    return out
-
-
-def _category_text(cats, idx) -> str:
-    """One value inside a set cell: ``\\`` and ``|`` escaped with a backslash; missing is ``NaN``."""
-    v = cats[idx]
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return "NaN"
-    return str(v).replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
 
 
 class ClassStats:
-    """Per-class statistics of every QI for a labelling of the kept rows."""
+    """Per-class statistics of every QI for a labelling of the kept rows, on the table's device.
+
+    Built once after partitioning; every per-column statistic is computed at first use and kept,
+    so generalization, the published cells and the metrics share one sort by class.
+    """
 
     def __init__(self, table: Table, labels, n_classes: int):
         xp = table.xp
         self.table = table
+        self.xp = xp
         kept = xp.nonzero(labels >= 0)[0]
         lab = labels[kept]
         order = xp.argsort(lab, kind="stable")
@@ -63,50 +52,131 @@ class ClassStats:
         self.class_ids = slab[self.starts]
         self.n_classes = n_classes
         self.kept = kept
-        self.row_class = lab  # class of each kept row, in original row order
+        self.n_kept = int(kept.shape[0])
+        self.row_class = lab  # class id of each kept row, in original row order
+        pos_of_id = xp.zeros(max(n_classes, 1), dtype=xp.int64)
+        pos_of_id[self.class_ids] = xp.arange(self.class_ids.shape[0], dtype=xp.int64)
+        self.row_pos = pos_of_id[lab]  # class position (0..#classes-1) of each kept row, input order
+        self._cache: dict = {}
+
+    @property
+    def n(self) -> int:
+        """Number of classes (distinct labels among the kept rows)."""
+        return int(self.starts.shape[0])
+
+    def _memo(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    def key_minmax(self, j: int):
+        """Smallest and largest key (uint32) of every class on column ``j``."""
+        def f():
+            k = self.table.keys[j][self.rows]
+            return (segment_reduce("minimum", k, self.starts, self.xp, axis=0),
+                    segment_reduce("maximum", k, self.starts, self.xp, axis=0))
+        return self._memo(("keys", j), f)
 
     def numeric_minmax(self, j: int):
-        t, xp = self.table, self.table.xp
-        k = t.keys[j][self.rows]
-        kmin = segment_reduce("minimum", k, self.starts, xp, axis=0)
-        kmax = segment_reduce("maximum", k, self.starts, xp, axis=0)
-        return t.numeric_values(j, kmin), t.numeric_values(j, kmax)
+        kmin, kmax = self.key_minmax(j)
+        return self.table.numeric_values(j, kmin), self.table.numeric_values(j, kmax)
 
     def numeric_mean(self, j: int):
-        t, xp = self.table, self.table.xp
-        v = t.numeric_values(j, t.keys[j][self.rows])
-        return segment_reduce("add", v, self.starts, xp, axis=0) / self.sizes
+        def f():
+            t, xp = self.table, self.xp
+            v = t.numeric_values(j, t.keys[j][self.rows])
+            return segment_reduce("add", v, self.starts, xp, axis=0) / self.sizes
+        return self._memo(("mean", j), f)
 
     def code_minmax(self, j: int):
         """Smallest and largest code of every class on categorical column ``j``."""
-        t, xp = self.table, self.table.xp
-        code = t.keys[j][self.rows]
-        return (segment_reduce("minimum", code, self.starts, xp, axis=0).astype(xp.int64),
-                segment_reduce("maximum", code, self.starts, xp, axis=0).astype(xp.int64))
+        lo, hi = self.key_minmax(j)
+        return lo.astype(self.xp.int64), hi.astype(self.xp.int64)
 
-    def hierarchy_nodes(self, j: int):
-        """Lowest common hierarchy node of every class on column ``j`` and its level (host arrays).
+    def hierarchy_nodes(self, j: int, code_levels=None):
+        """Lowest common hierarchy node of every class on column ``j`` and its level (device arrays).
 
         Codes follow the hierarchy's leaf order, so the node covering a class covers its smallest
         and largest code: the first level where their paths meet.
         """
-        lv = self.table.columns[j].code_levels
-        xp = self.table.xp
-        lo, hi = self.code_minmax(j)
-        a, b = lv[lo], lv[hi]
-        level = xp.argmax(a == b, axis=1)
-        return to_host(a[xp.arange(a.shape[0]), level]), to_host(level)
+        lv = self.table.columns[j].code_levels if code_levels is None else code_levels
+        xp = self.xp
+
+        def f():
+            lo, hi = self.code_minmax(j)
+            a, b = lv[lo], lv[hi]
+            level = xp.argmax(a == b, axis=1)
+            return a[xp.arange(a.shape[0]), level], level
+        if code_levels is not None:
+            return f()
+        return self._memo(("nodes", j, id(lv)), f)
 
     def category_masks(self, j: int):
         """(n_classes, words) uint64 bitmask of the codes present in each class."""
-        t, xp = self.table, self.table.xp
-        code = t.keys[j][self.rows].astype(xp.int64)
-        ncat = t.columns[j].n_categories
-        words = max(1, -(-ncat // 64))
-        out = xp.zeros((self.starts.shape[0], words), dtype=xp.uint64)
-        for w in range(words):  # a loop over 64-category words, not over classes
-            bit = xp.where(code // 64 == w, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)), xp.uint64(0))
-            out[:, w] = segment_reduce("bitwise_or", bit.astype(xp.uint64), self.starts, xp, axis=0)
+        def f():
+            t, xp = self.table, self.xp
+            code = t.keys[j][self.rows].astype(xp.int64)
+            ncat = t.columns[j].n_categories
+            words = max(1, -(-ncat // 64))
+            out = xp.zeros((self.starts.shape[0], words), dtype=xp.uint64)
+            for w in range(words):  # a loop over 64-category words, not over classes
+                bit = xp.where(code // 64 == w, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)),
+                               xp.uint64(0))
+                out[:, w] = segment_reduce("bitwise_or", bit.astype(xp.uint64), self.starts, xp, axis=0)
+            return out
+        return self._memo(("masks", j), f)
+
+    def set_ids(self, j: int):
+        """A uint64 per class, equal exactly when the classes hold the same set of categories."""
+        def f():
+            xp = self.xp
+            m = self.category_masks(j)
+            if m.shape[1] == 1:
+                return m[:, 0]
+            order = xp.lexsort(m.T[::-1])
+            sm = m[order]
+            new = xp.ones(m.shape[0], dtype=bool)
+            new[1:] = (sm[1:] != sm[:-1]).any(axis=1)
+            ids = xp.empty(m.shape[0], dtype=xp.uint64)
+            ids[order] = (xp.cumsum(new.astype(xp.int64)) - 1).astype(xp.uint64)
+            return ids
+        return self._memo(("setid", j), f)
+
+    def histogram(self, codes, n_values: int):
+        """(classes, n_values) counts of ``codes`` (a per-row code array) in every class."""
+        xp = self.xp
+        pos = xp.repeat(xp.arange(self.starts.shape[0], dtype=xp.int64), self.sizes)
+        return xp.bincount(pos * n_values + codes[self.rows].astype(xp.int64),
+                           minlength=self.starts.shape[0] * n_values).reshape(-1, n_values)
+
+    def target_hist(self):
+        t = self.table
+        if t.target is None:
+            return None
+        return self._memo("target_hist", lambda: self.histogram(t.target, max(len(t.target_values), 1)))
+
+    def published_cells(self, fmt: str) -> list:
+        """The canonical published cell of every class on every output QI column (uint64, device).
+
+        Numeric ``range`` / ``minmax``: the interval's two order-preserving keys ``lo << 32 | hi``
+        (the ``_min`` and ``_max`` columns of ``minmax`` are one interval); ``mean``: the bits of
+        the mean; categorical: the set's bitmask or id, or the hierarchy node. This is what the
+        verifier groups rows by; the text is made from the same per-class values.
+        """
+        xp = self.xp
+        out = []
+        for j, col in enumerate(self.table.columns):
+            if col.kind == "categorical":
+                if col.hierarchy is not None:
+                    out.append(self.hierarchy_nodes(j)[0].astype(xp.uint64))
+                else:
+                    out.append(self.set_ids(j))
+            elif fmt == "mean":
+                m = self.numeric_mean(j) + 0.0
+                out.append(xp.where(xp.isnan(m), xp.nan, m).view(xp.uint64))
+            else:
+                lo, hi = self.key_minmax(j)
+                out.append((lo.astype(xp.uint64) << xp.uint64(32)) | hi.astype(xp.uint64))
         return out
 
 
@@ -118,61 +188,74 @@ def _mask_texts(masks: np.ndarray, cats: list) -> np.ndarray:
         codes = [w * 64 + b for w in range(uniq.shape[1]) for b in range(64) if (int(uniq[u, w]) >> b) & 1]
         if len(codes) == 1:
             v = cats[codes[0]]
-            texts[u] = None if (v is None or (isinstance(v, float) and np.isnan(v))) else v
+            texts[u] = None if is_missing(v) else (set_text([v]) if needs_escape(v) else v)
         else:
-            texts[u] = SET_SEPARATOR.join(_category_text(cats, c) for c in codes)
+            texts[u] = set_text(cats[c] for c in codes)
     return texts[inv.reshape(-1)]
 
 
-def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str, identifiers=()) -> pd.DataFrame:
-    """The anonymized frame: kept rows in input order, QIs generalized per class."""
-    if fmt not in FORMATS:
-        raise ValueError(f"format '{fmt}' is not one of {', '.join(FORMATS)}")
-    xp = table.xp
-    cs = ClassStats(table, labels, n_classes)
-    kept_host = to_host(cs.kept)
-    # class position (0..#classes-1 in class-id order) of every kept row, in input order
-    pos_of_id = xp.zeros(n_classes, dtype=xp.int64)
-    pos_of_id[cs.class_ids] = xp.arange(cs.class_ids.shape[0], dtype=xp.int64)
-    row_pos = to_host(pos_of_id[cs.row_class])
-    drop = set(c for c in identifiers if c in df.columns)
-    subset = len(kept_host) != len(df)
-    new_cols: dict[str, object] = {}
+def _categorical(class_values: np.ndarray, row_pos: np.ndarray) -> pd.Categorical:
+    """A column of per-class values as a Categorical indexed by each row's class (missing: NaN)."""
+    codes, uniq = pd.factorize(pd.Series(class_values, dtype=object), use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes[row_pos], categories=pd.Index(uniq, dtype=object), validate=False)
+
+
+def class_values(cs: ClassStats, fmt: str) -> dict:
+    """Per-class output values of every QI (host arrays): ``{output column: values per class}``."""
+    table = cs.table
+    out: dict[str, np.ndarray] = {}
     for j, col in enumerate(table.columns):
         if col.kind == "categorical" and col.hierarchy is not None:
-            node, level = cs.hierarchy_nodes(j)
+            node, level = (to_host(a) for a in cs.hierarchy_nodes(j))
             h = col.hierarchy
             text = h.labels_of(node)
             leaf = level == 0  # a single value stays the original value (with its type)
             if leaf.any():
                 leaf_value = np.empty(h.n_nodes, dtype=object)
                 cats = np.empty(len(col.categories), dtype=object)
-                cats[:] = col.categories
+                cats[:] = [set_text([v]) if needs_escape(v) else v for v in col.categories]
                 leaf_value[to_host(col.code_levels[:, 0])] = cats
                 text[leaf] = leaf_value[node[leaf]]
-            new_cols[col.name] = text[row_pos]
-            continue
-        if col.kind == "categorical":
-            masks = to_host(cs.category_masks(j))
-            new_cols[col.name] = _mask_texts(masks, col.categories)[row_pos]
-            continue
-        src_dtype = df[col.name].dtype
-        if fmt == "mean":
-            new_cols[col.name] = to_host(cs.numeric_mean(j))[row_pos]
-            continue
-        lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
-        if fmt == "minmax":
+            out[col.name] = text
+        elif col.kind == "categorical":
+            out[col.name] = _mask_texts(to_host(cs.category_masks(j)), col.categories)
+        elif fmt == "mean":
+            out[col.name] = to_host(cs.numeric_mean(j))
+        else:
+            lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
+            if fmt == "minmax":
+                out[col.name + "_min"], out[col.name + "_max"] = lo, hi
+            else:
+                out[col.name] = range_texts(lo, hi, col.integer)
+    return out
+
+
+def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str, identifiers=(),
+               stats: ClassStats | None = None) -> pd.DataFrame:
+    """The anonymized frame: kept rows in input order, QIs generalized per class."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format '{fmt}' is not one of {', '.join(FORMATS)}")
+    cs = stats if stats is not None else ClassStats(table, labels, n_classes)
+    with stage("output"):
+        vals = class_values(cs, fmt)
+        row_pos = to_host(cs.row_pos if cs.n < 2**31 - 1 else cs.row_pos)
+        row_pos = row_pos.astype(np.int32) if cs.n < 2**31 - 1 else row_pos
+        kept_host = to_host(cs.kept) if cs.n_kept != len(df) else None
+    drop = set(c for c in identifiers if c in df.columns)
+    new_cols: dict[str, object] = {}
+    for col in table.columns:
+        if col.kind == "categorical" or fmt == "range":
+            new_cols[col.name] = _categorical(vals[col.name], row_pos)
+        elif fmt == "mean":
+            new_cols[col.name] = vals[col.name][row_pos]
+        else:
+            src_dtype = df[col.name].dtype
             if col.n_missing == 0 and (col.integer or src_dtype == np.float32):
                 dt = src_dtype  # keep int / float32 columns as they are
             else:
                 dt = np.float64
-            new_cols[col.name + "_min"] = lo.astype(dt)[row_pos]
-            new_cols[col.name + "_max"] = hi.astype(dt)[row_pos]
-        else:
-            los, his = _fmt_numbers(lo, col.integer), _fmt_numbers(hi, col.integer)
-            same = (lo == hi) | np.isnan(lo)
-            both = np.array([f"{a}-{b}" if a is not None else None for a, b in zip(los, his)], dtype=object)
-            new_cols[col.name] = np.where(same, los, both)[row_pos]
+            new_cols[col.name + "_min"] = vals[col.name + "_min"].astype(dt)[row_pos]
+            new_cols[col.name + "_max"] = vals[col.name + "_max"].astype(dt)[row_pos]
     # assemble in the input's column order (minmax pairs at their column's place), no copies
     qi = set(table.qi_names)
     frames = {}
@@ -186,7 +269,7 @@ def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str,
             frames[c + "_max"] = new_cols[c + "_max"]
         else:
             s = df[c]
-            frames[c] = (s.take(kept_host) if subset else s).reset_index(drop=True)
+            frames[c] = (s.take(kept_host) if kept_host is not None else s).reset_index(drop=True)
     return pd.DataFrame(frames, columns=list(frames), copy=False)
 
 

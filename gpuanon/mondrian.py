@@ -14,24 +14,28 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import sys
 import time
+import weakref
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from kernels.mondrian import mondrian_partition
 
 from . import metrics as metrics_mod
 from . import verify as verify_mod
-from .backend import get_backend, to_host
+from .backend import TransferLog, count_transfers, get_backend, stage, to_device, to_host
 from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
 from .encoding import Table, encode
 from .errors import PrivacyError, SchemaError, VerificationError
-from .generalize import FORMATS, generalize, output_qi_columns
+from .generalize import FORMATS, ClassStats, generalize, output_qi_columns
 from .schema import Schema
 
 log = logging.getLogger("gpuanon")
@@ -62,7 +66,7 @@ def _check_int(name: str, value, lo: int, fix: str) -> int:
     return int(value)
 
 
-class Mondrian:
+class Mondrian(BaseEstimator):
     """Mondrian k-anonymity with optional l-diversity and t-closeness.
 
     Parameters
@@ -98,12 +102,19 @@ class Mondrian:
     Attributes
     ----------
     labels_ : ndarray
-        Class id of every input row (-1: suppressed).
+        Class id of every input row (-1: suppressed); copied to the host at first access (the
+        pipeline keeps its labels on the device).
     n_classes_ : int
+        Number of partitions found by ``fit`` (the report's ``n_classes`` counts the output's
+        equivalence classes, fewer when relaxed cuts give two partitions the same cells).
     schema_, table_, backend_, report_ : learned state.
+
+    The estimator follows scikit-learn's conventions (keyword-only parameters, ``get_params`` /
+    ``clone``). ``transform`` applies the fitted partitions to the table they were fitted on and
+    refuses any other table.
     """
 
-    def __init__(self, k: int = 3, l: int = 0, t: float | None = None, *, l_kind: str = "distinct",
+    def __init__(self, *, k: int = 3, l: int = 0, t: float | None = None, l_kind: str = "distinct",
                  c: float = 1.0, t_distance: str = "auto", quasi_identifiers=None, sensitive=None,
                  target=None, identifiers=None, numeric=None, categorical=None,
                  sensitive_ordered: bool | None = None, mode: str = "strict",
@@ -220,11 +231,25 @@ class Mondrian:
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
         schema = self._validate(df)
         plan = self.hierarchy_plan(df, schema)
-        be = get_backend(self.backend)
+        be = get_backend(self.backend, n_rows=len(df))
+        self._transfers = TransferLog(simulate=not be.is_gpu)
+        self._fitted_frame = weakref.ref(df)
         t1 = time.perf_counter()
         orders = {c: [h.leaves[i] for i in h.leaf_order()] for c, h in plan.items() if h != "auto"}
-        table = encode(df, schema, be.xp, orders=orders)
-        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan)
+        with count_transfers(log_=self._transfers), self._stage("encode"):
+            table = encode(df, schema, be.xp, orders=orders)
+        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
+                                _log=self._transfers)
+
+    @contextmanager
+    def _stage(self, name: str):
+        """Charge copies to stage ``name``, and say when a long stage is done (one line each)."""
+        t0 = time.perf_counter()
+        with stage(name):
+            yield
+        secs = time.perf_counter() - t0
+        if self.progress and secs >= 0.5:
+            log.info("%s done in %.2f s", name, secs)
 
     def _attach_hierarchies(self, table: Table, plan: dict, xp) -> dict:
         """Attach user and fixed-rho hierarchies; returns the frequency tables of auto columns."""
@@ -247,7 +272,7 @@ class Mondrian:
         return tables
 
     def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0,
-                    plan: dict | None = None) -> "Mondrian":
+                    plan: dict | None = None, _log: TransferLog | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
 
         ``schema`` and ``table`` must come from :meth:`_validate` / :func:`encode` on the same
@@ -256,6 +281,18 @@ class Mondrian:
         t0 = time.perf_counter()
         be = backend
         xp = be.xp
+        self._transfers = _log if _log is not None else TransferLog(simulate=not be.is_gpu)
+        if _log is None:
+            self._fitted_frame = None
+        with count_transfers(log_=self._transfers):
+            return self._fit_encoded(schema, table, be, encode_seconds, plan, t0)
+
+    def _fit_encoded(self, schema, table, be, encode_seconds, plan, t0):
+        xp = be.xp
+        # the shared table is never modified: hierarchies are attached to this fit's own columns
+        shared = table
+        table = dataclasses.replace(shared, columns=[dataclasses.replace(c) for c in shared.columns])
+        table.__dict__["_metric_cache"] = shared.__dict__.setdefault("_metric_cache", {})
         timings: dict[str, float] = {"encode": encode_seconds}
         crit = self._criteria(table)
         whole_hist = None
@@ -280,23 +317,28 @@ class Mondrian:
                                f"choose k <= {table.n_rows}")
         freq_tables = self._attach_hierarchies(table, plan or {}, xp)
         t1 = time.perf_counter()
-        labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
+        with self._stage("partition"):
+            labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
         timings["partition"] = time.perf_counter() - t1
         self.optimization_ = None
         if self.optimize:
             from .optimize import optimize_partitions  # noqa: PLC0415
 
             t1 = time.perf_counter()
-            labels, n_parts, self.optimization_ = optimize_partitions(table, labels, n_parts, crit, xp)
+            with self._stage("optimize"):
+                labels, n_parts, self.optimization_ = optimize_partitions(table, labels, n_parts, crit, xp)
             timings["optimize"] = time.perf_counter() - t1
         self.hierarchies_ = {}
         if freq_tables or any(c.hierarchy is not None for c in table.columns):
             t1 = time.perf_counter()
-            self.hierarchies_ = self._choose_rho(table, labels, n_parts, freq_tables, plan or {}, xp)
+            with self._stage("hierarchies"):
+                self.hierarchies_ = self._choose_rho(table, labels, n_parts, freq_tables, plan or {}, xp)
             timings["hierarchies"] = time.perf_counter() - t1
         self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
-        self.labels_ = to_host(labels)
+        self._labels = labels  # stays on the device
+        self._labels_host = None
         self.n_partitions_ = n_parts
+        self.n_classes_ = int(n_parts)
         self.n_suppressed_ = suppressed
         self.partition_info_ = info
         self._timings = timings
@@ -360,90 +402,139 @@ class Mondrian:
     def _choose_rho(self, table: Table, labels, n_classes: int, freq_tables: dict, plan: dict, xp) -> dict:
         """Per automatic column, the candidate rho whose hierarchy loses least (SPEC section 5.6).
 
-        Every candidate is applied to the final classes (a class's value: the lowest node
-        covering its codes) and scored by ``U(target | column)``; columns are independent, so the
-        total entropy-coefficient loss is smallest when each column's ``U`` is largest. Ties go
-        to the smaller rho (finer groups).
+        Every candidate is applied to the final classes (a class's cell: the lowest node
+        covering its codes) and scored by ``U'(target | column)`` of section 7 (each row's mass
+        spread over the original rows of the node's leaves; suppressed rows as ``*``); columns
+        are independent, so the total entropy-coefficient loss is smallest when each column's
+        ``U'`` is largest. Ties go to the smaller rho (finer groups). Every candidate's ``U'``
+        and loss are reported.
         """
-        from .generalize import ClassStats  # noqa: PLC0415
         from .hierarchy import RHO_CANDIDATES  # noqa: PLC0415
 
         out = {}
-        cs = ClassStats(table, xp.asarray(labels), n_classes)
-        thist = None
-        if table.target is not None:
-            nt = len(table.target_values)
-            pos = xp.repeat(xp.arange(cs.starts.shape[0], dtype=xp.int64), cs.sizes)
-            thist = to_host(xp.bincount(pos * nt + table.target[cs.rows].astype(xp.int64),
-                                        minlength=cs.starts.shape[0] * nt).reshape(-1, nt))
-            tcounts = to_host(xp.bincount(table.target, minlength=nt))
+        scorer = metrics_mod.HierarchyScorer(table, labels)
         for j, col in enumerate(table.columns):
             if col.name not in plan:
                 continue
-            lo, hi = (to_host(a) for a in cs.code_minmax(j))
-            u_before = None
-            if thist is not None:
-                u_before = metrics_mod._before_stats(table, j, tcounts)[2]
+            u_before = scorer.u_before(j)
 
-            def u_after(h):
-                if thist is None:
-                    return None
-                leaf = to_host(h.leaf_codes(col.categories))
-                lv = h.levels[leaf]
-                a, b = lv[lo], lv[hi]
-                node = a[np.arange(a.shape[0]), np.argmax(a == b, axis=1)]
-                joint = np.stack([np.bincount(node, weights=thist[:, t], minlength=h.n_nodes)
-                                  for t in range(thist.shape[1])], axis=1)
-                return metrics_mod.uncertainty_coefficient(joint)
+            def loss(u):
+                return None if not u_before or u is None else 1.0 - u / u_before
 
             if col.name in freq_tables:
                 ft = freq_tables[col.name]
                 rhos = [self.rho] if self.rho is not None else list(RHO_CANDIDATES)
-                scores = {r: u_after(ft.hierarchy(r)) for r in rhos}
+                scores = {r: scorer.u_after(j, ft.hierarchy(r)) for r in rhos}
                 best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
                 col.attach_hierarchy(ft.hierarchy(best), xp)
                 info = {"source": "auto", "rho": best, "rho_fixed": self.rho is not None,
-                        "candidates": {str(r): v for r, v in scores.items()}}
+                        "candidates": {str(r): v for r, v in scores.items()},
+                        "candidate_loss": {str(r): loss(v) for r, v in scores.items()}}
             else:
                 info = {"source": col.hierarchy.source or "user", "rho": None}
-            u = u_after(col.hierarchy)
-            info.update(u_before=u_before, u_after=u, height=int(col.hierarchy.height),
-                        loss=None if not u_before else 1.0 - u / u_before)
+            u = scorer.u_after(j, col.hierarchy)
+            info.update(u_before=u_before, u_after=u, height=int(col.hierarchy.height), loss=loss(u))
             out[col.name] = info
         return out
 
     # ------------------------------------------------------------------ output
+    @property
+    def labels_(self) -> np.ndarray:
+        """Class id of every input row (-1: suppressed), as a host array (copied once, counted)."""
+        if getattr(self, "_labels", None) is None:
+            raise AttributeError("labels_ is set by fit()")
+        if self._labels_host is None:
+            with count_transfers(log_=self._transfers), stage("labels_"):
+                self._labels_host = to_host(self._labels)
+        return self._labels_host
+
+    def _check_frame(self, df) -> None:
+        ref = getattr(self, "_fitted_frame", None)
+        fitted = ref() if ref is not None else None
+        if df is fitted:
+            return
+        cols = list(self.schema_.quasi_identifiers)
+        if fitted is not None and len(df) == len(fitted) and list(df.columns) == list(fitted.columns) \
+                and df[cols].equals(fitted[cols]):
+            return
+        if fitted is None and ref is None and len(df) == self.table_.n_rows:
+            return  # fitted through fit_encoded: the caller vouches for the table
+        raise SchemaError("transform() publishes the partitions fitted on one table and this is another; "
+                          "pass the table given to fit(), or call fit_transform(new_table)")
+
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         """Generalize the fitted partitions of ``df`` and verify the result independently.
 
         Raises :class:`~gpuanon.errors.VerificationError` when the independent check fails.
         """
-        if not hasattr(self, "labels_"):
+        if getattr(self, "_labels", None) is None:
             raise RuntimeError("call fit() before transform()")
+        self._check_frame(df)
+        with count_transfers(log_=self._transfers):
+            out, res = self.run_stages(df, build_output=True)
+        self.report_ = self._report(df, out, res)
+        out.attrs["gpuanon"] = {"encoding": self.table_.encoding_metadata(), "format": self.output_format}
+        return out
+
+    def run_stages(self, df: pd.DataFrame | None, *, build_output: bool = True, fmt: str | None = None):
+        """The second half of the pipeline on the fitted partitions: class statistics (once, on the
+        device) -> generalize -> verify (independently, from the published cells) -> metrics.
+
+        Returns ``(output frame or None, verification result)``; sets ``verification_`` and
+        ``metrics_``. ``Mondrian.transform`` and the sweep both run it.
+        """
         table, schema = self.table_, self.schema_
+        fmt = fmt or self.output_format
+        labels = self._labels
         t1 = time.perf_counter()
-        labels = self.backend_.asarray(self.labels_)
-        out = generalize(df, table, labels, self.n_partitions_, self.output_format, schema.identifiers)
-        self._timings["generalize"] = time.perf_counter() - t1
+        with self._stage("class_statistics"):
+            cs = ClassStats(table, labels, self.n_partitions_)
+        self._timings["class_statistics"] = time.perf_counter() - t1
+        out = None
+        if build_output:
+            t1 = time.perf_counter()
+            with self._stage("generalize"):
+                out = generalize(df, table, labels, self.n_partitions_, fmt, schema.identifiers, stats=cs)
+            self._timings["generalize"] = time.perf_counter() - t1
         t1 = time.perf_counter()
-        qcols = output_qi_columns(schema.quasi_identifiers, self.output_format, schema.kinds)
-        reference = None
-        if schema.sensitive is not None:
-            reference = df[schema.sensitive]
-        res = verify_mod.verify(out, qcols, schema.sensitive, k=int(self.k), l=int(self.l or 0),
-                                l_kind=self.l_kind, c=float(self.c), t=self.t, t_distance=self.criteria_.t_distance,
-                                reference=reference, sensitive_ordered=schema.sensitive_ordered)
+        with self._stage("verify"):
+            res = self._verify(cs, fmt, out, df)
         self._timings["verify"] = time.perf_counter() - t1
         self.verification_ = res
         if not res.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
         t1 = time.perf_counter()
-        summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_)
-        self.metrics_ = metrics_mod.compute_metrics(summary, k=int(self.k))
+        with self._stage("metrics"):
+            summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_)
+            self.metrics_ = metrics_mod.compute_metrics(summary, k=int(self.k))
         self._timings["metrics"] = time.perf_counter() - t1
-        self.report_ = self._report(df, out, res)
-        out.attrs["gpuanon"] = {"encoding": table.encoding_metadata(), "format": self.output_format}
-        return out
+        return out, res
+
+    #: tables up to this many rows are also checked on their published text (pandas group-by)
+    TEXT_CHECK_ROWS = 100_000
+
+    def _verify(self, cs: ClassStats, fmt: str, out, df):
+        """Verify the published cells on the device; small tables also on their text."""
+        table, schema, xp = self.table_, self.schema_, self.table_.xp
+        t_dist = self.criteria_.t_distance
+        kw = dict(k=int(self.k), l=int(self.l or 0), l_kind=self.l_kind, c=float(self.c), t=self.t,
+                  t_distance=t_dist)
+        sa = q = None
+        if table.sa is not None:
+            sa = table.sa[cs.kept]
+            q = to_device(table.sa_distribution(), xp)
+        res = verify_mod.verify_encoded(cs.row_pos, cs.published_cells(fmt), sa, q,
+                                        sensitive=str(schema.sensitive), xp=xp, **kw)
+        if res.ok and out is not None and len(out) <= self.TEXT_CHECK_ROWS:
+            qcols = output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds)
+            reference = df[schema.sensitive] if schema.sensitive is not None else None
+            text = verify_mod.verify(out, qcols, schema.sensitive, reference=reference,
+                                     sensitive_ordered=schema.sensitive_ordered, **kw)
+            if (text.n_classes, text.k) != (res.n_classes, res.k):
+                text.failures.append(f"the published text has {text.n_classes} classes (smallest {text.k}) but "
+                                     f"its cells have {res.n_classes} (smallest {res.k})")
+            return text
+        return res
 
     def fit_transform(self, df: pd.DataFrame, y=None) -> pd.DataFrame:
         return self.fit(df).transform(df)
@@ -475,4 +566,5 @@ class Mondrian:
             "optimization": self.optimization_,
             "encoding": self.table_.encoding_metadata(),
             "seconds": secs,
+            "transfers": self._transfers.to_dict(),
         }

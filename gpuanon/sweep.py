@@ -35,9 +35,32 @@ from .verify import verify
 
 log = logging.getLogger("gpuanon")
 
-COLUMNS = ["criterion", "k", "l", "t", "n_classes", "n_suppressed", "entropy_loss", "ncp", "dm", "cm",
-           "c_avg", "gionis_tassa_normalized", "achieved_k", "achieved_l", "achieved_t", "verified",
-           "seconds"]
+COLUMNS = ["criterion", "k", "l", "t", "n_classes", "n_suppressed", "entropy_loss", "entropy_loss_labels", "ncp",
+           "dm", "cm", "c_avg", "gionis_tassa_normalized", "rho", "achieved_k", "achieved_l", "achieved_t",
+           "verified", "seconds"]
+
+# The thesis's table 5.4 (Adult, 48,842 rows; partitions, loss in %), for the side-by-side table.
+THESIS_TABLE_5_4 = {
+    "optimized k-anonymity (k=3)": (9246, 5.76),
+    "k-anonymity (k=3)": (9246, 7.46),
+    "l-diversity (k=3, l=2)": (4919, 9.29),
+    "t-closeness (k=3, t=0.2)": (2925, 32.66),
+    "t-closeness (k=3, t=0.3)": (7134, 7.92),
+    "t-closeness (k=3, t=0.4)": (7863, 8.07),
+}
+
+
+def metric_columns(met: dict, hierarchies: dict | None = None) -> dict:
+    """The sweep's metric columns of one run, from its metrics dict (and its chosen hierarchies).
+
+    ``entropy_loss`` is section 7's loss (cells read on each QI's domain); ``entropy_loss_labels``
+    the label reading, a diagnostic; ``rho`` the percentile range chosen per automatic
+    hierarchy column (``col=rho;...``).
+    """
+    rho = ";".join(f"{c}={h['rho']:g}" for c, h in (hierarchies or {}).items() if h.get("rho") is not None)
+    return {"entropy_loss": met["entropy_loss"], "entropy_loss_labels": met.get("entropy_loss_labels"),
+            "ncp": met["ncp"], "dm": met["dm"], "cm": met["cm"], "c_avg": met["c_avg"],
+            "gionis_tassa_normalized": met["gionis_tassa"]["normalized"], "rho": rho}
 
 
 def grid(ks: Iterable[int], ls: Iterable[int], ts: Iterable[float], base_k: int = 3) -> list[dict]:
@@ -88,18 +111,12 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
         try:
             m._validate(df)
             m.fit_encoded(schema, table, be, encode_seconds=enc_s, plan=plan)
-            labels = be.asarray(m.labels_)
-            out = generalize(df, table, labels, m.n_partitions_, "minmax", schema.identifiers)
-            # (generalize uses the hierarchies m attached to the shared table for this run)
-            res = verify(out, output_qi_columns(schema.quasi_identifiers, "minmax", schema.kinds),
-                         schema.sensitive, k=run["k"], l=run["l"], l_kind=l_kind, t=run["t"],
-                         t_distance=t_distance, reference=None if schema.sensitive is None else df[schema.sensitive],
-                         sensitive_ordered=schema.sensitive_ordered)
-            met = compute_metrics(summary_from_labels(table, labels, m.n_partitions_), k=run["k"])
-            row.update(n_classes=res.n_classes, n_suppressed=m.n_suppressed_, entropy_loss=met["entropy_loss"],
-                       ncp=met["ncp"], dm=met["dm"], cm=met["cm"], c_avg=met["c_avg"],
-                       gionis_tassa_normalized=met["gionis_tassa"]["normalized"], achieved_k=res.k,
-                       achieved_l=res.l, achieved_t=res.t, verified=res.ok, error="")
+            # the one pipeline's second half: class statistics, verification from the published
+            # cells (as minmax), metrics; no output frame is built
+            _, res = m.run_stages(df, build_output=False, fmt="minmax")
+            met = m.metrics_
+            row.update(n_classes=res.n_classes, n_suppressed=m.n_suppressed_, **metric_columns(met, m.hierarchies_),
+                       achieved_k=res.k, achieved_l=res.l, achieved_t=res.t, verified=res.ok, error="")
         except PrivacyError as exc:
             row.update(error=str(exc), verified=False)
         row["seconds"] = round(time.perf_counter() - t1, 6)
@@ -124,8 +141,12 @@ def label(row) -> str:
     return f"k-anonymity (k={int(row['k'])})"
 
 
-def thesis_table(res: pd.DataFrame, base_k: int = 3) -> pd.DataFrame:
-    """Rows in the shape of the thesis's table 5.4: k-anonymity at ``base_k``, then l and t variants."""
+def thesis_table(res: pd.DataFrame, base_k: int = 3, reference: dict | None = None) -> pd.DataFrame:
+    """Rows in the shape of the thesis's table 5.4: k-anonymity at ``base_k``, then l and t variants.
+
+    ``reference`` (e.g. :data:`THESIS_TABLE_5_4`) maps a run label to ``(partitions, loss %)``;
+    its figures are added as two columns beside ours.
+    """
     sel = res[((res["criterion"] == "k-anonymity") & (res["k"] == base_k)) | (res["criterion"] != "k-anonymity")]
     sel = sel.iloc[np.argsort(sel["criterion"].map({"optimized k-anonymity": 0, "k-anonymity": 1, "l-diversity": 2,
                                                      "t-closeness": 3}).to_numpy(), kind="stable")]
@@ -137,6 +158,9 @@ def thesis_table(res: pd.DataFrame, base_k: int = 3) -> pd.DataFrame:
         "dm": sel["dm"].astype("Int64").astype(object).to_numpy(),
         "cm": sel["cm"].astype(float).round(4).to_numpy(),
     })
+    if reference is not None:
+        out["thesis_partitions"] = [reference.get(r, (None, None))[0] for r in out["run"]]
+        out["thesis_loss_%"] = [reference.get(r, (None, None))[1] for r in out["run"]]
     return out
 
 
