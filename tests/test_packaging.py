@@ -80,3 +80,21 @@ def test_package_data_installed():
 
     assert len(load_adult()) == 32561
     assert sys.version_info >= (3, 10)
+
+
+def test_gpu_pins_import_together():
+    """cuDF 26.10 (numba-cuda 0.30) fails beside NumPy 2.5: every GPU install keeps NumPy below it."""
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for name in ("gpu-cu12", "gpu-cu13"):
+        pins = [d for d in extras[name] if d.startswith("numpy")]
+        assert pins, f"{name} does not pin numpy"
+        spec = SpecifierSet(pins[0][len("numpy"):])
+        assert "2.3.5" in spec and "2.5.0" not in spec, pins
+        assert any(d.startswith("cudf") and "==" in d for d in extras[name])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    numpy = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("numpy=")]
+    assert numpy and tuple(int(x) for x in numpy[0].split("=")[1].split(".")[:2]) < (2, 5)
