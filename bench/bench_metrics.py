@@ -72,8 +72,9 @@ def main(argv=None) -> int:
                     "metrics_summary": round(best["summary"], 3), "metrics_compute": round(best["compute"], 3),
                     "metrics_total": round(best["total"], 3)},
         "all_runs": [{k_: round(v, 3) for k_, v in r.items()} for r in runs],
-        "metrics": {k_: met[k_] for k_ in ("entropy_loss", "ncp", "dm", "cm", "c_avg")}
-        | {"gionis_tassa_normalized": met["gionis_tassa"]["normalized"]},
+        "metrics": {k_: met[k_] for k_ in ("entropy_loss", "entropy_loss_labels", "ncp", "dm", "cm", "c_avg")}
+        | {"gionis_tassa_normalized": met["gionis_tassa"]["normalized"],
+           "entropy_binned_columns": len(met.get("entropy_binned_columns", []))},
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "target": {"metrics_total_seconds_below": target, "pass": best["total"] < target},
     }

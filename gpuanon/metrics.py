@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -35,8 +36,10 @@ from kernels.keys import MISSING
 from kernels.segmented import group_starts, segment_reduce
 
 from .backend import to_host
+from .entropy import (N_BINS, NumericDomain, domain_joint, hierarchy_joint, interval_joint, interval_positions,
+                      numeric_domain, set_joint, suppressed_joint, uncertainty_from_joint)
+from .cells import SET_SEPARATOR, cell_text, parse_numeric_cells, split_set_text  # noqa: F401 (re-exported)
 
-SET_SEPARATOR = "|"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,13 +102,19 @@ class ColumnSummary:
 
     numeric: ``lo``, ``hi`` per class, the domain's range, and ``gt_h``, each class's
     Gionis-Tassa entropy (bits) of the original values inside its interval. categorical: ``set_id`` per class into ``sets`` (bool, sets x categories);
-    ``counts`` per category. ``u_before``: ``U(T | X)`` of the original column.
+    ``counts`` per category. ``u_before``: ``U(T | X)`` of the original column over its raw
+    distinct values (the label reading's "before").
+
+    The entropy coefficient of section 7 (amended) reads the column on its domain ``D_X``
+    (:mod:`gpuanon.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
+    original rows' ``(x, t)`` counts, ``joint_after`` the kept rows' mass spread over their cells
+    (suppressed rows are added by :func:`compute_metrics`).
     """
 
     name: str
     kind: str
     counts: np.ndarray
-    u_before: float | None = None  # U(T | X) of the original column
+    u_before: float | None = None  # U(T | X) of the original column (raw distinct values)
     h_bits: float = 0.0  # entropy (bits) of the original column
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
@@ -116,6 +125,10 @@ class ColumnSummary:
     sets: np.ndarray | None = None
     levels: np.ndarray | None = None  # hierarchy level per class (for precision), if any
     height: int | None = None
+    domain_counts: np.ndarray | None = None  # rows per element of D_X
+    joint_before: np.ndarray | None = None  # (|D_X|, n_targets) counts over the original rows
+    joint_after: np.ndarray | None = None  # (|D_X|, n_targets) mass of the kept rows over their cells
+    binned: bool = False  # numeric column read on equal-frequency bins
 
     def generalized_ids(self) -> np.ndarray:
         """A dense id per class of its generalized value on this column."""
@@ -208,26 +221,50 @@ def release_buffers() -> None:
     _TLS.__dict__.pop("bufs", None)
 
 
-def _key_stats(key_col, target, nt: int, target_counts, xp):
+class _ColStats(NamedTuple):
+    """Whole-table statistics of one encoded column (the first four fields: the old tuple)."""
+
+    vals: np.ndarray  # sorted distinct keys (host)
+    counts: np.ndarray  # rows per distinct key (host)
+    u_raw: float | None  # U(T | X) over the raw distinct values
+    h_x: float  # H(X) in bits over the raw distinct values
+    vals_x: Any = None  # the same two on the table's backend
+    counts_x: Any = None
+    domain: NumericDomain | None = None  # D_X over the distinct values (backend arrays)
+    joint_before: np.ndarray | None = None  # (|D_X|, n_targets) counts (host)
+
+
+def _key_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True) -> _ColStats:
     """Statistics of one encoded column from sorts of its (uint32) keys.
 
     One sort of the whole column gives the values and their counts; one sort of the rows of
-    each target value but the first gives the joint counts. Returns ``(values, counts per
-    value, U(T | X), H(X) in bits)``.
+    each target value but the first gives the joint counts, over the raw values (``U`` of the
+    label reading) and over the domain ``D_X`` (bins of a numeric column with more than 256
+    distinct values; every category of a categorical one).
     """
     vals, counts = _runs(_sorted_copy(key_col, xp, 0), xp)
     vals_h, counts_h = to_host(vals), to_host(counts).astype(np.int64)
     h_x = entropy_bits(counts_h)
+    has_missing = bool(numeric and vals_h.shape[0] and vals_h[-1] == MISSING)
+    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals_h.shape[0]), 1))
     if target is None or target_counts is None or nt < 2:
-        return vals_h, counts_h, None, h_x
+        joint = None
+        if target is not None and nt == 1:
+            joint = to_host(dom.bin_counts)[:, None].astype(np.float64)
+        return _ColStats(vals_h, counts_h, None, h_x, vals, counts, dom, joint)
+    edge_keys = vals[dom.bin_start[:-1]]
+    nb = dom.n_bins
+    joint_t = []
     # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
     # both sums, so only values seen more than once need their per-target counts
     rep = np.flatnonzero(counts_h > 1)
     rep_vals = vals[xp.asarray(rep)]
     rest = counts_h[rep].copy()
     s2 = 0.0
-    for t in range(1, nt):
+    for t in range(1, nt):  # a loop over target values
         vt, ct = _runs(_sorted_copy(key_col, xp, 1, target == t), xp)
+        bt = xp.searchsorted(edge_keys, vt, side="right") - 1
+        joint_t.append(to_host(xp.bincount(bt, weights=ct.astype(xp.float64), minlength=nb)))
         if vt.shape[0] == 0 or rep.shape[0] == 0:
             continue
         at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
@@ -236,12 +273,16 @@ def _key_stats(key_col, target, nt: int, target_counts, xp):
         rest -= c_rep
         s2 += _xlogx_sum(c_rep)
     s2 += _xlogx_sum(rest)
+    others = np.stack(joint_t, axis=1)
+    joint = np.concatenate([to_host(dom.bin_counts).astype(np.float64)[:, None] - others.sum(axis=1, keepdims=True),
+                            others], axis=1)
     n = float(counts_h.sum())
     h_t = entropy_bits(target_counts)
     if h_t == 0 or n == 0:
-        return vals_h, counts_h, 0.0, h_x
+        return _ColStats(vals_h, counts_h, 0.0, h_x, vals, counts, dom, joint)
     h_t_x = (_xlogx_sum(counts_h) - s2) / n
-    return vals_h, counts_h, float(max(0.0, min(1.0, (h_t - h_t_x) / h_t))), h_x
+    u = float(max(0.0, min(1.0, (h_t - h_t_x) / h_t)))
+    return _ColStats(vals_h, counts_h, u, h_x, vals, counts, dom, joint)
 
 
 def _xlogx_sum(c) -> float:
@@ -258,7 +299,8 @@ def _before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16):
     if j in cache:
         return cache[j]
     nt = max(len(table.target_values), 1)
-    st = _key_stats(table.keys[j], table.target, nt, target_counts, table.xp)
+    st = _key_stats(table.keys[j], table.target, nt, target_counts, table.xp,
+                    numeric=table.columns[j].kind == "numeric")
     if st[0].shape[0] <= cache_limit:
         cache[j] = st
     return st
@@ -282,11 +324,23 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
         thist = xp.bincount(part * nt + table.target[rows].astype(xp.int64),
                             minlength=starts.shape[0] * nt).reshape(-1, nt)
         tcounts = to_host(xp.bincount(table.target, minlength=nt))
+    thist_h = None if thist is None else to_host(thist)
     nparts = int(starts.shape[0])
+
+    def categorical(c, st, set_id, sets, **extra) -> ColumnSummary:
+        full = np.zeros(c.n_categories, dtype=np.int64)
+        full[st.vals.astype(np.int64)] = st.counts
+        joint_before = joint_after = None
+        if thist_h is not None and st.joint_before is not None:
+            joint_before = np.zeros((c.n_categories, st.joint_before.shape[1]))
+            joint_before[st.vals.astype(np.int64)] = st.joint_before
+            joint_after = to_host(set_joint(set_id, sets, full, thist_h, np))
+        return ColumnSummary(c.name, "categorical", full, st.u_raw, st.h_x, set_id=set_id, sets=sets,
+                             domain_counts=full, joint_before=joint_before, joint_after=joint_after, **extra)
 
     def column(j: int) -> ColumnSummary:
         c, key = table.columns[j], table.keys[j]
-        vals, counts, u_before, h_bits = _before_stats(table, j, tcounts)
+        st = _before_stats(table, j, tcounts)
         if c.kind == "categorical" and c.hierarchy is not None:
             code = key[rows]
             lo_c = to_host(segment_reduce("minimum", code, starts, xp, axis=0)).astype(np.int64)
@@ -298,10 +352,8 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             used, set_id = np.unique(node, return_inverse=True)
             used_level = c.hierarchy.node_level[used]
             sets = lv[:, used_level].T == used[:, None]  # leaves (codes) under each used node
-            full = np.zeros(c.n_categories, dtype=np.int64)
-            full[vals.astype(np.int64)] = counts
-            return ColumnSummary(c.name, "categorical", full, u_before, h_bits, set_id=set_id.reshape(-1),
-                                 sets=sets, levels=level.astype(np.int64), height=int(c.hierarchy.height))
+            return categorical(c, st, set_id.reshape(-1), sets, levels=level.astype(np.int64),
+                               height=int(c.hierarchy.height))
         if c.kind == "categorical":
             code = key[rows].astype(xp.int64)
             ncat = c.n_categories
@@ -310,22 +362,23 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
             member = np.zeros((nparts, ncat), dtype=bool)
             member[pc, cc] = True
             sets, set_id = np.unique(member, axis=0, return_inverse=True)
-            full = np.zeros(ncat, dtype=np.int64)
-            full[vals.astype(np.int64)] = counts
-            return ColumnSummary(c.name, "categorical", full, u_before, h_bits, set_id=set_id.reshape(-1), sets=sets)
+            return categorical(c, st, set_id.reshape(-1), sets)
         k = key[rows]
-        kmin = to_host(segment_reduce("minimum", k, starts, xp, axis=0)).astype(np.int64)
-        kmax = to_host(segment_reduce("maximum", k, starts, xp, axis=0)).astype(np.int64)
-        lo, hi = to_host(table.numeric_values(j, xp.asarray(kmin.astype(np.uint32)))), \
-            to_host(table.numeric_values(j, xp.asarray(kmax.astype(np.uint32))))
-        present = vals != int(MISSING)
-        miss = kmin == int(MISSING)  # keys are order-preserving: search in key space
-        gt_h = _interval_entropy(vals[present], counts[present], kmin.astype(vals.dtype), kmax.astype(vals.dtype))
-        gt_h[miss] = 0.0
-        dom = c.global_range
+        kmin_x = segment_reduce("minimum", k, starts, xp, axis=0)
+        kmax_x = segment_reduce("maximum", k, starts, xp, axis=0)
+        kmin, kmax = to_host(kmin_x).astype(np.int64), to_host(kmax_x).astype(np.int64)
+        lo, hi = to_host(table.numeric_values(j, kmin_x)), to_host(table.numeric_values(j, kmax_x))
+        # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
+        pa, pb = interval_positions(st.vals_x, kmin_x.astype(st.vals_x.dtype), kmax_x.astype(st.vals_x.dtype), xp)
+        gt_h = _interval_entropy_at(st.counts, to_host(pa), to_host(pb))
+        joint_after = None
+        if thist is not None and st.joint_before is not None:
+            joint_after = to_host(interval_joint(pa, pb, st.domain, thist, xp))
         gen = np.unique((kmin << 32) | kmax, return_inverse=True)[1].reshape(-1)
-        return ColumnSummary(c.name, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits, lo=lo, hi=hi,
-                             dom_range=dom, gt_h=gt_h, gen_id=gen)
+        return ColumnSummary(c.name, "numeric", np.zeros(0, dtype=np.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
+                             dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
+                             domain_counts=to_host(st.domain.bin_counts), joint_before=st.joint_before,
+                             joint_after=joint_after, binned=st.domain.binned)
 
     import os  # noqa: PLC0415
 
@@ -341,6 +394,81 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
     n_in = int(table.n_rows)
     return _merge_equal_classes(ClassSummary(to_host(sizes), None if thist is None else to_host(thist), cols,
                                              n_in, n_in - int(rows.shape[0]), tcounts))
+
+
+class HierarchyScorer:
+    """``U'(T | X)`` of candidate hierarchies of categorical QIs over fixed classes (section 5.6).
+
+    A class's cell on column ``j`` under hierarchy ``h`` is the lowest node covering its codes
+    (codes follow ``h``'s leaf order, so the node covering the smallest and the largest code).
+    Suppressed rows count with the cell ``*``. The class statistics (rows sorted by class, target
+    histograms, code ranges) are computed once and shared by every candidate.
+
+    >>> import pandas as pd
+    >>> from gpuanon.encoding import encode
+    >>> from gpuanon.schema import Schema
+    >>> from gpuanon.hierarchy import Hierarchy
+    >>> df = pd.DataFrame({"c": ["a", "b", "c", "d"], "y": [0, 0, 1, 1]})
+    >>> t = encode(df, Schema.from_frame(df, ["c"], target="y"))
+    >>> sc = HierarchyScorer(t, np.array([0, 0, 1, 1]))
+    >>> h = Hierarchy.from_labels(["a", "b", "c", "d"], [["ab", "*"], ["ab", "*"], ["cd", "*"], ["cd", "*"]])
+    >>> round(sc.u_before(0), 12), round(sc.u_after(0, h), 12)
+    (1.0, 1.0)
+    """
+
+    def __init__(self, table, labels):
+        xp = table.xp
+        self.table, self.xp = table, xp
+        labels = xp.asarray(labels)
+        kept = xp.nonzero(labels >= 0)[0]
+        lab = labels[kept]
+        order = xp.argsort(lab, kind="stable")
+        self.rows = kept[order]
+        self.starts = group_starts(lab[order], xp)
+        sizes = xp.diff(xp.concatenate([self.starts, xp.asarray([self.rows.shape[0]], dtype=xp.int64)]))
+        self.thist = self.tcounts = self.tsup = None
+        if table.target is not None:
+            nt = len(table.target_values)
+            part = xp.repeat(xp.arange(self.starts.shape[0], dtype=xp.int64), sizes)
+            self.thist = xp.bincount(part * nt + table.target[self.rows].astype(xp.int64),
+                                     minlength=self.starts.shape[0] * nt).reshape(-1, nt)
+            self.tcounts = to_host(xp.bincount(table.target, minlength=nt))
+            self.tsup = self.tcounts - to_host(self.thist.sum(axis=0))
+        self._ranges: dict = {}
+
+    def _column(self, j: int):
+        if j not in self._ranges:
+            xp, c = self.xp, self.table.columns[j]
+            code = self.table.keys[j][self.rows]
+            lo = segment_reduce("minimum", code, self.starts, xp, axis=0).astype(xp.int64)
+            hi = segment_reduce("maximum", code, self.starts, xp, axis=0).astype(xp.int64)
+            st = _before_stats(self.table, j, self.tcounts)
+            full = np.zeros(c.n_categories, dtype=np.int64)
+            full[st.vals.astype(np.int64)] = st.counts
+            self._ranges[j] = (lo, hi, full, st)
+        return self._ranges[j]
+
+    def u_before(self, j: int) -> float | None:
+        """``U(T | X_j)`` over the column's categories (None without a target)."""
+        if self.thist is None:
+            return None
+        return uncertainty_from_joint(self._column(j)[3].joint_before)
+
+    def u_after(self, j: int, hierarchy) -> float | None:
+        """``U'(T | X_j)`` when every class's cell is its lowest node of ``hierarchy``."""
+        if self.thist is None:
+            return None
+        xp, col = self.xp, self.table.columns[j]
+        lo, hi, full, _ = self._column(j)
+        leaf = to_host(hierarchy.leaf_codes(col.categories))
+        lv = xp.asarray(hierarchy.levels[leaf])  # node of every code at every level
+        a, b = lv[lo], lv[hi]
+        level = xp.argmax(a == b, axis=1)
+        node = a[xp.arange(a.shape[0]), level]
+        q = to_host(hierarchy_joint(lv, node, level, xp.asarray(full), self.thist, int(hierarchy.n_nodes), xp))
+        if self.tsup.sum() > 0:
+            q = q + suppressed_joint(full.astype(np.float64), self.tsup)
+        return uncertainty_from_joint(q)
 
 
 def _merge_equal_classes(summary: ClassSummary) -> ClassSummary:
@@ -365,7 +493,8 @@ def _merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     cols = []
     for col in summary.columns:
         c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
-                          sets=col.sets, height=col.height)
+                          sets=col.sets, height=col.height, domain_counts=col.domain_counts,
+                          joint_before=col.joint_before, joint_after=col.joint_after, binned=col.binned)
         for f in ("lo", "hi", "gt_h", "set_id", "levels", "gen_id"):
             v = getattr(col, f)
             if v is not None:
@@ -375,40 +504,20 @@ def _merge_equal_classes(summary: ClassSummary) -> ClassSummary:
                         summary.notes)
 
 
-_RANGE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*-\s*"
-                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*$")
-
-
-def parse_numeric_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)`` of numeric output cells: numbers, or ``"lo-hi"`` range text."""
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        return v, v.copy()
-    codes, uniq = pd.factorize(s, use_na_sentinel=True)
-    lo_u = np.full(len(uniq), np.nan)
-    hi_u = np.full(len(uniq), np.nan)
-    for i, text in enumerate(uniq):  # a loop over distinct cells, not rows
-        t = str(text).strip()
-        m = _RANGE.match(t)
-        try:
-            if m:
-                lo_u[i], hi_u[i] = float(m.group(1)), float(m.group(2))
-            else:
-                lo_u[i] = hi_u[i] = float(t)
-        except ValueError:
-            raise ValueError(f"cell {text!r} of column '{s.name}' is neither a number nor a 'lo-hi' range") from None
-    lo = np.where(codes >= 0, lo_u[np.maximum(codes, 0)], np.nan)
-    hi = np.where(codes >= 0, hi_u[np.maximum(codes, 0)], np.nan)
-    return lo, hi
-
-
 def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, kinds: dict,
-                        target: str | None = None, class_ids=None) -> ClassSummary:
+                        target: str | None = None, class_ids=None, hierarchies: dict | None = None,
+                        rows=None) -> ClassSummary:
     """Summarize any anonymized table against the original one (rows need not be aligned).
 
     Numeric QIs may be numbers, ``"lo-hi"`` text, or ``<col>_min`` / ``<col>_max`` pairs;
-    categorical QIs a value or values joined by ``|``. A ``mean`` column is taken as exact values
-    (its NCP is then an underestimate; the anonymizer's own report is exact).
+    categorical QIs a value, values joined by ``|``, ``*`` (every category), or a node label of
+    ``hierarchies[column]`` (a :class:`~gpuanon.hierarchy.Hierarchy`).
+
+    A numeric column of plain numbers that are not all original values is read as a ``mean``
+    column: each class stands for the interval of its original rows, found through ``rows``
+    (the position in ``original`` of every output row) or, when the tables have equal length
+    and the same target sequence, row by row. Without either, each mean is read as the original
+    value nearest to it (a note says so).
     """
     from .verify import class_ids as _class_ids  # noqa: PLC0415
 
@@ -423,11 +532,12 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     else:
         gid, n_cls = pd.factorize(np.asarray(class_ids))[0], None
         n_cls = int(gid.max()) + 1 if len(gid) else 0
+    gid = np.asarray(gid, dtype=np.int64)
     sizes = np.bincount(gid, minlength=n_cls)
     new = np.ones(len(gid), dtype=bool)
     new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1] if len(gid) else new[1:]
     first = np.nonzero(new)[0]
-    thist, tcounts, tcodes_orig = None, None, None
+    thist, tcounts, tcodes_orig, nt = None, None, None, 1
     if target is not None:
         tvals = pd.unique(original[target])
         tcodes_orig = pd.Index(tvals).get_indexer(original[target])
@@ -437,6 +547,11 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
         nt = len(tvals)
         thist = np.bincount(gid * nt + tc, minlength=n_cls * nt).reshape(n_cls, nt)
         tcounts = np.bincount(tcodes_orig, minlength=nt)
+    if rows is None and len(out) == len(original) and (
+            target is None or np.array_equal(out[target].to_numpy(), original[target].to_numpy())):
+        rows = np.arange(len(out))  # the same rows in the same order
+    notes: list = []
+    hierarchies = hierarchies or {}
     cols = []
     for c in quasi_identifiers:
         o = original[c]
@@ -444,60 +559,113 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             ov = pd.to_numeric(o, errors="coerce").to_numpy(dtype=np.float64)
             key = np.where(np.isnan(ov), np.inf, ov)
             vals, inv = np.unique(key, return_inverse=True)
-            _, vcounts, u_before, h_bits = _code_stats(inv.reshape(-1), tcodes_orig, tcounts)
-            present = np.isfinite(vals)
-            if c in out.columns:
+            inv = inv.reshape(-1)
+            _, vcounts, u_before, h_bits = _code_stats(inv, tcodes_orig, tcounts)
+            dom = numeric_domain(vcounts, bool(np.isnan(ov).any()), np)
+            plain = c in out.columns
+            if plain:
                 lo, hi = parse_numeric_cells(out[c])
+                plain = bool(np.all((lo == hi) | np.isnan(lo)))
             else:
                 lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
                 hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
             lo, hi = lo[first], hi[first]
-            pv = vals[present]
-            gt_h = _interval_entropy(pv, vcounts[present], np.where(np.isnan(lo), np.inf, lo),
-                                     np.where(np.isnan(hi), -np.inf, hi))
-            dom = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
+            a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(hi), np.inf, hi), np)
+            empty = b <= a
+            if plain and empty.any() and rows is not None:  # means: each class's interval of original rows
+                g = pd.DataFrame({"g": gid, "v": ov[np.asarray(rows)]}).groupby("g")["v"]
+                lo, hi = g.min().reindex(range(n_cls)).to_numpy(), g.max().reindex(range(n_cls)).to_numpy()
+                a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo),
+                                          np.where(np.isnan(hi), np.inf, hi), np)
+                empty = b <= a
+                notes.append(f"column '{c}': numbers read as class means; each class stands for the interval "
+                             f"of its original rows")
+            if empty.any():  # cells that hold no original value: the nearest original value
+                mid = np.where(np.isnan(lo), np.inf, (lo + hi) / 2)
+                i_hi = np.clip(np.searchsorted(vals, mid), 0, len(vals) - 1)
+                i_lo = np.clip(i_hi - 1, 0, len(vals) - 1)
+                near = np.where(np.abs(vals[i_lo] - mid) <= np.abs(vals[i_hi] - mid), i_lo, i_hi)
+                a, b = np.where(empty, near, a), np.where(empty, near + 1, b)
+                notes.append(f"column '{c}': {int(empty.sum())} class cell(s) hold no original value and are "
+                             f"read as the nearest original value")
+            gt_h = _interval_entropy_at(vcounts, a, b)
+            pv = vals[np.isfinite(vals)]
+            rng = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
+            joint_before = joint_after = None
+            if thist is not None:
+                joint_before = domain_joint(dom.bin_of(inv), tcodes_orig, dom.n_bins, nt, np).astype(np.float64)
+                joint_after = interval_joint(a, b, dom, thist, np)
             cols.append(ColumnSummary(c, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits,
-                                      lo=lo, hi=hi, dom_range=dom, gt_h=gt_h))
+                                      lo=lo, hi=hi, dom_range=rng, gt_h=gt_h, domain_counts=dom.bin_counts,
+                                      joint_before=joint_before, joint_after=joint_after, binned=dom.binned))
         else:
             codes, cats = pd.factorize(o, use_na_sentinel=False)
             ncat = len(cats)
             _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
             index = {cell_text(v): i for i, v in enumerate(cats)}
+            nodes = _node_members(hierarchies.get(c), index)
             cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
             for i, cell in enumerate(cells):  # a loop over distinct generalized values
                 t = cell_text(cell)
-                parts = [t] if t in index else split_set_text(t)
-                for p in parts:
-                    if p not in index:
-                        raise ValueError(f"value {p!r} in column '{c}' is not in the original table")
-                    cell_sets[i, index[p]] = True
+                if t in index:
+                    cell_sets[i, index[t]] = True
+                elif t in nodes:
+                    cell_sets[i, nodes[t]] = True
+                elif t == "*":
+                    cell_sets[i, :] = True
+                else:
+                    for p in split_set_text(t):
+                        if p not in index:
+                            raise ValueError(f"value {p!r} in column '{c}' is not in the original table (nor a "
+                                             f"hierarchy label: pass the hierarchy used)")
+                        cell_sets[i, index[p]] = True
             sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
-            cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits,
-                                      set_id=sid.reshape(-1)[cell_inv], sets=sets))
-    return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts)
+            set_id = sid.reshape(-1)[cell_inv]
+            joint_before = joint_after = None
+            if thist is not None:
+                joint_before = domain_joint(codes.astype(np.int64), tcodes_orig, ncat, nt, np).astype(np.float64)
+                joint_after = set_joint(set_id, sets, ccounts, thist, np)
+            cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits, set_id=set_id, sets=sets,
+                                      domain_counts=ccounts, joint_before=joint_before, joint_after=joint_after))
+    return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts, notes)
 
 
-def split_set_text(text: str) -> list[str]:
-    """Values of a generalized set cell: split on unescaped ``|``, then unescape ``\\|`` and ``\\\\``."""
-    parts = re.split(r"(?<!\\)((?:\\\\)*)\|", text)
-    # re.split keeps the captured runs of escaped backslashes: glue them back to the value before
-    vals, cur = [], ""
-    for i, p in enumerate(parts):
-        if i % 2 == 0:
-            cur += p
-            vals.append(cur)
-            cur = ""
-        else:
-            vals[-1] += p
-    return [re.sub(r"\\(.)", r"\1", v) for v in vals]
+def _node_members(hierarchy, index: dict) -> dict:
+    """``{node label: category indices under it}`` for a hierarchy's inner nodes (empty without one)."""
+    if hierarchy is None:
+        return {}
+    leaf_idx = np.array([index.get(cell_text(v), -1) for v in hierarchy.leaves], dtype=np.int64)
+    out = {}
+    for node in range(hierarchy.n_leaves, hierarchy.n_nodes):  # a loop over hierarchy nodes
+        under = leaf_idx[(hierarchy.levels == node).any(axis=1)]
+        out.setdefault(str(hierarchy.labels[node]), under[under >= 0])
+    return out
 
 
-def cell_text(v) -> str:
-    """Text of one cell as generalized sets write it: missing (None, NaN, NA) is ``'NaN'``."""
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return "NaN"
-    return str(v)
+def output_metrics(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, target: str | None = None,
+                   kinds: dict | None = None, k: int | None = None, hierarchies: dict | None = None) -> dict:
+    """Every section-7 metric of a user's anonymized table against its original (``gpuanon check --original``).
+
+    ``kinds`` defaults to the original columns' dtypes (numbers: numeric; anything else:
+    categorical); ``hierarchies`` maps a column to the hierarchy whose node labels it uses.
+
+    >>> import pandas as pd
+    >>> orig = pd.DataFrame({"age": [20, 30, 40, 50], "y": [0, 0, 1, 1]})
+    >>> out = pd.DataFrame({"age": ["20-30", "20-30", "40-50", "40-50"], "y": [0, 0, 1, 1]})
+    >>> round(output_metrics(out, orig, ["age"], target="y")["entropy_loss"], 6)
+    0.0
+    """
+    if kinds is None:
+        kinds = {c: "numeric" if (pd.api.types.is_numeric_dtype(original[c])
+                                  and not pd.api.types.is_bool_dtype(original[c])) else "categorical"
+                 for c in quasi_identifiers}
+    summary = summary_from_output(out, original, list(quasi_identifiers), kinds, target=target,
+                                  hierarchies=hierarchies)
+    met = compute_metrics(summary, k=k)
+    if summary.notes:
+        met["notes"] = list(summary.notes)
+    return met
 
 
 def _code_stats(codes, tcodes, target_counts):
@@ -515,18 +683,19 @@ def _interval_entropy(values, counts, lo, hi):
     """Entropy (bits) of the original distribution restricted to each ``[lo, hi]``.
 
     ``values`` sorted (numbers or order-preserving keys), ``counts`` >= 1 per value; an empty
-    interval (lo > hi) gives 0. Prefix sums are kept only where a value occurs more than once,
-    so a column of mostly distinct values needs no array as long as the column.
+    interval (lo > hi) gives 0.
     """
-    m = lo.shape[0]
-    needles = np.concatenate([lo, hi])
-    order = np.argsort(needles, kind="stable")  # sorted needles: far fewer cache misses
-    pos = np.empty(2 * m, dtype=np.int64)
-    srt = needles[order]
-    left = order < m
-    pos[order[left]] = np.searchsorted(values, srt[left], side="left")
-    pos[order[~left]] = np.searchsorted(values, srt[~left], side="right")
-    a, b = pos[:m], np.maximum(pos[m:], pos[:m])
+    a, b = interval_positions(values, lo, hi, np)
+    return _interval_entropy_at(counts, a, b)
+
+
+def _interval_entropy_at(counts, a, b):
+    """Entropy (bits) of the original distribution over distinct-value indices ``a .. b - 1``.
+
+    Prefix sums are kept only where a value occurs more than once, so a column of mostly
+    distinct values needs no array as long as the column.
+    """
+    b = np.maximum(b, a)
     rep = np.flatnonzero(counts > 1)  # values seen more than once
     c = counts[rep].astype(np.float64)
     extra = np.concatenate([[0.0], np.cumsum(c - 1.0)])
@@ -560,6 +729,61 @@ def column_ncp(col: ColumnSummary) -> np.ndarray:
     return np.where(size > 1, size / dom, 0.0)
 
 
+def suppressed_target_counts(summary: ClassSummary) -> np.ndarray | None:
+    """Target counts of the suppressed rows: the original table's minus the output's."""
+    if summary.target_hist is None or summary.target_counts_before is None:
+        return None
+    t = np.asarray(summary.target_counts_before, dtype=np.float64) - summary.target_hist.sum(axis=0)
+    return np.maximum(t, 0.0)
+
+
+def entropy_coefficients(summary: ClassSummary) -> dict:
+    """``U(T | X_j)`` before and ``U'(T | X_j)`` after per QI, and the loss (section 7, amended).
+
+    Suppressed rows count with the cell ``*`` (the column's marginal). A column summary without
+    domain tables (built by hand) gives ``None``.
+    """
+    tsup = suppressed_target_counts(summary)
+    before, after, binned = {}, {}, []
+    for col in summary.columns:
+        if col.joint_before is None or col.joint_after is None:
+            before[col.name] = after[col.name] = None
+            continue
+        q = np.asarray(col.joint_after, dtype=np.float64)
+        if tsup is not None and tsup.sum() > 0:
+            q = q + suppressed_joint(np.asarray(col.domain_counts, dtype=np.float64), tsup)
+        before[col.name] = uncertainty_from_joint(col.joint_before)
+        after[col.name] = uncertainty_from_joint(q)
+        if col.binned:
+            binned.append(col.name)
+    ok = [c for c in before if before[c] is not None]
+    loss = entropy_loss([before[c] for c in ok], [after[c] for c in ok]) if ok else None
+    out = {"entropy_coefficient_before": before, "entropy_coefficient_after": after, "entropy_loss": loss}
+    if binned:
+        out["entropy_binned_columns"] = binned
+    return out
+
+
+def label_entropy_coefficients(summary: ClassSummary) -> dict:
+    """Diagnostic: ``U`` over the generalized labels taken as categories (the first reading).
+
+    A label identifies its class, so it also carries what the class's other QIs say about the
+    target: this reading can exceed the original column's ``U`` (negative loss).
+    """
+    before, after = {}, {}
+    nt = summary.target_hist.shape[1]
+    for col in summary.columns:
+        before[col.name] = col.u_before
+        gid = col.generalized_ids()
+        ng = int(gid.max()) + 1 if len(gid) else 0
+        joint = np.stack([np.bincount(gid, weights=summary.target_hist[:, t], minlength=ng)
+                          for t in range(nt)], axis=1) if ng else np.zeros((0, nt))
+        after[col.name] = uncertainty_coefficient(joint)
+    ok = [c for c in before if before[c] is not None]
+    return {"entropy_coefficient_before_labels": before, "entropy_coefficient_after_labels": after,
+            "entropy_loss_labels": entropy_loss([before[c] for c in ok], [after[c] for c in ok]) if ok else None}
+
+
 def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict | None = None,
                     histogram_bins: int = 30) -> dict:
     """Every metric of the contract's section 7 as a JSON-ready dict."""
@@ -568,24 +792,16 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
     n_cls = int(len(sizes))
     qis = [c.name for c in summary.columns]
     m: dict = {"n_classes": n_cls, "n_rows_out": n_out, "n_suppressed": int(summary.n_suppressed)}
-    # entropy coefficient before / after
+    # entropy coefficient before / after (section 7 as amended: cells read on the domain D_X)
     if summary.target_hist is not None:
-        before, after = {}, {}
-        for col in summary.columns:
-            before[col.name] = col.u_before
-            gid = col.generalized_ids()
-            nt = summary.target_hist.shape[1]
-            ng = int(gid.max()) + 1 if len(gid) else 0
-            joint = np.stack([np.bincount(gid, weights=summary.target_hist[:, t], minlength=ng)
-                              for t in range(nt)], axis=1) if ng else np.zeros((0, nt))
-            after[col.name] = uncertainty_coefficient(joint)
-        m["entropy_coefficient_before"] = before
-        m["entropy_coefficient_after"] = after
-        m["entropy_loss"] = entropy_loss(list(before.values()), list(after.values()))
+        m.update(entropy_coefficients(summary))
+        m.update(label_entropy_coefficients(summary))
         cm_pen = (sizes - summary.target_hist.max(axis=1)).sum()
         m["cm"] = float((cm_pen + summary.n_suppressed) / max(n_in, 1))
     else:
-        m.update(entropy_coefficient_before=None, entropy_coefficient_after=None, entropy_loss=None, cm=None)
+        m.update(entropy_coefficient_before=None, entropy_coefficient_after=None, entropy_loss=None,
+                 entropy_coefficient_before_labels=None, entropy_coefficient_after_labels=None,
+                 entropy_loss_labels=None, cm=None)
     # Gionis-Tassa conditional entropy
     gt_total, gt_norm_den, per_gt = 0.0, 0.0, {}
     for col in summary.columns:

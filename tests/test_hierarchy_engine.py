@@ -91,6 +91,32 @@ def u_coefficient(x, t) -> float:
     return (ht - h_t_given_x) / ht
 
 
+def u_prime_nodes(values, nodes, t, path_of) -> float:
+    """``U'(T|X)`` of SPEC section 7 (amended) with plain counting: a row whose cell is node
+    ``(level, label)`` spreads its unit mass over the leaves under the node, in proportion to the
+    original rows of each leaf."""
+    n = len(t)
+    ht = entropy2(Counter(t).values())
+    if ht == 0:
+        return 0.0
+    counts = Counter(values)
+    spread = {}
+    q = Counter()
+    for node, ti in zip(nodes, t):
+        if node not in spread:
+            lev, lab = node
+            under = [v for v in counts if (v == lab if lev == 0 else path_of[v][lev - 1] == lab)]
+            tot = sum(counts[v] for v in under)
+            spread[node] = [(v, counts[v] / tot) for v in under]
+        for v, w in spread[node]:
+            q[(v, ti)] += w
+    qx = Counter()
+    for (v, _), m in q.items():
+        qx[v] += m
+    h_t_given_x = -sum(m / n * math.log2(m / qx[v]) for (v, _), m in q.items() if m > 0)
+    return (ht - h_t_given_x) / ht
+
+
 def check_leaf_order(categories, path_of):
     """Every node's leaves are contiguous in the encoder's category order."""
     seen_done = set()
@@ -475,7 +501,8 @@ def test_adult_auto_chooses_the_rho_with_the_largest_u(adult, adult_auto, paths_
         info = m.hierarchies_[c]
         assert info["source"] == "auto" and info["rho_fixed"] is False
         assert info["rho"] in RHO_CANDIDATES
-        u = {r: u_coefficient(_class_cells(adult, labels, c, paths_by_rho[c][r]), income)
+        values = adult[c].astype(str).tolist()
+        u = {r: u_prime_nodes(values, _class_cells(adult, labels, c, paths_by_rho[c][r]), income, paths_by_rho[c][r])
              for r in RHO_CANDIDATES}
         best = max(u.values())
         assert u[info["rho"]] >= best - 1e-12, (c, info["rho"], u)
@@ -487,6 +514,8 @@ def test_adult_auto_chooses_the_rho_with_the_largest_u(adult, adult_auto, paths_
         assert info["u_before"] == pytest.approx(u0, abs=1e-9)
         assert info["u_after"] == pytest.approx(u[info["rho"]], abs=1e-9)
         assert info["loss"] == pytest.approx(1 - u[info["rho"]] / u0, abs=1e-9)
+        for r in RHO_CANDIDATES:
+            assert info["candidate_loss"][str(r)] == pytest.approx(1 - u[r] / u0, abs=1e-9)
         # the output cells are the chosen hierarchy's lowest common nodes (a lone value kept)
         nodes = _class_cells(adult, labels, c, paths_by_rho[c][info["rho"]])
         want = [adult[c].iat[i] if lev == 0 else lab for i, (lev, lab) in enumerate(nodes)]

@@ -25,7 +25,8 @@ from gpuanon.metrics import (
     uncertainty_coefficient,
 )
 
-METRIC_KEYS = ("entropy_loss", "entropy_coefficient_before", "entropy_coefficient_after", "gionis_tassa",
+METRIC_KEYS = ("entropy_loss", "entropy_coefficient_before", "entropy_coefficient_after", "entropy_loss_labels",
+               "entropy_coefficient_before_labels", "entropy_coefficient_after_labels", "gionis_tassa",
                "ncp", "dm", "c_avg", "cm", "precision", "class_size")
 
 
@@ -69,7 +70,9 @@ def cell_set(cell, kind, original_values):
             lo, hi = cell
         elif cell is None or (isinstance(cell, float) and math.isnan(cell)):
             return ("<missing>",)
-        elif isinstance(cell, str) and "-" in cell[1:]:  # our tables have no negative numbers
+        elif isinstance(cell, str) and cell.startswith("["):  # '[lo, hi]': a negative lower bound
+            lo, hi = (float(p) for p in cell.strip("[]").split(","))
+        elif isinstance(cell, str) and "-" in cell[1:]:  # 'lo-hi' with lo >= 0
             lo, hi = (float(p) for p in cell.split("-"))
         else:
             lo = hi = float(cell)
@@ -90,6 +93,74 @@ def _key(v, kind):
     if _missing(v):
         return "<missing>" if kind == "numeric" else "NaN"
     return float(v) if kind == "numeric" else str(v)
+
+
+def ref_domain(original_col, kind, n_bins=256):
+    """The element of D_X of every original value, by plain loops (section 7, amended).
+
+    categorical: the value itself (missing is 'NaN'); numeric with at most n_bins distinct present
+    values: the value; more: equal-frequency bins, edge i = the sorted present rows' value at
+    position i * n // n_bins, a value's bin = (edges <= value) - 1; missing: its own element.
+    """
+    keys = [_key(v, kind) for v in original_col]
+    if kind == "categorical":
+        return keys
+    present = sorted(v for v in keys if v != "<missing>")
+    if len(set(present)) <= n_bins:
+        return keys
+    edges = sorted({present[i * len(present) // n_bins] for i in range(n_bins)})
+    out = []
+    for v in keys:
+        out.append("<missing>" if v == "<missing>" else sum(1 for e in edges if e <= v) - 1)
+    return out
+
+
+def ref_u_from_joint(q):
+    """U(T|X) of a dict {(x, t): mass}, by plain loops."""
+    n = sum(q.values())
+    px, pt = Counter(), Counter()
+    for (x, t), v in q.items():
+        px[x] += v
+        pt[t] += v
+    h_t = -sum(v / n * math.log2(v / n) for v in pt.values() if v > 0)
+    if h_t == 0:
+        return 0.0
+    h_xt = -sum(v / n * math.log2(v / n) for v in q.values() if v > 0)
+    h_x = -sum(v / n * math.log2(v / n) for v in px.values() if v > 0)
+    return (h_t - (h_xt - h_x)) / h_t
+
+
+def ref_u_prime(original, out, c, kind, target, n_bins=256, cells=None):
+    """U'(T | X) of section 7 (amended), record by record: every output row spreads its unit mass
+    over D_X in proportion to the original rows inside its cell; suppressed rows (the original's
+    target counts minus the output's) count with the cell '*'."""
+    orig = original[c].tolist()
+    dom = ref_domain(orig, kind, n_bins)
+    keys = [_key(v, kind) for v in orig]
+    distinct = _distinct(orig, kind)
+    cells = out_cells(out, c, kind) if cells is None else cells
+    q = Counter()
+    spread = {}  # cell -> {element of D_X: share of the cell's original rows}; cells repeat per class
+    for cell, t in zip(cells, out[target].tolist()):
+        ck = ("<missing>",) if _missing(cell) else cell
+        if ck not in spread:
+            if kind == "categorical" and _key(cell, kind) == "*" and "*" not in keys:
+                members = set(keys)
+            else:
+                members = set(cell_set(cell, kind, distinct))
+            inside = [i for i, kk in enumerate(keys) if kk in members]
+            share = Counter()
+            for i in inside:
+                share[dom[i]] += 1.0 / len(inside)
+            spread[ck] = share
+        for x, w in spread[ck].items():
+            q[(x, t)] += w
+    sup = Counter(original[target].tolist())
+    sup.subtract(Counter(out[target].tolist()))
+    for t, n_t in sup.items():
+        for i in range(len(keys)):
+            q[(dom[i], t)] += n_t / len(keys)
+    return ref_u_from_joint(q)
 
 
 def ref_gionis_tassa(original_col, out_cells, kind):
@@ -191,11 +262,14 @@ def reference_metrics(out, original, qis, kinds, target, k):
     n_sup = n_in - n_out
     t_out, t_orig = out[target].tolist(), original[target].tolist()
     before, after, gt, ncps, den = {}, {}, {}, {}, 0.0
+    before_l, after_l = {}, {}
     for c in qis:
         orig = original[c].tolist()
         cells = out_cells(out, c, kinds[c])
-        before[c] = ref_u(t_orig, [_key(v, kinds[c]) for v in orig])
-        after[c] = ref_u(t_out, [str(x) for x in cells])
+        before[c] = ref_u(t_orig, ref_domain(orig, kinds[c]))
+        after[c] = ref_u_prime(original, out, c, kinds[c], target)
+        before_l[c] = ref_u(t_orig, [_key(v, kinds[c]) for v in orig])
+        after_l[c] = ref_u(t_out, [str(x) for x in cells])
         gt[c] = ref_gionis_tassa(orig, cells, kinds[c])
         ncps[c] = ref_ncp_column(orig, cells, kinds[c])
         den += n_out * ref_entropy([_key(v, kinds[c]) for v in orig])
@@ -203,6 +277,8 @@ def reference_metrics(out, original, qis, kinds, target, k):
         "n_classes": len(classes), "n_suppressed": n_sup,
         "entropy_coefficient_before": before, "entropy_coefficient_after": after,
         "entropy_loss": 1.0 - sum(after.values()) / sum(before.values()),
+        "entropy_coefficient_before_labels": before_l, "entropy_coefficient_after_labels": after_l,
+        "entropy_loss_labels": 1.0 - sum(after_l.values()) / sum(before_l.values()),
         "gionis_tassa": {"total_bits": sum(gt.values()), "normalized": sum(gt.values()) / den,
                          "per_column_bits": gt},
         "ncp": sum(ncps.values()) / len(qis), "ncp_per_column": ncps,
@@ -259,21 +335,37 @@ def test_entropy_coefficient_by_hand(t1):
     # before: age has 8 distinct values -> H(T|age) = 0 -> U = 1.
     # color: a -> (lo, lo, lo) H = 0; b -> (hi, lo) H = 1; c -> (hi, hi) 0; d -> (hi) 0;
     #   H(T|color) = 2/8 * 1 = 0.25 -> U = 0.75.
-    # after: both columns induce the partition A (lo, lo): H = 0, B (hi, lo, hi) and C (hi, lo, hi):
-    #   H = h(1/3) = 0.918296; H(T|X') = 6/8 * 0.918296 = 0.688722 -> U = 0.311278 for each.
-    # loss = 1 - 2 * 0.311278 / (1 + 0.75) = 0.644254.
-    h13 = -(1 / 3) * math.log2(1 / 3) - (2 / 3) * math.log2(2 / 3)
-    u_after = 1 - 0.75 * h13
+    # after (section 7 as amended: each row's mass spread over the original rows inside its cell):
+    # age: A [20, 25] covers 20, 25 (lo, lo): each value gets lo 1. B [30, 40] covers 30, 35, 40 and
+    #   holds (hi, lo, hi): each value gets hi 2/3, lo 1/3; C [45, 60] likewise -> H(T|X') =
+    #   6/8 * h(1/3) = 0.688722 -> U' = 0.311278.
+    # color (a 3, b 2, c 2, d 1): A {a} (lo, lo) -> a: lo 2. B {b, c}: n = 4, w = (1/2, 1/2), rows
+    #   (hi, lo, hi) -> b: hi 1, lo 1/2; c: hi 1, lo 1/2. C {a, c, d}: n = 6, w = (1/2, 1/3, 1/6), rows
+    #   (hi, lo, hi) -> a: hi 1, lo 1/2; c: hi 2/3, lo 1/3; d: hi 1/3, lo 1/6.
+    #   totals a (lo 5/2, hi 1), b (1/2, 1), c (5/6, 5/3), d (1/6, 1/3):
+    #   H(T|X') = 3.5/8 h(5/7) + (1.5 + 2.5 + 0.5)/8 h(1/3) = 0.894157 -> U' = 0.105843.
+    # loss = 1 - (0.311278 + 0.105843) / 1.75 = 0.761645.
+    def h(p):
+        return -p * math.log2(p) - (1 - p) * math.log2(1 - p)
+
+    u_age = 1 - 0.75 * h(1 / 3)
+    u_color = 1 - (3.5 / 8 * h(5 / 7) + 4.5 / 8 * h(1 / 3))
+    assert u_age == pytest.approx(0.311278, abs=1e-6) and u_color == pytest.approx(0.105843, abs=1e-6)
     assert m["entropy_coefficient_before"] == pytest.approx({"age": 1.0, "color": 0.75})
-    assert m["entropy_coefficient_after"] == pytest.approx({"age": u_after, "color": u_after})
-    assert u_after == pytest.approx(0.311278, abs=1e-6)
-    assert m["entropy_loss"] == pytest.approx(1 - 2 * u_after / 1.75)
-    assert m["entropy_loss"] == pytest.approx(0.644254, abs=1e-6)
+    assert m["entropy_coefficient_after"] == pytest.approx({"age": u_age, "color": u_color})
+    assert m["entropy_loss"] == pytest.approx(1 - (u_age + u_color) / 1.75)
+    assert m["entropy_loss"] == pytest.approx(0.761645, abs=1e-6)
+    # the label reading (diagnostic): both columns induce the partition A, B, C -> U = 0.311278 each
+    assert m["entropy_coefficient_before_labels"] == pytest.approx({"age": 1.0, "color": 0.75})
+    assert m["entropy_coefficient_after_labels"] == pytest.approx({"age": u_age, "color": u_age})
+    assert m["entropy_loss_labels"] == pytest.approx(0.644254, abs=1e-6)
     # the plain record loops agree
     t = original["income"].tolist()
     assert ref_u(t, original["age"].tolist()) == pytest.approx(1.0)
     assert ref_u(t, original["color"].tolist()) == pytest.approx(0.75)
-    assert ref_u(out["income"].tolist(), out["color"].tolist()) == pytest.approx(u_after)
+    assert ref_u(out["income"].tolist(), out["color"].tolist()) == pytest.approx(u_age)
+    assert ref_u_prime(original, out, "color", "categorical", "income") == pytest.approx(u_color)
+    assert ref_u_prime(original, out, "age", "numeric", "income") == pytest.approx(u_age)
 
 
 def test_uncertainty_coefficient_and_entropy_bits_match_loops():

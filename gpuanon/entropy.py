@@ -1,0 +1,255 @@
+"""The entropy-coefficient loss over each QI's discrete domain (the contract, section 7, amended).
+
+``U(T | X) = (H(T) - H(T | X)) / H(T)`` is computed on a discrete domain ``D_X`` of every QI: a
+categorical QI's categories (missing is a category); a numeric QI's distinct values when it has
+at most 256 of them, otherwise 256 equal-frequency bins of the original column (edges at its
+quantiles, equal values never split); missing values are a bin of their own.
+
+Before: the joint ``P(x, t)`` counted over the original rows. After (``U'``): every output row
+carries a cell ``C`` (an interval ``[lo, hi]``, a set of categories, a hierarchy node's leaves,
+``*``, an exact value, the missing value; a suppressed row is ``*``) and spreads its unit mass
+over ``D_X`` in proportion to the original column's rows inside the cell,
+``w(x) = n(x and C) / n(C)`` (a bin that an interval covers in part counts only its rows inside
+``[lo, hi]``). ``Q(x, t) = (1 / N) sum_r [t_r = t] w_r(x)`` and ``U'`` is ``U`` computed from ``Q``.
+Rows of a class share their cells, so ``Q`` is built from class-level statistics: each class's
+target histogram and the position of its cell in the column's sorted distinct values.
+
+Everything below works on NumPy or CuPy arrays alike (``xp``); what comes back to the host is
+the small ``(|D_X|, n_targets)`` mass table, through :func:`gpuanon.backend.to_host`, where
+SciPy's ``entr`` turns it into entropies.
+
+Examples
+--------
+A column with values 1, 2, 3 (one row each, targets a, a, b), all three rows in one class
+``[1, 3]``: each row's mass is spread evenly, ``x`` says nothing about ``t`` any more.
+
+>>> import numpy as np
+>>> counts = np.array([1, 1, 1])
+>>> dom = numeric_domain(counts, has_missing=False, xp=np)
+>>> a, b = np.array([0]), np.array([3])  # the class covers distinct values 0..2
+>>> q = interval_joint(a, b, dom, np.array([[2, 1]]), np)
+>>> q.tolist()
+[[0.6666666666666666, 0.3333333333333333], [0.6666666666666666, 0.3333333333333333], [0.6666666666666666, 0.3333333333333333]]
+>>> round(uncertainty_from_joint(q), 12)
+0.0
+>>> round(uncertainty_from_joint([[1, 0], [1, 0], [0, 1]]), 12)
+1.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import entr
+
+from .backend import array_module, to_host
+
+N_BINS = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# entropies (host, SciPy)
+# ---------------------------------------------------------------------------------------------
+
+def uncertainty_from_joint(joint) -> float:
+    """``U(T | X)`` from a joint mass table ``joint[x, t]`` (counts or fractional masses).
+
+    ``H(T | X) = H(X, T) - H(X)``; 0 when the target is constant or the table is empty.
+
+    >>> round(uncertainty_from_joint([[4, 0], [0, 4]]), 12), round(uncertainty_from_joint([[2, 2], [3, 3]]), 12)
+    (1.0, 0.0)
+    """
+    q = np.asarray(to_host(joint) if not isinstance(joint, (list, tuple)) else joint, dtype=np.float64)
+    n = float(q.sum())
+    if q.size == 0 or n <= 0:
+        return 0.0
+    p = q / n
+    h_t = float(entr(p.sum(axis=0)).sum())
+    if h_t <= 1e-15:
+        return 0.0
+    h_x = float(entr(p.sum(axis=1)).sum())
+    h_xt = float(entr(p).sum())
+    return float(min(1.0, max(0.0, (h_t + h_x - h_xt) / h_t)))
+
+
+# ---------------------------------------------------------------------------------------------
+# the domain of a numeric column
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class NumericDomain:
+    """Bins over a column's sorted distinct values (value indices ``0..V-1``).
+
+    ``bin_start[i]`` is the first distinct-value index of bin ``i`` (``bin_start[-1] = V``);
+    ``cum[v]`` the number of rows with a value index below ``v`` (length ``V + 1``);
+    ``bin_counts`` rows per bin. The missing value, when present, is the last distinct value and
+    its own bin.
+    """
+
+    bin_start: Any
+    cum: Any
+    bin_counts: Any
+    binned: bool
+    has_missing: bool
+
+    @property
+    def n_bins(self) -> int:
+        return int(self.bin_counts.shape[0])
+
+    def bin_of(self, value_index):
+        """Bin of distinct-value indices."""
+        xp = array_module(self.bin_start)
+        return xp.searchsorted(self.bin_start, value_index, side="right") - 1
+
+
+def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> NumericDomain:
+    """The domain ``D_X`` of a numeric column from the row counts of its sorted distinct values.
+
+    At most ``n_bins`` present distinct values: one bin each. More: equal-frequency bins with
+    edges at the quantiles ``i * n / n_bins`` of the present rows (a value spans no two bins, so
+    a heavy value may swallow several quantiles and leave fewer bins). The missing value (the
+    last entry when ``has_missing``) is a bin of its own.
+
+    >>> d = numeric_domain(np.array([5, 1, 1, 1, 1, 1, 2]), False, np, n_bins=2)
+    >>> d.bin_start.tolist(), d.bin_counts.tolist()  # the second edge: the value of sorted row 6
+    ([0, 2, 7], [6, 6])
+    """
+    xp = xp or array_module(counts)
+    counts = xp.asarray(counts).astype(xp.int64)
+    v = int(counts.shape[0])
+    vp = v - int(bool(has_missing))
+    cum = xp.zeros(v + 1, dtype=xp.int64)
+    if v:
+        xp.cumsum(counts, out=cum[1:])
+    binned = vp > n_bins
+    if binned:
+        n_present = cum[vp]
+        q = (xp.arange(n_bins, dtype=xp.int64) * n_present) // n_bins  # row positions of the quantiles
+        starts = xp.unique(xp.searchsorted(cum[1:vp + 1], q, side="right"))
+    else:
+        starts = xp.arange(vp, dtype=xp.int64)
+    tail = [vp] if has_missing else []
+    starts = xp.concatenate([starts.astype(xp.int64), xp.asarray(tail + [v], dtype=xp.int64)])
+    bin_counts = xp.diff(cum[starts])
+    return NumericDomain(starts, cum, bin_counts, binned, bool(has_missing))
+
+
+# ---------------------------------------------------------------------------------------------
+# class cells -> mass on the domain
+# ---------------------------------------------------------------------------------------------
+
+def interval_positions(values, lo, hi, xp=None):
+    """``[a, b)``: the distinct-value indices inside each ``[lo, hi]`` (``values`` sorted).
+
+    On the CPU the needles are sorted first (far fewer cache misses on large columns).
+    """
+    xp = xp or array_module(values)
+    m = lo.shape[0]
+    if xp is np:
+        needles = np.concatenate([lo, hi])
+        order = np.argsort(needles, kind="stable")
+        srt = needles[order]
+        left = order < m
+        pos = np.empty(2 * m, dtype=np.int64)
+        pos[order[left]] = np.searchsorted(values, srt[left], side="left")
+        pos[order[~left]] = np.searchsorted(values, srt[~left], side="right")
+        a, b = pos[:m], pos[m:]
+    else:
+        a = xp.searchsorted(values, lo, side="left").astype(xp.int64)
+        b = xp.searchsorted(values, hi, side="right").astype(xp.int64)
+    return a, xp.maximum(a, b)
+
+
+def _accumulate(idx, w, n: int, xp):
+    """``out[idx[i], t] += w[i, t]`` as one bincount over ``idx * nt + t``; shape ``(n, nt)``."""
+    nt = w.shape[1]
+    flat = (idx.astype(xp.int64)[:, None] * nt + xp.arange(nt, dtype=xp.int64)[None, :]).reshape(-1)
+    return xp.bincount(flat, weights=w.reshape(-1), minlength=n * nt).reshape(n, nt)
+
+
+def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None):
+    """Mass of the classes' rows on a numeric domain: ``(n_bins, n_targets)`` float64.
+
+    Class ``c`` covers distinct values ``a[c] .. b[c] - 1`` (``b > a``); its rows spread over the
+    bins in proportion to the original rows inside the interval. Bins strictly inside get whole
+    bins (a difference array over bins, summed once), the first and last bin only their rows in
+    ``[lo, hi]``.
+    """
+    xp = xp or array_module(a)
+    th = xp.asarray(class_target_hist).astype(xp.float64)
+    nb = domain.n_bins
+    nt = th.shape[1]
+    if th.shape[0] == 0:
+        return xp.zeros((nb, nt), dtype=xp.float64)
+    cum, starts = domain.cum, domain.bin_start
+    ca, cb = cum[a], cum[b]
+    s = (cb - ca).astype(xp.float64)
+    ba, bb = domain.bin_of(a), domain.bin_of(b - 1)
+    same = ba == bb
+    coef = th / xp.where(s > 0, s, 1.0)[:, None]
+    first = xp.where(same, s, (cum[starts[xp.minimum(ba + 1, nb)]] - ca).astype(xp.float64))
+    last = xp.where(same, 0.0, (cb - cum[starts[bb]]).astype(xp.float64))
+    w_first = xp.where(same[:, None], th, coef * first[:, None])
+    q = _accumulate(ba, w_first, nb, xp) + _accumulate(bb, coef * last[:, None], nb, xp)
+    inner = xp.where(same[:, None], 0.0, coef)
+    diff = _accumulate(xp.minimum(ba + 1, nb), inner, nb + 1, xp) - _accumulate(bb, inner, nb + 1, xp)
+    q += xp.cumsum(diff, axis=0)[:nb] * domain.bin_counts.astype(xp.float64)[:, None]
+    return q
+
+
+def set_joint(set_id, sets, counts, class_target_hist, xp=None):
+    """Mass of the classes' rows on a categorical domain: ``(n_categories, n_targets)`` float64.
+
+    Class ``c``'s cell is the set of categories ``sets[set_id[c]]`` (a bool row over the
+    categories: a set of values, a hierarchy node's leaves, or every category for ``*``).
+    """
+    xp = xp or array_module(class_target_hist)
+    th = xp.asarray(class_target_hist).astype(xp.float64)
+    sets_f = xp.asarray(sets).astype(xp.float64)
+    cnt = xp.asarray(counts).astype(xp.float64)
+    n_sets = sets_f.shape[0]
+    per_set = _accumulate(xp.asarray(set_id), th, n_sets, xp)  # target histogram of every distinct cell
+    size = sets_f @ cnt  # original rows inside every cell
+    coef = per_set / xp.where(size > 0, size, 1.0)[:, None]
+    return cnt[:, None] * (sets_f.T @ coef)
+
+
+def hierarchy_joint(code_levels, node, level, counts, class_target_hist, n_nodes: int, xp=None):
+    """:func:`set_joint` for hierarchy cells: class ``c`` is node ``node[c]`` at ``level[c]``.
+
+    ``code_levels[x, L]`` is the node above category ``x`` at level ``L``; a loop over the
+    hierarchy's levels (not over classes or nodes) gathers every node's rows and targets.
+    """
+    xp = xp or array_module(class_target_hist)
+    th = xp.asarray(class_target_hist).astype(xp.float64)
+    lv = xp.asarray(code_levels).astype(xp.int64)
+    node, level = xp.asarray(node).astype(xp.int64), xp.asarray(level).astype(xp.int64)
+    cnt = xp.asarray(counts).astype(xp.float64)
+    q = xp.zeros((lv.shape[0], th.shape[1]), dtype=xp.float64)
+    for lev in range(lv.shape[1]):  # a loop over levels
+        sel = level == lev
+        per_node = _accumulate(node[sel], th[sel], n_nodes, xp)
+        size = xp.bincount(lv[:, lev], weights=cnt, minlength=n_nodes)
+        coef = per_node / xp.where(size > 0, size, 1.0)[:, None]
+        q += cnt[:, None] * coef[lv[:, lev]]
+    return q
+
+
+def suppressed_joint(domain_counts, suppressed_target_counts):
+    """Mass of suppressed rows (cell ``*``): the column's marginal times their target counts."""
+    xp = array_module(domain_counts)
+    c = xp.asarray(domain_counts).astype(xp.float64)
+    tot = float(c.sum())
+    ts = xp.asarray(suppressed_target_counts).astype(xp.float64)
+    if tot <= 0:
+        return xp.zeros((c.shape[0], ts.shape[0]), dtype=xp.float64)
+    return (c / tot)[:, None] * ts[None, :]
+
+
+def domain_joint(bin_index, target_codes, n_bins: int, n_targets: int, xp=None):
+    """Joint counts ``(n_bins, n_targets)`` of rows' bins and targets (one bincount)."""
+    xp = xp or array_module(bin_index)
+    flat = bin_index.astype(xp.int64) * n_targets + target_codes.astype(xp.int64)
+    return xp.bincount(flat, minlength=n_bins * n_targets).reshape(n_bins, n_targets)
