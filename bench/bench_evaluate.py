@@ -60,7 +60,7 @@ def one(cfg: dict) -> dict:
             "accuracy_drop", "train_seconds", "predict_seconds"]
     rows = json.loads(res[cols].to_json(orient="records"))
     prot = [{k: v for k, v in p.items() if k in ("protection", "n_train", "n_classes", "n_suppressed", "entropy_loss",
-                                                  "ncp", "gionis_tassa", "dm", "cm", "protect_seconds")}
+                                                  "entropy_loss_labels", "ncp", "gionis_tassa", "dm", "cm", "protect_seconds")}
             for p in ev.protections]
     return {"backend": be.name, "device": be.device, "seconds": round(wall, 3), "n_rows": ev.config["n_rows"],
             "n_train": ev.config["n_train"], "n_test": ev.config["n_test"], "libraries": ev.libraries,

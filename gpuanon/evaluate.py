@@ -65,7 +65,7 @@ MODEL_TITLES = {"rf": "Random Forest", "et": "Extra Trees", "gb": "Gradient Boos
 DEFAULT_PROTECTIONS = "raw;k=3;k=10;k=50;k=3,l=2;k=3,t=0.2;k=3,optimize;distpab"
 SCORE_COLUMNS = ["accuracy", "precision", "recall", "f1", "f1_macro", "f1_weighted", "balanced_accuracy",
                  "roc_auc"]
-LOSS_METRICS = ["entropy_loss", "ncp", "gionis_tassa", "dm", "cm", "c_avg"]
+LOSS_METRICS = ["entropy_loss", "entropy_loss_labels", "ncp", "gionis_tassa", "dm", "cm", "c_avg"]
 RESULT_COLUMNS = (["protection", "kind", "model", "model_title", "library", "n_train", "n_test", "n_features"]
                   + SCORE_COLUMNS + ["accuracy_drop", "train_seconds", "predict_seconds"]
                   + LOSS_METRICS + ["hierarchy_precision", "n_classes", "n_suppressed"])
@@ -547,7 +547,8 @@ def _prepare(X_tr: np.ndarray, X_te: np.ndarray) -> dict:
 
 def _mondrian_metrics(m) -> dict:
     met = m.metrics_
-    return {"entropy_loss": met.get("entropy_loss"), "ncp": met.get("ncp"),
+    return {"entropy_loss": met.get("entropy_loss"), "entropy_loss_labels": met.get("entropy_loss_labels"),
+            "ncp": met.get("ncp"),
             "gionis_tassa": (met.get("gionis_tassa") or {}).get("normalized"), "dm": met.get("dm"),
             "cm": met.get("cm"), "c_avg": met.get("c_avg"), "hierarchy_precision": met.get("precision"),
             "n_classes": met.get("n_classes"), "n_suppressed": met.get("n_suppressed")}
@@ -560,7 +561,8 @@ def _raw_metrics(train: pd.DataFrame, qi, kinds, target) -> dict:
     def zero(v):  # exact zeros, not float noise, for the table scored against itself
         return 0.0 if v is not None and abs(v) < 1e-12 else v
 
-    return {"entropy_loss": zero(met["entropy_loss"]), "ncp": zero(met["ncp"]),
+    return {"entropy_loss": zero(met["entropy_loss"]), "entropy_loss_labels": zero(met["entropy_loss_labels"]),
+            "ncp": zero(met["ncp"]),
             "gionis_tassa": zero(met["gionis_tassa"]["normalized"]),
             "dm": met["dm"], "cm": met["cm"], "c_avg": None, "hierarchy_precision": None,
             "n_classes": met["n_classes"], "n_suppressed": 0}
@@ -577,6 +579,7 @@ def rank_correlations(results: pd.DataFrame, metrics: Sequence[str] = LOSS_METRI
 
     out: dict = {}
     df = results.dropna(subset=["accuracy_drop"])
+    metrics = [m for m in metrics if m in results.columns]
     if df.empty:
         return out
     mean = df.groupby("protection", sort=False).agg({"accuracy_drop": "mean", **{m: "first" for m in metrics}})

@@ -97,6 +97,45 @@ th{background:#f4f4f4} .ok{color:#1a7f37;font-weight:600} .bad{color:#c0392b;fon
 """
 
 
+_ENTROPY_NOTE = (
+    "<p class='muted'>U(target | column) on the column's domain: its categories, or its distinct values "
+    "(256 equal-frequency bins when it has more). After anonymization each row's cell (interval, set, "
+    "hierarchy node, <code>*</code>; a suppressed row is <code>*</code>) spreads the row over the original "
+    "values inside it, in proportion to their rows; U after is computed from that spread. Loss = 1 - "
+    "sum U after / sum U before. The label reading takes the generalized labels as categories: a label "
+    "identifies its class and so also carries the other columns' information (a diagnostic only).</p>")
+
+
+def _hierarchy_section(hier: dict) -> str:
+    """Chosen hierarchy per column, and every rho candidate's U after and loss (SPEC 5.6)."""
+    out = ["<h2>Generalization hierarchies</h2><p class='muted'>Automatic hierarchies: every candidate "
+           "rho is applied to the final classes and scored by U after; the largest U (smallest loss) wins, "
+           "ties to the smaller rho.</p>",
+           "<table><tr><th>column</th><th>source</th><th>rho</th><th>height</th><th>U before</th>"
+           "<th>U after</th><th>loss</th></tr>"]
+    for c, h in hier.items():
+        loss = h.get("loss")
+        out.append(f"<tr><td>{_html.escape(str(c))}</td><td>{_fmt(h.get('source'))}</td><td>{_fmt(h.get('rho'))}</td>"
+                   f"<td>{_fmt(h.get('height'))}</td><td>{_fmt(h.get('u_before'))}</td><td>{_fmt(h.get('u_after'))}</td>"
+                   f"<td>{_fmt(None if loss is None else f'{100 * loss:.2f}%')}</td></tr>")
+    out.append("</table>")
+    cand = {c: h for c, h in hier.items() if h.get("candidates")}
+    if cand:
+        rhos = list(dict.fromkeys(r for h in cand.values() for r in h["candidates"]))
+        out.append("<div class='wide'><table class='scores'><tr><th>column: loss (U after) per rho</th>"
+                   + "".join(f"<th>rho = {_html.escape(r)}</th>" for r in rhos) + "</tr>")
+        for c, h in cand.items():
+            cells = []
+            for r in rhos:
+                u, loss = h["candidates"].get(r), (h.get("candidate_loss") or {}).get(r)
+                txt = "" if u is None else (f"{100 * loss:.2f}% ({u:.4g})" if loss is not None else f"({u:.4g})")
+                best = str(h.get("rho")) == r or (h.get("rho") is not None and r == f"{h['rho']:g}")
+                cells.append(f"<td>{'<b>' if best else ''}{txt}{'</b>' if best else ''}</td>")
+            out.append(f"<tr><td>{_html.escape(str(c))}</td>{''.join(cells)}</tr>")
+        out.append("</table></div>")
+    return "".join(out)
+
+
 def render_html(report: dict, title: str = "gpuanon anonymization report") -> str:
     """A self-contained HTML page for an ``anonymize`` report (``Mondrian.report_``)."""
     m = report.get("metrics") or {}
@@ -136,6 +175,7 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
         parts.append(f"<p class='muted'>min {cs['min']} · median {cs['median']:g} · max {cs['max']} · mean {cs['mean']:.2f}</p>")
     parts.append("<h2>Information loss</h2><table><tr><th>metric</th><th>value</th></tr>")
     rows = [("entropy-coefficient loss", m.get("entropy_loss")),
+            ("entropy-coefficient loss, label reading (diagnostic)", m.get("entropy_loss_labels")),
             ("Gionis-Tassa conditional entropy (bits)", (m.get("gionis_tassa") or {}).get("total_bits")),
             ("Gionis-Tassa, normalized", (m.get("gionis_tassa") or {}).get("normalized")),
             ("NCP", m.get("ncp")), ("discernibility DM", m.get("dm")), ("C_avg", m.get("c_avg")),
@@ -143,13 +183,23 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
     parts += [f"<tr><td>{_html.escape(a)}</td><td>{_fmt(b)}</td></tr>" for a, b in rows]
     parts.append("</table>")
     if m.get("ncp_per_column"):
-        parts.append("<table><tr><th>column</th><th>U before</th><th>U after</th><th>NCP</th><th>GT bits</th></tr>")
+        parts.append(_ENTROPY_NOTE)
+        parts.append("<table><tr><th>column</th><th>U before</th><th>U after</th><th>U lost</th><th>NCP</th>"
+                     "<th>GT bits</th><th>U after, label reading</th></tr>")
         bef, aft = m.get("entropy_coefficient_before") or {}, m.get("entropy_coefficient_after") or {}
+        aft_l = m.get("entropy_coefficient_after_labels") or {}
         gt = (m.get("gionis_tassa") or {}).get("per_column_bits", {})
+        binned = set(m.get("entropy_binned_columns") or [])
         for c, v in m["ncp_per_column"].items():
-            parts.append(f"<tr><td>{_html.escape(str(c))}</td><td>{_fmt(bef.get(c))}</td><td>{_fmt(aft.get(c))}</td>"
-                         f"<td>{_fmt(v)}</td><td>{_fmt(gt.get(c))}</td></tr>")
+            b, a = bef.get(c), aft.get(c)
+            lost = None if not b or a is None else f"{100 * (1 - a / b):.2f}%"
+            name = _html.escape(str(c)) + (" <span class='muted'>(256 bins)</span>" if c in binned else "")
+            parts.append(f"<tr><td>{name}</td><td>{_fmt(b)}</td><td>{_fmt(a)}</td><td>{_fmt(lost)}</td>"
+                         f"<td>{_fmt(v)}</td><td>{_fmt(gt.get(c))}</td><td>{_fmt(aft_l.get(c))}</td></tr>")
         parts.append("</table>")
+    hier = report.get("hierarchies") or {}
+    if hier:
+        parts.append(_hierarchy_section(hier))
     secs = report.get("seconds", {})
     parts.append("<h2>Timing</h2><table>" + "".join(f"<tr><td>{_html.escape(k_)}</td><td>{v:.3f} s</td></tr>"
                                                    for k_, v in secs.items()) + "</table>")
@@ -160,7 +210,8 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
 
 
 # ---------------------------------------------------------------------- model evaluation
-_LOSS_TITLES = {"entropy_loss": "entropy-coefficient loss", "ncp": "NCP", "gionis_tassa": "Gionis-Tassa (normalized)",
+_LOSS_TITLES = {"entropy_loss": "entropy-coefficient loss", "entropy_loss_labels": "entropy loss, label reading",
+                "ncp": "NCP", "gionis_tassa": "Gionis-Tassa (normalized)",
                 "dm": "discernibility DM", "cm": "classification metric CM", "c_avg": "C_avg"}
 
 
