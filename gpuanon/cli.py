@@ -26,7 +26,8 @@ log = logging.getLogger("gpuanon")
 CONFIG_KEYS = {
     "input", "dataset", "rows", "seed", "qi", "sensitive", "target", "identifiers", "numeric",
     "categorical", "k", "l", "l_kind", "c", "t", "t_distance", "mode", "format", "max_suppression",
-    "backend", "out", "report", "html", "hierarchies", "hierarchy", "rho", "optimize",
+    "backend", "out", "report", "html", "hierarchies", "hierarchy", "rho", "optimize", "encoding",
+    "target_expr",
 }
 
 
@@ -80,6 +81,7 @@ def _add_input(p: argparse.ArgumentParser) -> None:
                    help="bundled Adult data, the HEPMASS-shaped generator, or a scikit-learn set")
     g.add_argument("--rows", type=int, help="rows to generate (hepmass) or sample (others)")
     g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
+    g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
 
 
 def _add_roles(p: argparse.ArgumentParser) -> None:
@@ -87,6 +89,9 @@ def _add_roles(p: argparse.ArgumentParser) -> None:
     g.add_argument("--qi", help="quasi-identifier columns (default for --dataset: its standard QIs)")
     g.add_argument("--sensitive", help="sensitive attribute (used by l and t)")
     g.add_argument("--target", help="target column (orders categories; used by later metrics)")
+    g.add_argument("--target-expr", dest="target_expr", metavar="EXPR",
+                   help="derive the target from other columns, e.g. \"delay > 15\" (pandas DataFrame.eval); "
+                        "the new column is named by --target (default 'target')")
     g.add_argument("--identifiers", help="identifier columns, dropped from the output")
     g.add_argument("--numeric", help="QIs to treat as numeric (overrides dtype inference)")
     g.add_argument("--categorical", help="QIs to treat as categorical")
@@ -108,8 +113,9 @@ def _add_criteria(p: argparse.ArgumentParser, required_k: bool) -> None:
     g.add_argument("--l-kind", dest="l_kind", choices=["distinct", "entropy", "recursive"], help="default distinct")
     g.add_argument("--c", type=float, help="c of recursive (c, l)-diversity (default 1)")
     g.add_argument("--t", type=float, help="t-closeness threshold (off by default)")
-    g.add_argument("--t-distance", dest="t_distance", choices=["equal", "ordered", "kl"],
-                   help="EMD with equal or ordered ground distance, or KL (default equal)")
+    g.add_argument("--t-distance", dest="t_distance", choices=["auto", "equal", "ordered", "kl"],
+                   help="EMD with equal or ordered ground distance, or KL (default auto: ordered for a "
+                        "numeric sensitive attribute, equal otherwise)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--sensitive", help="sensitive attribute")
     _add_criteria(c, False)
     c.add_argument("--original", help="original table: its sensitive distribution is t-closeness's reference")
+    c.add_argument("--target", help="with --original: score the information loss against this target column "
+                                    "(entropy-coefficient loss of SPEC section 7, NCP, Gionis-Tassa, DM, CM)")
     c.add_argument("--report", help="JSON report of the check")
     return p
 
@@ -283,19 +291,63 @@ def _read_input(args, cfg):
         raise InputError("no input: give a CSV / Parquet file or --dataset adult")
     if ds:
         df, roles = get_dataset(ds, rows=_merged(args, cfg, "rows"), seed=_merged(args, cfg, "seed", 0))
-        return df, roles, f"dataset:{ds}"
+        return _with_target_expr(df, roles, args, cfg) + (f"dataset:{ds}",)
     backend = _merged(args, cfg, "backend")
-    if backend != "cpu" and str(inp).lower().endswith((".csv", ".parquet", ".pq")):
+    if backend != "cpu" and str(inp).lower().endswith((".parquet", ".pq")):
+        # Parquet only: CSV goes through load_table, which parses numbers exactly and refuses
+        # duplicate column names.
         from .backend import get_backend  # noqa: PLC0415
 
         be = get_backend(backend, quiet=True)
-        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's readers, then a host frame
+        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's reader, then a host frame
             try:
-                reader = be.frame.read_parquet if not str(inp).lower().endswith(".csv") else be.frame.read_csv
-                return reader(inp).to_pandas(), {}, str(inp)
+                df = be.frame.read_parquet(inp).to_pandas()
+                if not df.columns.duplicated().any():
+                    return _with_target_expr(df, {}, args, cfg) + (str(inp),)
             except Exception as exc:  # fall back to pandas, which gives the usual clear errors
                 log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
-    return load_table(inp), {}, str(inp)
+    df = load_table(inp, encoding=_merged(args, cfg, "encoding"))
+    return _with_target_expr(df, {}, args, cfg) + (str(inp),)
+
+
+def _with_target_expr(df, roles, args, cfg):
+    """``(df, roles)`` with the column ``--target-expr`` derives (named by --target, default 'target')."""
+    import re  # noqa: PLC0415
+
+    import pandas as pd  # noqa: PLC0415
+
+    expr = _merged(args, cfg, "target_expr")
+    if not expr:
+        return df, roles
+    name = _merged(args, cfg, "target") or "target"
+    if name in df.columns:
+        raise InputError(f"--target-expr would write column '{name}', which the table already has; name the "
+                         f"derived target with --target NEW_NAME")
+    quoted = re.findall(r"`([^`]*)`", expr)
+    bare = re.sub(r"`[^`]*`", " ", re.sub(r"(\"[^\"]*\"|'[^']*')", " ", expr))
+    if "__" in bare or "@" in bare or re.search(r"(?<![=!<>])=(?!=)", bare):
+        raise InputError(f"--target-expr '{expr}' may only compare and combine columns (no '=', '@' or '__'); "
+                         f"write e.g. --target-expr \"delay > 15\"")
+    try:
+        res = df.eval(expr, local_dict={}, global_dict={})
+    except Exception as exc:  # pandas raises many kinds: name, syntax, type errors
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"--target-expr '{expr}' cannot be evaluated ({why}); refer to columns by name "
+                         f"(`back-quoted` when they hold spaces), e.g. --target-expr \"delay > 15\"") from None
+    if not isinstance(res, pd.Series) or len(res) != len(df):
+        raise InputError(f"--target-expr '{expr}' gives {type(res).__name__}, not one value per row; compare a "
+                         f"column, e.g. --target-expr \"delay > 15\"")
+    used = [c for c in df.columns if str(c) in quoted or re.search(rf"(?<![\w.]){re.escape(str(c))}(?!\w)", bare)]
+    missing = df[used].isna().any(axis=1) if used else pd.Series(False, index=df.index)
+    if missing.any():
+        res = res.astype(object).where(~missing, None)
+        log.warning("--target-expr: %d row(s) have a missing value in %s; their target '%s' is missing",
+                    int(missing.sum()), ", ".join(map(str, used)), name)
+    log.info("target '%s' = %s: %s", name, expr,
+             ", ".join(f"{v!r} {n}" for v, n in res.value_counts(dropna=False).head(6).items()))
+    roles = dict(roles)
+    roles["target"] = name
+    return df.assign(**{name: res.to_numpy()}), roles
 
 
 def _resolve_hierarchies(spec, df, qi):
@@ -314,11 +366,41 @@ def _setup_logging(quiet: bool) -> None:
     log.propagate = False
 
 
+_INPUT_OPTIONS = ("input", "original", "perturbed")
+_OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png")
+
+
+def _same_file(a, b) -> bool:
+    import os  # noqa: PLC0415
+
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _refuse_overwriting_inputs(args, cfg: dict) -> None:
+    """No output may name an input file: the user's data is never overwritten."""
+    inputs = [(n, _merged(args, cfg, n)) for n in _INPUT_OPTIONS]
+    for name in _OUTPUT_OPTIONS:
+        out = _merged(args, cfg, name)
+        if not isinstance(out, (str, Path)) or not out:
+            continue
+        for in_name, inp in inputs:
+            if isinstance(inp, (str, Path)) and inp and _same_file(out, inp):
+                what = "the input file" if in_name == "input" else f"the --{in_name} file"
+                raise InputError(f"--{name} '{out}' is {what}, which would be overwritten; write the output "
+                                 f"to another file (e.g. out/{Path(str(out)).name})")
+
+
 def cmd_anonymize(args) -> int:
     from .io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
     from .mondrian import Mondrian  # noqa: PLC0415
 
     cfg = _load_config(args.config)
+    _refuse_overwriting_inputs(args, cfg)
     t0 = time.perf_counter()
     out_path, report_path = _merged(args, cfg, "out"), _merged(args, cfg, "report")
     if out_path:
@@ -339,7 +421,7 @@ def cmd_anonymize(args) -> int:
     m = Mondrian(
         k=k, l=_merged(args, cfg, "l", 0), t=None if t is None else float(t),
         l_kind=_merged(args, cfg, "l_kind", "distinct"), c=float(_merged(args, cfg, "c", 1.0)),
-        t_distance=_merged(args, cfg, "t_distance", "equal"), quasi_identifiers=qi,
+        t_distance=_merged(args, cfg, "t_distance", "auto"), quasi_identifiers=qi,
         sensitive=_merged(args, cfg, "sensitive", roles.get("sensitive")),
         target=_merged(args, cfg, "target", roles.get("target")),
         identifiers=_merged(args, cfg, "identifiers"), numeric=_merged(args, cfg, "numeric"),
@@ -371,12 +453,36 @@ def cmd_anonymize(args) -> int:
 
         with atomic_path(html_path) as tmp:
             Path(tmp).write_text(render_html(report, title=f"gpuanon report: {source}"))
-    a = report["achieved"]
-    log.info("%d rows in, %d out, %d suppressed; %d classes; achieved k=%s l=%s t=%s; %.2f s%s",
-             report["n_rows_in"], report["n_rows_out"], report["n_suppressed"], report["n_classes"],
-             a["k"], a["l"], "-" if a["t"] is None else f"{a['t']:.4f}", secs["total"],
+    log.info("%s; %.2f s%s", summary_line(report), secs["total"],
              f"; wrote {out_path}" if out_path else "; no --out given, nothing written")
     return 0
+
+
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def summary_line(report: dict) -> str:
+    """What a run did, in words, naming only the criteria that were asked for.
+
+    >>> summary_line({"n_rows_in": 10, "n_rows_out": 10, "n_suppressed": 0, "n_classes": 1,
+    ...               "requested": {"k": 3, "l": 0, "t": None}, "achieved": {"k": 10, "l": None, "t": None}})
+    '10 rows in, 10 out, none suppressed; 1 class, the smallest of 10 rows (k = 3 asked)'
+    """
+    req, a = report["requested"], report["achieved"]
+    sup = report["n_suppressed"]
+    parts = [f"{report['n_rows_in']:,} rows in, {report['n_rows_out']:,} out, "
+             f"{'none' if not sup else f'{sup:,}'} suppressed",
+             f"{_plural(report['n_classes'], 'class', 'classes')}, the smallest of "
+             f"{_plural(a['k'], 'row')} (k = {req['k']} asked)"]
+    if req.get("l"):
+        kind = req.get("l_kind", "distinct")
+        parts.append(f"at least {a['l']} distinct sensitive values per class (l = {req['l']}"
+                     f"{'' if kind == 'distinct' else ', ' + kind} asked)")
+    if req.get("t") is not None:
+        parts.append(f"largest distance to the whole table {a['t']:.4f} ({a.get('t_distance') or req.get('t_distance')}"
+                     f", t = {req['t']} asked)")
+    return "; ".join(parts)
 
 
 def cmd_check(args) -> int:
@@ -406,19 +512,37 @@ def cmd_check(args) -> int:
     reference = None
     if args.original:
         orig = load_table(args.original)
-        if sens not in orig.columns:
+        if sens is not None and sens not in orig.columns:
             raise InputError(f"original table '{args.original}' has no column '{sens}'")
-        reference = orig[sens]
+        reference = None if sens is None else orig[sens]
     if (args.l or args.t is not None) and sens is None:
         raise InputError("checking l or t needs --sensitive COL")
+    t_distance = args.t_distance or "auto"
+    if t_distance == "auto":  # as the anonymizer resolves it: ordered for a numeric sensitive attribute
+        from .criteria import resolve_t_distance  # noqa: PLC0415
+
+        ref = df[sens] if reference is None else reference
+        t_distance = resolve_t_distance("auto", sens is not None and pd.api.types.is_numeric_dtype(ref)
+                                        and not pd.api.types.is_bool_dtype(ref))
     res = verify(df, cols, sens, k=args.k, l=args.l or 0, l_kind=args.l_kind or "distinct",
-                 c=args.c or 1.0, t=args.t, t_distance=args.t_distance or "equal", reference=reference)
+                 c=args.c or 1.0, t=args.t, t_distance=t_distance, reference=reference)
     rep = res.to_dict()
     rep["input"] = source
+    rep["t_distance"] = t_distance
+    target = args.target or roles.get("target")
+    if args.original and target:  # the information loss of a user's table against its original
+        from .metrics import output_metrics  # noqa: PLC0415
+
+        rep["metrics"] = output_metrics(df, orig, [x.strip() for x in qi.split(",") if x.strip()], target, k=args.k)
     if args.report:
         write_json(rep, args.report)
-    t_txt = "-" if res.t is None else f"{res.t:.4f}"
-    print(f"{source}: {res.n_rows} rows, {res.n_classes} classes; achieved k={res.k} l={res.l} t={t_txt}")
+    ach = f"achieved k={res.k}" + ("" if res.l is None else f" l={res.l}") + (
+        "" if res.t is None else f" t={res.t:.4f} ({t_distance} distance)")
+    print(f"{source}: {_plural(res.n_rows, 'row')}, {_plural(res.n_classes, 'class', 'classes')}; {ach}")
+    if rep.get("metrics") and rep["metrics"].get("entropy_loss") is not None:
+        mt = rep["metrics"]
+        print(f"information loss against '{args.original}' (target {target}): entropy-coefficient loss "
+              f"{100 * mt['entropy_loss']:.2f}%, NCP {mt['ncp']:.4f}, CM {mt['cm']:.4f}")
     for f in res.failures:
         print(f"FAIL {f}")
     print("OK" if res.ok else "NOT MET")
@@ -554,6 +678,12 @@ def cmd_perturb(args) -> int:
         log.warning("writing row_id: evaluation only, it pairs perturbed rows with their originals; never publish it")
         df = df.assign(row_id=np.arange(len(df), dtype=np.int64))
         passengers = passengers + ["row_id"]
+    kept = set(features) | set(passengers) | ({label} if label else set())
+    dropped = [str(c) for c in df.columns if c not in kept]
+    if dropped:
+        log.warning("left out of the output: %s (neither a feature, the label nor a passenger); keep a column "
+                    "with --passengers COL (unchanged, travels with its row) or perturb it with --features",
+                    ", ".join(dropped))
     seed = args.seed if args.seed is not None else 0
     if args.centralized or args.entities == 1:
         from .perturb.distpab import DISTPAB, _frame_matrix, local_stats, validate_frame  # noqa: PLC0415
@@ -581,7 +711,8 @@ def cmd_perturb(args) -> int:
     t1 = time.perf_counter()
     write_table(out, args.out)
     report.update(input=source, output=args.out, n_rows=int(len(out)), label=label, passengers=passengers,
-                  noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id))
+                  noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id),
+                  dropped_columns=dropped)
     secs = dict(report.get("seconds", {}))
     secs["write"] = round(time.perf_counter() - t1, 6)
     secs["wall"] = round(time.perf_counter() - t0, 6)
@@ -699,6 +830,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
+        _refuse_overwriting_inputs(args, {})
         if args.command == "anonymize":
             return cmd_anonymize(args)
         if args.command == "sweep":

@@ -40,6 +40,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import sys
@@ -601,6 +602,36 @@ def rank_correlations(results: pd.DataFrame, metrics: Sequence[str] = LOSS_METRI
     return out
 
 
+class _BackendLineOnce(logging.Filter):
+    """Drops repeats of the backend line: every protection asks for the backend, the log says it once."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("backend "):
+            return True
+        text = record.getMessage()
+        if text in self.seen:
+            return False
+        self.seen.add(text)
+        return True
+
+
+def _backend_line_once(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        f = _BackendLineOnce()
+        log.addFilter(f)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            log.removeFilter(f)
+    return wrapper
+
+
+@_backend_line_once
 def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Sequence[str] | str = MODEL_NAMES, *,
                    quasi_identifiers: Sequence[str] | None = None, target: str | None = None,
                    sensitive: str | None = None, identifiers: Sequence[str] | None = None,
@@ -679,6 +710,41 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     log.info("evaluation: %d rows -> %d training / %d test (stratified, seed %d); %d features; backend %s",
              len(data), len(train), len(test), random_state, space.n_features, be.name)
 
+    def mondrian_for(p: Protection) -> Mondrian:
+        kw = dict(p.params)
+        k = int(len(train)) if p.kind == "suppress" else kw.pop("k")
+        hier = kw.pop("hierarchies", None)
+        return Mondrian(k=k, quasi_identifiers=qi, sensitive=sensitive, target=target, identifiers=identifiers,
+                        numeric=numeric, categorical=categorical, output_format="minmax", backend=backend,
+                        progress=False, max_suppression=kw.pop("max_suppression", max_suppression),
+                        hierarchies=hier, **kw)
+
+    # Every protection is validated before any runs: one found bad at the end would waste the others' time.
+    for p in prots:
+        if p.kind == "distpab":
+            if not num_cols:
+                raise SchemaError(f"protection '{p.name}': DISTPAB perturbs numeric features and the table has "
+                                  "none; leave distpab out of --protections")
+            gaps = [f"{c} ({int(data[c].isna().sum())} missing)" for c in num_cols if data[c].isna().any()]
+            if gaps:
+                raise SchemaError(f"protection '{p.name}' needs complete numeric features: {', '.join(gaps)}; fill "
+                                  "or drop those values, or leave distpab out of --protections")
+            noise = p.params.get("noise", 0.3)
+            if not (np.isfinite(noise) and noise >= 0):
+                raise InputError(f"protection '{p.name}': noise must be a finite number >= 0, e.g. noise=0.3")
+            if p.params.get("selection", "maximin") not in ("maximin", "max"):
+                raise InputError(f"protection '{p.name}': selection must be maximin or max")
+        elif p.kind in ("mondrian", "suppress"):
+            m = mondrian_for(p)
+            try:
+                m.hierarchy_plan(train, m._validate(train))
+            except SchemaError as exc:
+                raise SchemaError(f"protection '{p.name}': {exc}") from None
+            n_sa = int(train[sensitive].nunique(dropna=False))
+            if p.params.get("l", 0) > n_sa:
+                raise InputError(f"protection '{p.name}': the training part has {n_sa} distinct '{sensitive}' "
+                                 f"value(s), fewer than l = {p.params['l']}; lower l")
+
     rows, prot_info, libraries = [], [], {}
     for p in prots:
         t0 = time.perf_counter()
@@ -712,13 +778,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
             info["distpab"] = {k: v for k, v in dp.report().items() if k in ("phi", "angle_degrees", "axis_feature",
                                                                               "noise", "features")}
         else:
-            kw = dict(p.params)
-            k = int(len(train)) if p.kind == "suppress" else kw.pop("k")
-            hier = kw.pop("hierarchies", None)
-            m = Mondrian(k=k, quasi_identifiers=qi, sensitive=sensitive, target=target, identifiers=identifiers,
-                         numeric=numeric, categorical=categorical, output_format="minmax", backend=backend,
-                         progress=False, max_suppression=kw.pop("max_suppression", max_suppression),
-                         hierarchies=hier, **kw)
+            m = mondrian_for(p)
             out = m.fit_transform(train)  # verified independently before it is used
             hmap = {c.name: c.hierarchy for c in m.table_.columns if c.hierarchy is not None}
             X_tr = space.transform_generalized(out, hmap)
