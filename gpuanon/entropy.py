@@ -62,6 +62,7 @@ def uncertainty_from_joint(joint) -> float:
     (1.0, 0.0)
     """
     q = np.asarray(to_host(joint) if not isinstance(joint, (list, tuple)) else joint, dtype=np.float64)
+    q = np.maximum(q, 0.0)  # masses are never negative; float sums can leave -1e-17
     n = float(q.sum())
     if q.size == 0 or n <= 0:
         return 0.0
@@ -196,7 +197,7 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None):
     inner = xp.where(same[:, None], 0.0, coef)
     diff = _accumulate(xp.minimum(ba + 1, nb), inner, nb + 1, xp) - _accumulate(bb, inner, nb + 1, xp)
     q += xp.cumsum(diff, axis=0)[:nb] * domain.bin_counts.astype(xp.float64)[:, None]
-    return q
+    return xp.maximum(q, 0.0)  # the difference array's running sum leaves -1e-17 where it cancels
 
 
 def set_joint(set_id, sets, counts, class_target_hist, xp=None):

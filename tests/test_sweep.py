@@ -159,3 +159,36 @@ def test_markdown_keeps_dm_exact_when_a_run_failed():
     ]
     md = to_markdown(thesis_table(pd.DataFrame(rows)))
     assert "| 1234567 |" in md, md
+
+
+def test_loss_rises_with_k_and_the_label_reading_is_a_diagnostic(res):
+    from scipy.stats import spearmanr
+
+    k = res[(res["criterion"] == "k-anonymity") & res["n_classes"].notna()]
+    # SPEC section 7 (amended): the loss grows with k; the label reading falls (a label carries its class)
+    assert spearmanr(k["k"], k["entropy_loss"]).statistic >= 0.8
+    assert (k["entropy_loss"].between(0, 1)).all()
+    assert k["entropy_loss_labels"].notna().all()
+    assert (k["rho"].fillna("") == "").all()  # no hierarchies, no rho
+
+
+def test_thesis_table_beside_the_thesis(res):
+    from gpuanon.sweep import THESIS_TABLE_5_4
+
+    t = thesis_table(res, base_k=3, reference=THESIS_TABLE_5_4)
+    assert list(t.columns) == ["run", "classes", "entropy_loss_%", "ncp", "dm", "cm", "thesis_partitions",
+                               "thesis_loss_%"]
+    row = t[t["run"] == "k-anonymity (k=3)"].iloc[0]
+    assert (row["thesis_partitions"], row["thesis_loss_%"]) == (9246, 7.46)
+    assert pd.isna(t[t["run"] == "l-diversity (k=3, l=3)"].iloc[0]["thesis_loss_%"])  # not in the thesis
+
+
+def test_metric_columns_name_the_chosen_rho():
+    from gpuanon.sweep import metric_columns
+
+    met = {"entropy_loss": 0.1, "entropy_loss_labels": -0.2, "ncp": 0.3, "dm": 4, "cm": 0.5, "c_avg": 1.5,
+           "gionis_tassa": {"normalized": 0.6}}
+    row = metric_columns(met, {"education": {"rho": 10}, "race": {"rho": 2.5}, "zip": {"rho": None}})
+    assert row["rho"] == "education=10;race=2.5"
+    assert row["entropy_loss_labels"] == -0.2 and row["gionis_tassa_normalized"] == 0.6
+    assert metric_columns(met)["rho"] == ""
