@@ -182,6 +182,15 @@ def to_device(a: Any, xp=None):
     return xp.asarray(host)
 
 
+def synchronize() -> None:
+    """Wait for the GPU's queued work (a no-op unless CuPy is in use): stage timings are honest."""
+    import sys  # noqa: PLC0415
+
+    cp = sys.modules.get("cupy")
+    if cp is not None and gpu_status()[0]:
+        cp.cuda.Device().synchronize()
+
+
 def to_scalar(a: Any):
     """One element as a Python number (an 8-byte device-to-host copy on the GPU)."""
     if is_device_array(a):

@@ -60,8 +60,8 @@ class Column:
 
     def kernel_info(self, xp=np):
         """What the Mondrian kernel needs about this column (see ``kernels.mondrian``)."""
-        if self.kind == "numeric":
-            return self.info
+        if self.kind == "numeric":  # 'f32', or the sorted distinct values, copied to the device once
+            return self.info if isinstance(self.info, str) else to_device(self.info, xp)
         if self.hierarchy is None:
             return None
         frac = to_device(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves, xp)
@@ -134,7 +134,8 @@ class Table:
         """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
         xp = self.xp
         k = self.keys[j] if keys is None else keys
-        v = decode_keys(k, self.columns[j].info, xp)
+        info = self.columns[j].info
+        v = decode_keys(k, info if isinstance(info, str) else to_device(info, xp), xp)
         return xp.where(k == MISSING, xp.nan, v)
 
     def encoding_metadata(self) -> dict:

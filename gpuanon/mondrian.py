@@ -31,7 +31,7 @@ from kernels.mondrian import mondrian_partition
 
 from . import metrics as metrics_mod
 from . import verify as verify_mod
-from .backend import TransferLog, count_transfers, get_backend, stage, to_device, to_host
+from .backend import TransferLog, count_transfers, get_backend, stage, synchronize, to_device, to_host
 from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
 from .encoding import Table, encode
 from .errors import PrivacyError, SchemaError, VerificationError
@@ -247,6 +247,7 @@ class Mondrian(BaseEstimator):
         t0 = time.perf_counter()
         with stage(name):
             yield
+            synchronize()  # device work queued by the stage is charged to it
         secs = time.perf_counter() - t0
         if self.progress and secs >= 0.5:
             log.info("%s done in %.2f s", name, secs)

@@ -127,6 +127,13 @@ def _host(a: Any) -> np.ndarray:
     return to_host(a)
 
 
+def _dev(a: Any, xp):
+    """``a`` on ``xp``'s device (a counted copy when it is on the host and ``xp`` is CuPy)."""
+    from ..backend import to_device  # noqa: PLC0415
+
+    return to_device(a, xp)
+
+
 def _block_stats(Xb, xp) -> Stats:
     """Stats of one block (already float64 on the device), shifted by its first row.
 
@@ -178,6 +185,8 @@ def local_stats(X, xp=np, block_rows: int = _STATS_BLOCK_ROWS) -> Stats:
         return Stats(0, np.zeros(d), np.zeros((d, d)))
     block_rows = max(1, int(block_rows))
     parts = []
+    if xp is not np:
+        X = _dev(X, xp)  # one copy of the entity's rows, in their own dtype; blocks widen on the device
     for a in range(0, m, block_rows):
         Xb = xp.array(X[a:a + block_rows], dtype=xp.float64)  # always a copy
         parts.append(_block_stats(Xb, xp))
@@ -283,7 +292,7 @@ def rotation_matrices(angles_deg, n: int, xp=np):
     >>> np.round(R, 12).tolist()
     [[0.0, -1.0], [1.0, 0.0]]
     """
-    ang = xp.deg2rad(xp.asarray(angles_deg, dtype=xp.float64).reshape(-1))
+    ang = xp.deg2rad(_dev(angles_deg, xp).astype(xp.float64, copy=False).reshape(-1))
     k = int(ang.shape[0])
     c = xp.cos(ang)
     s = xp.sin(ang)
@@ -309,7 +318,7 @@ def variance_table(S, angles=DEFAULT_ANGLES, xp=np, R=None):
     -------
     array (len(angles), n, n) on the device of ``xp``.
     """
-    S = xp.asarray(S, dtype=xp.float64)
+    S = _dev(S, xp).astype(xp.float64, copy=False)
     n = int(S.shape[0])
     if R is None:
         R = rotation_matrices(angles, n, xp)
@@ -402,7 +411,7 @@ def homogeneous_matrix(angle_deg, axis: int, translation, n: int, xp=np):
     >>> np.round(np.array([1.0, 2.0, 1.0]) @ H, 12).tolist()   # z=(1,2): zF+t=(-0.5,2); R^T
     [-2.0, -0.5, 1.0]
     """
-    t = xp.asarray(translation, dtype=xp.float64).reshape(-1)
+    t = _dev(translation, xp).astype(xp.float64, copy=False).reshape(-1)
     if int(t.shape[0]) != n:
         raise ValueError(f"translation has {int(t.shape[0])} values, expected {n}")
     if not 0 <= int(axis) < n:
@@ -535,10 +544,10 @@ def perturb_block(X, mean, sigma, H, noise: float, rng, xp=np, work: dict | None
         work = _workspace(xp, r, d)
     sig_h = np.asarray(_host(sigma), dtype=np.float64)
     const = sig_h == 0
-    mu = xp.asarray(mean, dtype=xp.float64)
-    sig = xp.asarray(np.where(const, 1.0, sig_h))
-    Hd = xp.asarray(H, dtype=xp.float64)
-    Xd = X if isinstance(X, type(work["Z"])) else xp.asarray(X)
+    mu = _dev(mean, xp).astype(xp.float64, copy=False)
+    sig = _dev(np.where(const, 1.0, sig_h), xp)
+    Hd = _dev(H, xp).astype(xp.float64, copy=False)
+    Xd = X if isinstance(X, type(work["Z"])) else _dev(X, xp)
     Z, Y = work["Z"][:r], work["Y"][:r]
     Z[...] = Xd
     Z -= mu
@@ -555,7 +564,7 @@ def perturb_block(X, mean, sigma, H, noise: float, rng, xp=np, work: dict | None
     Y *= sig
     Y += mu
     if const.any():
-        Y[:, const] = Xd[:, xp.asarray(np.flatnonzero(const))]
+        Y[:, const] = Xd[:, _dev(np.flatnonzero(const), xp)]
     return Y
 
 
@@ -590,13 +599,16 @@ def perturb_entity(X, params: PerturbParams, seed: np.random.SeedSequence, shuff
             else np.arange(m, dtype=np.int64))
     rng = _noise_rng(xp, noise_seed) if params.noise else None
     out_dtype = np.float32 if np.dtype(X.dtype) == np.float32 else np.float64
+    host_input = xp is not np and not type(X).__module__.startswith("cupy")
+    if host_input:
+        X = _dev(X, xp)  # one copy up; the perturbed rows come back in one copy at the end
     on_device = type(X).__module__.startswith("cupy")
     out = xp.empty((m, d), dtype=out_dtype) if on_device else np.empty((m, d), dtype=out_dtype)
     if shuffle:
         dest = np.empty(m, dtype=np.int64)
         dest[perm] = np.arange(m, dtype=np.int64)        # input row j goes to output row dest[j]
         if on_device:
-            dest = xp.asarray(dest)
+            dest = _dev(dest, xp)
     block_rows = max(1, min(int(block_rows), m))
     step = block_rows if xp is not np else min(block_rows, _CPU_TILE_ROWS)
     starts = list(range(0, m, step))
@@ -630,6 +642,8 @@ def perturb_entity(X, params: PerturbParams, seed: np.random.SeedSequence, shuff
         limits.__exit__(None, None, None)
         if pool is not None:
             pool.shutdown(wait=True)
+    if host_input:
+        out = _host(out)
     return out, perm
 
 
