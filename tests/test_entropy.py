@@ -249,3 +249,24 @@ def test_golden_adult_losses_of_spec_section_7(adult, params, loss):
                  progress=False, **params)
     m.fit_transform(adult)
     assert 100 * m.report_["metrics"]["entropy_loss"] == pytest.approx(loss, abs=0.1)
+
+
+def test_cli_check_scores_a_users_table_against_its_original(tmp_path):
+    import json
+
+    from expected import run_cli
+
+    df = load_adult().head(3000)
+    df.to_csv(tmp_path / "orig.csv", index=False)
+    qis = ["age", "education", "marital-status", "gender"]
+    m = Mondrian(k=5, quasi_identifiers=qis, sensitive="income", target="income", output_format="mean",
+                 backend="cpu", progress=False)
+    m.fit_transform(df).to_csv(tmp_path / "out.csv", index=False)
+    r = run_cli("check", "out.csv", "--qi", ",".join(qis), "--sensitive", "income", "--k", "5", "--original",
+                "orig.csv", "--target", "income", "--report", "chk.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = m.report_["metrics"]["entropy_loss"]
+    assert f"entropy-coefficient loss {100 * want:.2f}%" in r.stdout
+    doc = json.loads((tmp_path / "chk.json").read_text())
+    assert doc["metrics"]["entropy_loss"] == pytest.approx(want, rel=1e-9)  # means read as class intervals
+    assert any("class means" in n for n in doc["metrics"]["notes"])

@@ -166,3 +166,25 @@ def test_html_shows_large_dm_exactly(report):
     r = dict(report, metrics=dict(report["metrics"], dm=2187693.0))
     _, text = parse(render_html(r))
     assert "discernibility DM 2187693" in text
+
+
+def test_html_shows_hierarchies_and_every_rho_candidate():
+    qis = ["age", "workclass", "education", "marital-status"]
+    m = Mondrian(k=5, quasi_identifiers=qis, sensitive="income", target="income", hierarchies="auto",
+                 backend="cpu", progress=False)
+    m.fit_transform(load_adult().head(3000))
+    rep = m.report_
+    _, text = parse(render_html(rep))
+    assert "Generalization hierarchies" in text
+    met = rep["metrics"]
+    assert f"entropy-coefficient loss, label reading (diagnostic) {met['entropy_loss_labels']:.6g}" in text
+    for c, info in rep["hierarchies"].items():
+        assert info["candidate_loss"][str(info["rho"])] == min(info["candidate_loss"].values())
+        # the summary row: column, source, chosen rho, height, U before, U after, loss
+        assert (f"{c} auto {info['rho']} {info['height']} {info['u_before']:.6g} {info['u_after']:.6g} "
+                f"{100 * info['loss']:.2f}%") in text, c
+        for r, loss in info["candidate_loss"].items():  # every candidate's loss and U after
+            assert f"{100 * loss:.2f}% ({info['candidates'][r]:.4g})" in text, (c, r)
+    for c in qis:  # U before / after / lost per QI
+        b, a = met["entropy_coefficient_before"][c], met["entropy_coefficient_after"][c]
+        assert f"{c} {b:.6g} {a:.6g} {100 * (1 - a / b):.2f}%" in text, c
