@@ -169,7 +169,7 @@ class Mondrian(BaseEstimator):
         return schema
 
     def _criteria(self, table: Table) -> Criteria:
-        q = table.sa_distribution() if self.t is not None else None
+        q = to_device(table.sa_distribution(), table.xp) if self.t is not None else None  # once, on the device
         return Criteria(int(self.k), int(self.l or 0), self.l_kind, float(self.c),
                         None if self.t is None else float(self.t),
                         resolve_t_distance(self.t_distance, table.sa_ordered), q)

@@ -90,7 +90,7 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
                      identifiers=identifiers, backend=backend, hierarchies=hierarchies, rho=rho)
     schema = first._validate(df)
     plan = first.hierarchy_plan(df, schema)
-    be = get_backend(backend)
+    be = get_backend(backend, n_rows=len(df))
     t0 = time.perf_counter()
     orders = {c: [h.leaves[i] for i in h.leaf_order()] for c, h in plan.items() if h != "auto"}
     table = encode(df, schema, be.xp, orders=orders)

@@ -149,3 +149,28 @@ def test_gpu_pipeline_moves_few_bytes():
     inner = sum(v.get("to_host", {}).get("bytes", 0) for s, v in t["stages"].items()
                 if s in ("partition", "class_statistics", "verify"))
     assert inner <= 4 * m.partition_info_["levels"] * m.n_partitions_ * 8, t
+
+
+def test_planted_violations_caught_on_the_device():
+    import cupy
+
+    from gpuanon.backend import to_device
+    from gpuanon.verify import verify_encoded
+
+    codes = to_device(np.array([0, 0, 0, 1, 1, 1, 2, 2]), cupy)
+    cells = [to_device(np.array([7, 8, 9], dtype=np.uint64), cupy), to_device(np.array([1, 1, 2], dtype=np.uint64), cupy)]
+    sa = to_device(np.array([0, 1, 0, 1, 0, 1, 1, 1]), cupy)
+    for kind in ("equal", "ordered", "kl"):
+        r = verify_encoded(codes, cells, sa, np.array([0.5, 0.5]), k=3, l=2, l_kind="recursive", c=2.0,
+                           t=0.3, t_distance=kind)
+        assert r.n_classes == 3 and r.k == 2 and r.l == 1 and not r.ok
+
+
+@pytest.mark.parametrize("fmt", ["range", "minmax", "mean"])
+def test_gpu_output_and_report_equal_cpu(adult, fmt):
+    r = _both(adult, k=5, l=2, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income",
+              output_format=fmt, optimize=True)
+    (mc, oc), (mg, og) = r["cpu"], r["gpu"]
+    assert oc.astype(str).equals(og.astype(str))
+    assert mc.report_["n_classes"] == mg.report_["n_classes"]
+    assert mg.report_["transfers"]["counted"] == "device copies"
