@@ -20,10 +20,12 @@ Configurations
   matrices included); best of ``--repeat`` (default 3).
 * ``hepmass`` / ``mode = inprocess``: ``make_hepmass(rows, random_state=0)`` (untimed,
   ``seconds.generate``) split into 4 contiguous entities of unequal sizes (40/30/20/10 %). Each
-  entity extracts its feature matrix (``extract``) and computes ``local_stats`` (``stats``); the
-  coordinator merges, searches and builds the parameters (``search``); each entity perturbs and
-  shuffles its rows, its label travelling with them (``perturb``). ``total`` = extract + stats +
-  search + perturb.
+  entity extracts its feature matrix and copies it to its device once (``extract_and_copy_up``;
+  nothing moves on the CPU) and computes ``local_stats`` (``stats``); the coordinator merges,
+  searches and builds the parameters (``search``); each entity perturbs and shuffles its rows,
+  its label travelling with them, and the perturbed rows come back to the host
+  (``perturb_and_copy_down``). ``total`` is the sum: the copies included. ``transfers``: the
+  host <-> device copies per phase (on the CPU, the arrays that would cross).
 * ``hepmass`` / ``mode = dask``: the same 4 entity frames through
   ``gpuanon.perturb.perturb_distributed`` on a ``LocalCluster`` (2 in-process workers, one
   thread each, started and stopped inside the call); ``seconds`` are its report's (``place`` =
@@ -53,7 +55,8 @@ if REPO not in sys.path:
 GIB = 1024 ** 3
 SHARES = (0.4, 0.3, 0.2, 0.1)  # rows of the 4 entities
 
-TARGETS = {"search_n28_s": 0.5, "hepmass_10_5M_s": 30.0, "hepmass_10_5M_peak_rss_bytes": 8 * GIB}
+TARGETS = {"search_n28_s": 0.5, "hepmass_10_5M_s": 30.0, "hepmass_10_5M_peak_rss_bytes": 8 * GIB,
+           "hepmass_10_5M_gpu_s": 1.0}  # GPU: 10.5M x 28, 4 entities, copies included
 
 
 def log(msg: str) -> None:
@@ -137,21 +140,34 @@ def run_hepmass(cfg: dict) -> dict:
         from gpuanon.perturb import DISTPAB, local_stats
         from gpuanon.perturb.distpab import _frame_matrix
 
+        from gpuanon.backend import count_transfers, stage, to_device, to_host
+
         model = DISTPAB(noise=0.3, random_state=0, backend=cfg["backend"])
-        t0 = time.perf_counter()
-        mats = [_frame_matrix(f, feats) for f in frames]
-        t1 = time.perf_counter()
-        stats = [local_stats(X, be.xp) for X in mats]
-        t2 = time.perf_counter()
-        model.fit_stats(stats, feature_names=feats)
-        t3 = time.perf_counter()
-        results = []
-        for i, (f, X) in enumerate(zip(frames, mats)):
-            Xp, perm = model.transform(X, entity=i)
-            results.append((Xp, f["label"].to_numpy()[perm]))
-        _sync(be.xp)
-        t4 = time.perf_counter()
-        secs = {"extract": t1 - t0, "stats": t2 - t1, "search": t3 - t2, "perturb": t4 - t3, "total": t4 - t0}
+        with count_transfers(simulate=not be.is_gpu) as tlog:
+            t0 = time.perf_counter()
+            mats = [_frame_matrix(f, feats) for f in frames]
+            with stage("copy_up"):  # each entity's rows go to its device once, for both phases
+                mats = [to_device(X, be.xp) for X in mats]
+            _sync(be.xp)
+            t1 = time.perf_counter()
+            with stage("stats"):
+                stats = [local_stats(X, be.xp) for X in mats]
+            t2 = time.perf_counter()
+            with stage("search"):
+                model.fit_stats(stats, feature_names=feats)
+            t3 = time.perf_counter()
+            results = []
+            with stage("perturb"):
+                for i, (f, X) in enumerate(zip(frames, mats)):
+                    Xp, perm = model.transform(X, entity=i)
+                    results.append((Xp, f["label"].to_numpy()[perm]))
+            with stage("copy_down"):
+                results = [(to_host(Xp), lab) for Xp, lab in results]
+            _sync(be.xp)
+            t4 = time.perf_counter()
+        out["transfers"] = tlog.to_dict()
+        secs = {"extract_and_copy_up": t1 - t0, "stats": t2 - t1, "search": t3 - t2,
+                "perturb_and_copy_down": t4 - t3, "total": t4 - t0}
         rep = model.report()
         out.update(phi=rep["phi"], angle_degrees=rep["angle_degrees"], axis=rep["axis"],
                    bytes_per_entity=rep["bytes_per_entity"],
@@ -259,10 +275,13 @@ def main(argv=None) -> int:
                     "pass": (s28[0]["seconds"] < TARGETS["search_n28_s"]) if s28 else None})
     for mode in modes:
         h = [r for r in ok if r["kind"] == "hepmass" and r["rows"] == 10_500_000 and r["mode"] == mode]
-        targets.append({"name": f"hepmass_10.5M_{mode}_seconds", "measure": "seconds.total (stats + search + perturb)",
-                        "target_below": TARGETS["hepmass_10_5M_s"],
+        limit = TARGETS["hepmass_10_5M_gpu_s"] if (h and h[0]["backend"] == "gpu" and mode == "inprocess") \
+            else TARGETS["hepmass_10_5M_s"]
+        targets.append({"name": f"hepmass_10.5M_{mode}_seconds",
+                        "measure": "seconds.total (stats + search + perturb, copies included)",
+                        "target_below": limit,
                         "measured": h[0]["seconds"]["total"] if h else None,
-                        "pass": (h[0]["seconds"]["total"] < TARGETS["hepmass_10_5M_s"]) if h else None})
+                        "pass": (h[0]["seconds"]["total"] < limit) if h else None})
         targets.append({"name": f"hepmass_10.5M_{mode}_peak_rss", "measure": "peak RSS bytes of the run's process",
                         "target_below": TARGETS["hepmass_10_5M_peak_rss_bytes"],
                         "measured": h[0]["peak_rss_bytes"] if h else None,
