@@ -279,11 +279,12 @@ def evaluate_attacks(
     random_state: int | None = 0,
     known_fraction: float = 0.1,
     ica_max_rows: int = ICA_MAX_ROWS,
+    ica_max_iter: int = 2000,
 ) -> dict:
     """Run the three attacks on a row-paired ``(X, Xp)``.
 
-    ``ica_max_rows`` is the ``max_rows`` of :func:`ica_reconstruction` (rows FastICA is fitted
-    on; the score is still taken over every row).
+    ``ica_max_rows`` and ``ica_max_iter`` are the ``max_rows`` and ``max_iter`` of
+    :func:`ica_reconstruction` (FastICA's fit; the score is still taken over every row).
 
     Returns ``{"naive_inference": {...}, "ica_reconstruction": {...}, "known_io_attack": {...},
     "min": overall minimum of the three "min" scores, "weakest": the attack that reached it}``.
@@ -291,7 +292,7 @@ def evaluate_attacks(
     res = {
         "naive_inference": naive_inference(X, Xp),
         "ica_reconstruction": ica_reconstruction(
-            X, Xp, random_state=random_state, max_rows=ica_max_rows
+            X, Xp, random_state=random_state, max_rows=ica_max_rows, max_iter=ica_max_iter
         ),
         "known_io_attack": known_io_attack(
             X, Xp, known_fraction=known_fraction, random_state=random_state

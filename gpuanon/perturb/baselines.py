@@ -13,8 +13,13 @@ rotation acts on the other columns. With ``return_params=True`` the functions al
 holding ``rotation``, ``translation`` (GP), ``mean``, ``scale`` and ``columns`` (the indices of
 the perturbed columns).
 
-The paper's RP and GP runs pick the best of ten random draws ("ten iterations"); these functions
-draw once. They are deliberately plain NumPy (CPU): they are comparison baselines.
+The paper's RP and GP runs pick the best of ten random draws ("ten iterations"): the functions
+above draw once; :func:`random_rotation_best` and :func:`geometric_perturbation_best` make
+``draws`` (default 10) draws and keep the one whose naive-inference score (``min_j std(z_j -
+zp_j)``, :func:`gpuanon.perturb.attacks.naive_inference`) is highest (SPEC section 8 step 8;
+ties: the first draw). Draw ``d`` is exactly ``random_rotation(X, random_state=rng_d)`` (or
+``geometric_perturbation``) with ``rng_d = numpy.random.default_rng(draw_seeds(random_state,
+draws)[d])``. They are deliberately plain NumPy (CPU): they are comparison baselines.
 
 Examples
 --------
@@ -36,7 +41,18 @@ import numpy as np
 
 from .attacks import _to_numpy
 
-__all__ = ["haar_orthogonal", "random_rotation", "geometric_perturbation"]
+__all__ = [
+    "DRAWS",
+    "draw_seeds",
+    "geometric_perturbation",
+    "geometric_perturbation_best",
+    "haar_orthogonal",
+    "random_rotation",
+    "random_rotation_best",
+]
+
+#: Random draws the paper's baselines keep the best of ("ten iterations").
+DRAWS = 10
 
 
 def haar_orthogonal(n: int, random_state: Any = None) -> np.ndarray:
@@ -105,3 +121,102 @@ def geometric_perturbation(
     if return_params:
         return Xp, {"rotation": Q, "translation": t, "mean": mu, "scale": sd, "columns": cols}
     return Xp
+
+
+# --------------------------------------------------------------------------- best of several draws
+
+
+def draw_seeds(random_state: Any, draws: int = DRAWS) -> list:
+    """The ``draws`` independent seed sequences the best-of-draws baselines use, one per draw.
+
+    ``numpy.random.SeedSequence(random_state).spawn(draws)`` for an integer (or ``None``) seed;
+    a :class:`numpy.random.Generator` is first asked for a 63-bit integer.
+
+    >>> [s.spawn_key for s in draw_seeds(7, 3)]
+    [(0,), (1,), (2,)]
+    """
+    if isinstance(draws, (bool, np.bool_)) or not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    if isinstance(random_state, np.random.Generator):
+        random_state = int(random_state.integers(0, 2**63))
+    return np.random.SeedSequence(random_state).spawn(int(draws))
+
+
+def random_rotation_best(X: Any, draws: int = DRAWS, random_state: Any = None):
+    """RP as the paper ran it: ``draws`` Haar rotations, keep the highest naive-inference score.
+
+    The scores of all draws are computed at once from the z-scored data's covariance ``S``
+    (``ddof=1``): ``z - z Q^T = z (I - Q)^T``, so the error's variance on attribute ``j`` is
+    ``((I - Q) S (I - Q)^T)_jj`` -- one batched product over the draws, no perturbed copy per
+    draw. Only the kept draw is applied to the rows.
+
+    Returns
+    -------
+    Xp : ndarray
+        ``random_rotation(X, random_state=rng_best)``, paired row by row with ``X``.
+    info : dict
+        ``best_draw`` (0-based), ``naive_scores`` (the naive-inference minimum of every draw),
+        ``draws``.
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> Xp, info = random_rotation_best(X, random_state=1)
+    >>> info["naive_scores"][info["best_draw"]] == max(info["naive_scores"])
+    True
+    """
+    seeds = draw_seeds(random_state, draws)
+    X, Z, mu, sd, cols = _zspace(X)
+    n = cols.size
+    if n == 0:
+        return X.copy(), {"best_draw": 0, "naive_scores": [0.0] * len(seeds), "draws": len(seeds)}
+    Q = np.stack([haar_orthogonal(n, np.random.default_rng(s)) for s in seeds])  # (draws, n, n)
+    S = np.atleast_2d(np.cov(Z, rowvar=False, ddof=1))
+    A = np.eye(n) - Q  # error = z A^T for each draw
+    var = np.einsum("dij,jk,dik->di", A, S, A)  # diag(A S A^T) for each draw
+    scores = np.sqrt(np.clip(var, 0.0, None)).min(axis=1)
+    best = int(np.argmax(scores))
+    Xp = X.copy()
+    Xp[:, cols] = (Z @ Q[best].T) * sd[cols] + mu[cols]
+    return Xp, {"best_draw": best, "naive_scores": [float(v) for v in scores], "draws": len(seeds)}
+
+
+def geometric_perturbation_best(X: Any, noise: float = 0.3, draws: int = DRAWS, random_state: Any = None):
+    """GP as the paper ran it: ``draws`` draws of (rotation, translation, noise), keep the best.
+
+    Draw ``d`` is ``geometric_perturbation(X, noise, random_state=rng_d)``, scored in z-space by
+    its naive-inference minimum. The noise realization counts, so each draw's perturbed matrix is
+    formed (whole-array, at most two draws in memory at a time) and only the best is kept. With
+    the same ``random_state``, different ``noise`` values share the rotations, translations and
+    standard-normal draws (the noise matrix is ``noise`` times the same standard normals).
+
+    Returns ``(Xp, info)`` as :func:`random_rotation_best`.
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> Xp, info = geometric_perturbation_best(X, noise=0.3, draws=4, random_state=1)
+    >>> len(info["naive_scores"]), info["naive_scores"][info["best_draw"]] == max(info["naive_scores"])
+    (4, True)
+    """
+    if noise < 0:
+        raise ValueError("noise must be >= 0")
+    seeds = draw_seeds(random_state, draws)
+    X, Z, mu, sd, cols = _zspace(X)
+    n = cols.size
+    scores: list = []
+    best, best_Y = 0, None
+    for s in seeds:  # one draw at a time; each draw is whole-array over the rows
+        rng = np.random.default_rng(s)
+        Q = haar_orthogonal(n, rng) if n else np.zeros((0, 0))
+        t = rng.uniform(0.0, 1.0, size=n)
+        Y = Z @ Q.T + t
+        if noise > 0:
+            Y += rng.normal(0.0, noise, size=Z.shape)
+        score = float((Z - Y).std(axis=0, ddof=1).min()) if n else 0.0
+        if best_Y is None or score > scores[best]:
+            best, best_Y = len(scores), Y
+        scores.append(score)
+    Xp = X.copy()
+    Xp[:, cols] = best_Y * sd[cols] + mu[cols]
+    return Xp, {"best_draw": best, "naive_scores": [float(v) for v in scores], "draws": len(seeds)}
