@@ -170,33 +170,43 @@ def _accumulate(idx, w, n: int, xp):
     return xp.bincount(flat, weights=w.reshape(-1), minlength=n * nt).reshape(n, nt)
 
 
-def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None):
+def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None):
     """Mass of the classes' rows on a numeric domain: ``(n_bins, n_targets)`` float64.
 
     Class ``c`` covers distinct values ``a[c] .. b[c] - 1`` (``b > a``); its rows spread over the
-    bins in proportion to the original rows inside the interval. Bins strictly inside get whole
-    bins (a difference array over bins, summed once), the first and last bin only their rows in
-    ``[lo, hi]``.
+    bins in proportion to the original rows inside the interval. The first and the last bin get
+    only their rows inside ``[lo, hi]``; the bins strictly between get whole bins (a difference
+    array over the bins, summed once). One pass of two bincounts per target value (a loop over
+    target values, not classes). ``rows``: the rows before ``a`` and before ``b`` when the caller
+    has them (else they are gathered from ``domain.cum``).
     """
     xp = xp or array_module(a)
-    th = xp.asarray(class_target_hist).astype(xp.float64)
+    th = xp.asarray(class_target_hist)
     nb = domain.n_bins
     nt = th.shape[1]
+    q = xp.zeros((nb, nt), dtype=xp.float64)
     if th.shape[0] == 0:
-        return xp.zeros((nb, nt), dtype=xp.float64)
+        return q
     cum, starts = domain.cum, domain.bin_start
-    ca, cb = cum[a], cum[b]
-    s = (cb - ca).astype(xp.float64)
+    ca, cb = (cum[a], cum[b]) if rows is None else (xp.asarray(rows[0]), xp.asarray(rows[1]))
     ba, bb = domain.bin_of(a), domain.bin_of(b - 1)
-    same = ba == bb
-    coef = th / xp.where(s > 0, s, 1.0)[:, None]
-    first = xp.where(same, s, (cum[starts[xp.minimum(ba + 1, nb)]] - ca).astype(xp.float64))
-    last = xp.where(same, 0.0, (cb - cum[starts[bb]]).astype(xp.float64))
-    w_first = xp.where(same[:, None], th, coef * first[:, None])
-    q = _accumulate(ba, w_first, nb, xp) + _accumulate(bb, coef * last[:, None], nb, xp)
-    inner = xp.where(same[:, None], 0.0, coef)
-    diff = _accumulate(xp.minimum(ba + 1, nb), inner, nb + 1, xp) - _accumulate(bb, inner, nb + 1, xp)
-    q += xp.cumsum(diff, axis=0)[:nb] * domain.bin_counts.astype(xp.float64)[:, None]
+    inside = ba != bb  # classes reaching over more than one bin
+    s = (cb - ca).astype(xp.float64)
+    # rows of the interval in its first bin (all of them when it stays in one bin) and in its last
+    first = xp.where(inside, cum[starts[xp.minimum(ba + 1, nb)]] - ca, cb - ca).astype(xp.float64)
+    last = xp.where(inside, cb - cum[starts[bb]], 0).astype(xp.float64)
+    ends = xp.concatenate([ba, bb])
+    edges = xp.concatenate([xp.minimum(ba + 1, nb), bb])
+    inv_s = 1.0 / xp.where(s > 0, s, 1.0)
+    fl = xp.concatenate([first, last])
+    full = domain.bin_counts.astype(xp.float64)
+    for t in range(nt):  # a loop over target values
+        c_t = th[:, t].astype(xp.float64) * inv_s  # the class's rows of target t per row of its interval
+        c2 = xp.concatenate([c_t, c_t])
+        q[:, t] = xp.bincount(ends, weights=c2 * fl, minlength=nb)
+        inner = xp.where(inside, c_t, 0.0)
+        d = xp.bincount(edges, weights=xp.concatenate([inner, -inner]), minlength=nb + 1)
+        q[:, t] += xp.cumsum(d)[:nb] * full
     return xp.maximum(q, 0.0)  # the difference array's running sum leaves -1e-17 where it cancels
 
 

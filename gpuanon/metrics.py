@@ -263,8 +263,10 @@ def _key_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True
     s2 = 0.0
     for t in range(1, nt):  # a loop over target values
         vt, ct = _runs(_sorted_copy(key_col, xp, 1, target == t), xp)
-        bt = xp.searchsorted(edge_keys, vt, side="right") - 1
-        joint_t.append(to_host(xp.bincount(bt, weights=ct.astype(xp.float64), minlength=nb)))
+        # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt)
+        pos = xp.concatenate([xp.searchsorted(vt, edge_keys, side="left"), xp.asarray([vt.shape[0]])])
+        cc = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(ct.astype(xp.int64))])
+        joint_t.append(to_host(cc[pos[1:]] - cc[pos[:-1]]).astype(np.float64))
         if vt.shape[0] == 0 or rep.shape[0] == 0:
             continue
         at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
@@ -370,10 +372,11 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
         lo, hi = to_host(table.numeric_values(j, kmin_x)), to_host(table.numeric_values(j, kmax_x))
         # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
         pa, pb = interval_positions(st.vals_x, kmin_x.astype(st.vals_x.dtype), kmax_x.astype(st.vals_x.dtype), xp)
-        gt_h = _interval_entropy_at(st.counts, to_host(pa), to_host(pb))
+        gt_h, ca, cb = _interval_entropy_at(st.counts, to_host(pa), to_host(pb), rows=True)
         joint_after = None
         if thist is not None and st.joint_before is not None:
-            joint_after = to_host(interval_joint(pa, pb, st.domain, thist, xp))
+            rows_ab = (ca, cb) if xp is np else None  # on the CPU: no gathers from a column-long cumsum
+            joint_after = to_host(interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab))
         gen = np.unique((kmin << 32) | kmax, return_inverse=True)[1].reshape(-1)
         return ColumnSummary(c.name, "numeric", np.zeros(0, dtype=np.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
                              dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
@@ -689,11 +692,12 @@ def _interval_entropy(values, counts, lo, hi):
     return _interval_entropy_at(counts, a, b)
 
 
-def _interval_entropy_at(counts, a, b):
+def _interval_entropy_at(counts, a, b, rows: bool = False):
     """Entropy (bits) of the original distribution over distinct-value indices ``a .. b - 1``.
 
     Prefix sums are kept only where a value occurs more than once, so a column of mostly
-    distinct values needs no array as long as the column.
+    distinct values needs no array as long as the column. ``rows=True`` also returns the rows
+    before ``a`` and before ``b`` (what the entropy coefficient needs: no second search).
     """
     b = np.maximum(b, a)
     rep = np.flatnonzero(counts > 1)  # values seen more than once
@@ -705,6 +709,8 @@ def _interval_entropy_at(counts, a, b):
     e = clog[ib] - clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(s > 0, np.log2(np.where(s > 0, s, 1.0)) - e / np.where(s > 0, s, 1.0), 0.0)
+    if rows:
+        return np.maximum(h, 0.0), (a + extra[ia]).astype(np.int64), (b + extra[ib]).astype(np.int64)
     return np.maximum(h, 0.0)
 
 
