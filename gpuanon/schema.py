@@ -56,13 +56,22 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str) -> None:
         _warn_once(df, f"quasi-identifier '{c}' is entirely missing ({n} of {n} rows); it was "
                        f"treated as {how}, so it separates no rows; drop it from --qi or fill it")
         return
-    present = s.dropna()
-    if len(present) < IDENTIFIER_MIN_ROWS:
+    n_present = n - n_missing
+    if n_present < IDENTIFIER_MIN_ROWS:
         return
     if kind == "numeric":
-        v = pd.to_numeric(present, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if pd.api.types.is_float_dtype(s.dtype):
+            # measurements (fractional values) are often unique and still quasi-identifiers: look at
+            # a head of the column first, so a table of measurements costs no pass over its rows
+            head = s.iloc[:4096].to_numpy(dtype=np.float64, na_value=np.nan)
+            head = head[~np.isnan(head)]
+            if (head != np.floor(head)).any():
+                return
+        v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        v = v[~np.isnan(v)]
         if not np.all(np.isfinite(v) & (v == np.floor(v))):
-            return  # measurements (fractional values) are often unique and still quasi-identifiers
+            return
+    present = s.dropna() if n_missing else s
     n_distinct = int(present.nunique())
     if n_distinct >= IDENTIFIER_SHARE * len(present):
         _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {len(present)} "
