@@ -255,13 +255,25 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
 
         xp = array_module(dictionaries[0]) if dictionaries else np
     shared = not isinstance(codes, (list, tuple))
-    cells = []
-    for j, d in enumerate(dictionaries):
-        idx = codes if shared else codes[j]
-        cells.append(xp.asarray(d).astype(xp.uint64, copy=False)[idx])
-    n = int(cells[0].shape[0]) if cells else (0 if sa_codes is None else int(sa_codes.shape[0]))
-    gid, n_cls = _cell_ids(cells, xp) if cells else (xp.zeros(n, dtype=xp.int64), int(n > 0))
-    del cells
+    if shared and dictionaries:
+        # every column indexed by the same codes: a row's tuple of cells is its code's tuple, so
+        # the tuples are grouped once per code, and rows take their code's group (exactly the
+        # grouping of the rows' own tuples; groups no row uses are dropped)
+        n = int(codes.shape[0])
+        entries = [xp.asarray(d).astype(xp.uint64, copy=False) for d in dictionaries]
+        code_gid, _ = _cell_ids(entries, xp)
+        gid = code_gid[codes]
+        used = xp.bincount(gid, minlength=int(code_gid.max()) + 1 if code_gid.shape[0] else 0) > 0
+        dense = xp.cumsum(used.astype(xp.int64)) - 1
+        gid = dense[gid]
+        n_cls = int(used.sum()) if n else 0
+    else:
+        cells = []
+        for j, d in enumerate(dictionaries):
+            cells.append(xp.asarray(d).astype(xp.uint64, copy=False)[codes[j]])
+        n = int(cells[0].shape[0]) if cells else (0 if sa_codes is None else int(sa_codes.shape[0]))
+        gid, n_cls = _cell_ids(cells, xp) if cells else (xp.zeros(n, dtype=xp.int64), int(n > 0))
+        del cells
     q = None
     if sa_codes is not None:
         from .backend import to_device  # noqa: PLC0415

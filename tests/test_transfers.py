@@ -160,3 +160,26 @@ def test_planted_violation_in_published_cells_is_caught():
     cells[1][2] = 1
     r = verify_encoded(codes, cells, sa, np.array([0.5, 0.5]), k=3, l=2)
     assert r.n_classes == 2 and r.k == 3 and r.ok
+
+
+def test_shared_codes_group_like_per_column_codes():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gpuanon.verify import verify_encoded
+
+    @given(st.integers(0, 10_000), st.integers(1, 60), st.integers(1, 4))
+    @settings(max_examples=60, deadline=None)
+    def check(seed, n_codes, n_cols):
+        rng = np.random.default_rng(seed)
+        codes = rng.integers(0, n_codes, 400)
+        d = [rng.integers(0, 4, n_codes).astype(np.uint64) for _ in range(n_cols)]
+        sa = rng.integers(0, 3, 400)
+        q = np.bincount(sa, minlength=3) / 400
+        a = verify_encoded(codes, d, sa, q, k=3, l=2, t=0.3)
+        b = verify_encoded([codes] * n_cols, d, sa, q, k=3, l=2, t=0.3)
+        assert a.to_dict() == b.to_dict()
+        tuples = {tuple(int(x[c]) for x in d) for c in codes}
+        assert a.n_classes == len(tuples)
+
+    check()
