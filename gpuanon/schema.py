@@ -44,15 +44,18 @@ IDENTIFIER_SHARE = 0.95
 IDENTIFIER_MIN_ROWS = 20
 
 
-def _qi_warnings(df: pd.DataFrame, c, kind: str) -> None:
+def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
     """Warn about a QI that is entirely missing or that looks like an identifier."""
     s = df[c]
     n = len(s)
     n_missing = int(s.isna().sum())
     if n and n_missing == n:
-        how = ("numeric as declared: every row is in one missing-value block and its output is missing"
-               if kind == "numeric" else
-               "categorical, with one value (missing) that every row shares")
+        if kind == "numeric":
+            how = ("numeric" + ("" if declared else f" (its type says so, but an empty column has no type; "
+                                                     f"declare --categorical {c} if it is categorical)"))
+            how += ": every row is in one missing-value block and its output is missing"
+        else:
+            how = "categorical, with one value (missing) that every row shares"
         _warn_once(df, f"quasi-identifier '{c}' is entirely missing ({n} of {n} rows); it was "
                        f"treated as {how}, so it separates no rows; drop it from --qi or fill it")
         return
@@ -165,8 +168,8 @@ class Schema:
                         raise SchemaError(
                             f"quasi-identifier '{c}' is declared numeric but holds non-numeric values "
                             f"such as {str(bad.iloc[0])!r}; declare it categorical or clean the column")
-            elif pd.api.types.is_bool_dtype(df[c]) or (len(df) and bool(df[c].isna().all())):
-                kinds[c] = "categorical"  # an entirely missing column has no numbers to infer from
+            elif pd.api.types.is_bool_dtype(df[c]):
+                kinds[c] = "categorical"
             elif pd.api.types.is_numeric_dtype(df[c]):
                 kinds[c] = "numeric"
             else:
@@ -176,7 +179,7 @@ class Schema:
                 if np.isinf(v).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
-            _qi_warnings(df, c, kinds[c])
+            _qi_warnings(df, c, kinds[c], c in numeric)
         if sensitive_ordered is None:
             sensitive_ordered = bool(
                 sensitive is not None

@@ -160,19 +160,22 @@ def test_every_value_lies_inside_its_published_interval(tmp_path, fmt):
 
 
 # ---------------------------------------------------------------------------- defect 5 and 6
-def test_entirely_missing_qi_is_warned_and_treated_as_categorical(table, tmp_path):
-    df = pd.read_csv(table).assign(blank=np.nan, blank2=np.nan)
+def test_entirely_missing_qi_is_warned_with_how_it_was_treated(table, tmp_path):
+    df = pd.read_csv(table).assign(blank=np.nan, blank2=np.nan, blank3=np.nan)
     p, rep = tmp_path / "b.csv", tmp_path / "r.json"
     df.to_csv(p, index=False)
-    r = run_cli("anonymize", str(p), "--qi", "age,zip,blank,blank2", "--numeric", "blank2", "--k", "3",
-                "--report", str(rep), cwd=tmp_path)
+    r = run_cli("anonymize", str(p), "--qi", "age,zip,blank,blank2,blank3", "--numeric", "blank2",
+                "--categorical", "blank3", "--k", "3", "--report", str(rep), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    warn = [ln for ln in r.stderr.splitlines() if "entirely missing" in ln]
-    assert len(warn) == 2, r.stderr
-    assert "'blank'" in warn[0] and "categorical" in warn[0]
-    assert "'blank2'" in warn[1] and "numeric" in warn[1]
+    warn = {re.search(r"'(\w+)'", ln).group(1): ln for ln in r.stderr.splitlines() if "entirely missing" in ln}
+    assert set(warn) == {"blank", "blank2", "blank3"}, r.stderr
+    # an empty CSV column reads as numbers: the warning says so and how to declare it categorical
+    assert "treated as numeric" in warn["blank"] and "--categorical blank " in warn["blank"]
+    assert "treated as numeric:" in warn["blank2"] and "--categorical" not in warn["blank2"]
+    assert "treated as categorical" in warn["blank3"]
+    assert all("drop it from --qi" in w for w in warn.values())
     kinds = _strict_json(rep)["roles"]["kinds"]
-    assert kinds["blank"] == "categorical" and kinds["blank2"] == "numeric"
+    assert (kinds["blank"], kinds["blank2"], kinds["blank3"]) == ("numeric", "numeric", "categorical")
 
 
 def test_identifier_like_qi_is_warned(table, tmp_path):
