@@ -458,7 +458,10 @@ def cmd_anonymize(args) -> int:
     secs["read"] = round(t_read, 6)
     secs["total"] = round(time.perf_counter() - t0, 6)
     report["seconds"] = {k_: secs.get(k_, 0.0) for k_ in
-                         ("read", "encode", "partition", "generalize", "verify", "metrics", "write", "total")}
+                         ("read", "encode", "partition", "optimize", "hierarchies", "class_statistics", "generalize",
+                          "verify", "metrics", "write", "total") if k_ in secs or k_ in ("read", "write", "total")}
+    if not args.quiet and secs["write"] >= 0.5:
+        log.info("write done in %.2f s", secs["write"])
     report["input"] = source
     report["output"] = out_path
     report["verification"] = m.verification_.to_dict()

@@ -241,6 +241,9 @@ class Mondrian(BaseEstimator):
         return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
                                 _log=self._transfers)
 
+    #: a stage that takes at least this long says so in one log line when it ends
+    STAGE_LOG_SECONDS = 0.5
+
     @contextmanager
     def _stage(self, name: str):
         """Charge copies to stage ``name``, and say when a long stage is done (one line each)."""
@@ -249,7 +252,7 @@ class Mondrian(BaseEstimator):
             yield
             synchronize()  # device work queued by the stage is charged to it
         secs = time.perf_counter() - t0
-        if self.progress and secs >= 0.5:
+        if self.progress and secs >= self.STAGE_LOG_SECONDS:
             log.info("%s done in %.2f s", name, secs)
 
     def _attach_hierarchies(self, table: Table, plan: dict, xp) -> dict:

@@ -183,3 +183,13 @@ def test_shared_codes_group_like_per_column_codes():
         assert a.n_classes == len(tuples)
 
     check()
+
+
+def test_every_long_stage_says_when_it_ends(adult, caplog, monkeypatch):
+    import logging
+
+    monkeypatch.setattr(Mondrian, "STAGE_LOG_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="gpuanon"):
+        Mondrian(k=5, quasi_identifiers=["age", "education"], backend="cpu").fit_transform(adult.head(2000))
+    done = [r.getMessage().split(" done")[0] for r in caplog.records if " done in " in r.getMessage()]
+    assert done == ["encode", "partition", "class_statistics", "generalize", "verify", "metrics"], done
