@@ -264,9 +264,16 @@ def _key_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True
     for t in range(1, nt):  # a loop over target values
         vt, ct = _runs(_sorted_copy(key_col, xp, 1, target == t), xp)
         # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt)
-        pos = xp.concatenate([xp.searchsorted(vt, edge_keys, side="left"), xp.asarray([vt.shape[0]])])
-        cc = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(ct.astype(xp.int64))])
-        joint_t.append(to_host(cc[pos[1:]] - cc[pos[:-1]]).astype(np.float64))
+        pos = xp.searchsorted(vt, edge_keys, side="left")
+        jt = xp.zeros(nb, dtype=xp.float64)
+        nonempty = pos < vt.shape[0]  # bins above the largest value of target t hold none of its rows
+        if bool(nonempty.any()):
+            p_ne = pos[nonempty]
+            # a bin is a run of vt: one segmented sum; of bins sharing a start only the last is not empty
+            last = xp.concatenate([p_ne[1:] != p_ne[:-1], xp.ones(1, dtype=bool)])
+            sums = segment_reduce("add", ct, p_ne[last], xp, axis=0)
+            jt[xp.nonzero(nonempty)[0][last]] = sums.astype(xp.float64)
+        joint_t.append(to_host(jt))
         if vt.shape[0] == 0 or rep.shape[0] == 0:
             continue
         at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
