@@ -504,6 +504,7 @@ def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
     except Exception as exc:  # e.g. pyarrow's own error types
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
         if kind == "parquet":
+            _refuse_duplicate_names(p, _parquet_names(p))  # pyarrow refuses them with a cryptic message
             reason = (f"not a Parquet file, or a truncated one ({text}); give the complete file, or a CSV "
                       f"with the .csv extension")
         else:
@@ -513,6 +514,16 @@ def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
     if kind == "parquet":
         _refuse_duplicate_names(p, [str(c) for c in df.columns])
     return df
+
+
+def _parquet_names(p: str) -> list:
+    """The column names a Parquet file's schema holds ([] when it cannot be read)."""
+    try:
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        return list(pq.read_schema(p).names)
+    except Exception:  # not Parquet at all: the caller says so
+        return []
 
 
 def _refuse_duplicate_names(p: str, names: list) -> None:

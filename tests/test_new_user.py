@@ -288,6 +288,12 @@ def test_duplicate_headers_are_refused_with_their_names(tmp_path):
     assert "'age' (columns 1, 3)" in err and "'dx' (columns 4, 5)" in err and "rename" in err
     with pytest.raises(InputError, match="appear more than once"):
         load_table(p)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["a", "a"]), tmp_path / "d.pq")
+    with pytest.raises(InputError, match=r"'a' \(columns 1, 2\)"):
+        load_table(tmp_path / "d.pq")
 
 
 # ---------------------------------------------------------------------------- defect 11
