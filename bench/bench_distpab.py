@@ -159,7 +159,7 @@ def run_hepmass(cfg: dict) -> dict:
             results = []
             with stage("perturb"):
                 for i, (f, X) in enumerate(zip(frames, mats)):
-                    Xp, perm = model.transform(X, entity=i)
+                    Xp, perm = model.perturb(X, entity=i)
                     results.append((Xp, f["label"].to_numpy()[perm]))
             with stage("copy_down"):
                 results = [(to_host(Xp), lab) for Xp, lab in results]

@@ -113,7 +113,7 @@ def perturb(method: str, X: np.ndarray, y: np.ndarray, seed: int, noise: float, 
         from gpuanon.perturb.distpab import DISTPAB
 
         d = DISTPAB(noise=noise, random_state=seed, backend=backend)
-        Xp, perm = d.fit_transform(X)
+        Xp, perm = d.fit_perturb(X)
         Xp = np.asarray(Xp, dtype=np.float64)
         perm = np.asarray(perm)
         info = {

@@ -579,8 +579,8 @@ def rank_correlations(results: pd.DataFrame, metrics: Sequence[str] = LOSS_METRI
     from scipy.stats import spearmanr  # noqa: PLC0415
 
     out: dict = {}
-    df = results.dropna(subset=["accuracy_drop"])
     metrics = [m for m in metrics if m in results.columns]
+    df = results.dropna(subset=["accuracy_drop"])
     if df.empty:
         return out
     mean = df.groupby("protection", sort=False).agg({"accuracy_drop": "mean", **{m: "first" for m in metrics}})
@@ -770,8 +770,8 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
                 raise SchemaError("DISTPAB needs complete numeric features; fill or drop missing values in "
                                   f"{', '.join(c for c in num_cols if data[c].isna().any())}")
             dp.fit(Xn_tr)
-            X_tr, perm = dp.transform(Xn_tr, entity=0)
-            X_te, perm_te = dp.transform(Xn_te, entity=1)
+            X_tr, perm = dp.perturb(Xn_tr, entity=0)
+            X_te, perm_te = dp.perturb(Xn_te, entity=1)
             X_tr, X_te = _host(X_tr), _host(X_te)
             y_tr, y_test = y_all[idx_train][_host(perm)], y_test_all[_host(perm_te)]
             met = {}

@@ -241,7 +241,7 @@ def _distpab():
 
 
 def _distpab_paired(X: np.ndarray, seed: int) -> np.ndarray:
-    Xp, perm = _distpab()(noise=0.3, random_state=seed, backend="cpu").fit_transform(X)
+    Xp, perm = _distpab()(noise=0.3, random_state=seed, backend="cpu").fit_perturb(X)
     return pair_rows(Xp, perm)
 
 
@@ -253,7 +253,7 @@ def test_naive_inference_matches_distpab_variances_without_noise():
     X = load_wine().data
     DISTPAB = _distpab()
     model = DISTPAB(noise=0.0, shuffle=False, random_state=0, backend="cpu")
-    Xp, perm = model.fit_transform(X)
+    Xp, perm = model.fit_perturb(X)
     np.testing.assert_array_equal(perm, np.arange(len(X)))
     ni = naive_inference(X, Xp)
     np.testing.assert_allclose(ni["per_attribute"], np.sqrt(model.variances_), atol=1e-10)
@@ -261,7 +261,7 @@ def test_naive_inference_matches_distpab_variances_without_noise():
     # without noise DISTPAB is affine: the known input-output attack inverts it
     assert known_io_attack(X, Xp)["min"] < 1e-8
     # the shuffle only reorders rows; pair_rows restores the pairing
-    Xs, perm_s = DISTPAB(noise=0.0, shuffle=True, random_state=0, backend="cpu").fit_transform(X)
+    Xs, perm_s = DISTPAB(noise=0.0, shuffle=True, random_state=0, backend="cpu").fit_perturb(X)
     assert not np.array_equal(perm_s, np.arange(len(X)))
     np.testing.assert_allclose(pair_rows(Xs, perm_s), Xp, atol=1e-12)
 

@@ -212,7 +212,7 @@ def test_search_ties_pick_smallest_angle_and_axis():
 def test_distributed_equals_centralized_without_noise_or_shuffle(sizes):
     X = correlated(sum(sizes), 6, seed=20, shift=5.0, scale=3.0)
     central = DISTPAB(noise=0.0, shuffle=False, random_state=3).fit(X)
-    Xc, perm = central.transform(X)
+    Xc, perm = central.perturb(X)
     np.testing.assert_array_equal(perm, np.arange(len(X)))
     parts = np.split(X, np.cumsum(sizes)[:-1])
     dist = DISTPAB(noise=0.0, shuffle=False, random_state=3).fit_entities(parts)
@@ -220,7 +220,7 @@ def test_distributed_equals_centralized_without_noise_or_shuffle(sizes):
     assert (dist.angle_degrees_, dist.axis_) == (central.angle_degrees_, central.axis_)
     assert dist.phi_ == pytest.approx(central.phi_, abs=1e-12)
     np.testing.assert_array_equal(dist.translation_, central.translation_)
-    out = np.concatenate([dist.transform(p, entity=i)[0] for i, p in enumerate(parts)])
+    out = np.concatenate([dist.perturb(p, entity=i)[0] for i, p in enumerate(parts)])
     assert np.max(np.abs(out - Xc)) < 1e-10 * np.max(np.abs(Xc))
     assert np.max(np.abs(out - X)) > 0.1  # it did perturb
 
@@ -228,7 +228,7 @@ def test_distributed_equals_centralized_without_noise_or_shuffle(sizes):
 def test_geometric_step_preserves_pairwise_distances_in_z_space():
     X = correlated(300, 5, seed=21, shift=-2.0, scale=4.0)
     model = DISTPAB(noise=0.0, shuffle=False, random_state=1).fit(X)
-    Xp, _ = model.transform(X)
+    Xp, _ = model.perturb(X)
     Z, Zp = zscore(X, model), zscore(Xp, model)
     D = np.linalg.norm(Z[:, None] - Z[None], axis=-1)
     Dp = np.linalg.norm(Zp[:, None] - Zp[None], axis=-1)
@@ -252,16 +252,16 @@ def test_fitted_attributes_and_variances():
 
 def test_reproducible_with_a_seed_and_different_with_another():
     X = correlated(500, 4, seed=23)
-    a1, p1 = DISTPAB(random_state=11).fit_transform(X)
-    a2, p2 = DISTPAB(random_state=11).fit_transform(X)
-    b, pb = DISTPAB(random_state=12).fit_transform(X)
+    a1, p1 = DISTPAB(random_state=11).fit_perturb(X)
+    a2, p2 = DISTPAB(random_state=11).fit_perturb(X)
+    b, pb = DISTPAB(random_state=12).fit_perturb(X)
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_array_equal(p1, p2)
     assert not np.array_equal(p1, pb)
     assert np.max(np.abs(np.sort(a1, axis=0) - np.sort(b, axis=0))) > 1e-3
     m = DISTPAB(random_state=11).fit(X)
-    e0, _ = m.transform(X, entity=0)
-    e1, _ = m.transform(X, entity=1)
+    e0, _ = m.perturb(X, entity=0)
+    e1, _ = m.perturb(X, entity=1)
     assert not np.array_equal(e0, e1)  # each entity has its own noise and shuffle
     np.testing.assert_array_equal(e0, a1)
 
@@ -287,7 +287,7 @@ def test_constant_column_passes_through():
     df = pd.DataFrame(X, columns=["a", "b", "k", "c", "d"])
     with pytest.warns(UserWarning, match="'k'"):
         model = DISTPAB(random_state=0).fit(df)
-    Xp, perm = model.transform(df)
+    Xp, perm = model.perturb(df)
     np.testing.assert_array_equal(Xp[:, 2], 5.25)
     assert model.constant_columns_ == ["k"] and model.variances_[2] == 0 and model.scale_[2] == 0
     assert model.axis_ != 2 and model.rotation_[2, 2] == 1.0 and model.translation_[2] == 0
@@ -303,8 +303,8 @@ def test_float32_in_float32_out_and_blocks_do_not_change_the_result():
     X = correlated(1000, 5, seed=25, shift=100.0).astype(np.float32)
     big = DISTPAB(random_state=4, block_rows=1 << 20).fit(X)
     small = DISTPAB(random_state=4, block_rows=64).fit(X)
-    a, pa = big.transform(X)
-    b, pb = small.transform(X)
+    a, pa = big.perturb(X)
+    b, pb = small.perturb(X)
     assert a.dtype == np.float32
     np.testing.assert_array_equal(pa, pb)
     np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -315,11 +315,11 @@ def test_noise_prefetch_and_tiles_do_not_change_the_result(monkeypatch):
 
     X = correlated(3000, 4, seed=29)
     model = DISTPAB(noise=0.3, random_state=8, block_rows=1000).fit(X)
-    ref, pref = model.transform(X)
+    ref, pref = model.perturb(X)
     for tile, prefetch in ((64, True), (64, False), (1000, False), (7, True)):
         monkeypatch.setattr(dp, "_CPU_TILE_ROWS", tile)
         monkeypatch.setattr(dp, "_PREFETCH_NOISE", prefetch)
-        got, perm = model.transform(X)
+        got, perm = model.perturb(X)
         np.testing.assert_array_equal(perm, pref)
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
 
@@ -410,7 +410,10 @@ def test_bench_quick_prints_one_json_document(tmp_path):
     assert [r["n"] for r in doc["search"]] == [8, 28]
     (h,) = doc["hepmass"]
     assert h["rows"] == 200_000 and h["n_entities"] == 4 and h["output_dtype"] == "float32"
-    assert set(h["seconds"]) >= {"stats", "search", "perturb", "total"} and h["peak_rss_bytes"] > 0
+    assert set(h["seconds"]) >= {"extract_and_copy_up", "stats", "search", "perturb_and_copy_down", "total"}
+    assert h["peak_rss_bytes"] > 0
+    t = h["transfers"]  # on the CPU: what would cross; the rows go up once and come down once
+    assert t["stages"]["copy_up"]["to_device"]["bytes"] == t["stages"]["copy_down"]["to_host"]["bytes"] == 200_000 * 28 * 4
     assert doc["targets"][0]["name"] == "search_n28" and doc["targets"][0]["measured"] > 0
 
 # ----------------------------------------------------------------------------------- GPU
@@ -430,10 +433,27 @@ def test_gpu_matches_cpu():
     assert gpu.backend_.name == "gpu"
     assert (gpu.angle_degrees_, gpu.axis_) == (cpu.angle_degrees_, cpu.axis_)
     np.testing.assert_allclose(gpu.search_.table, cpu.search_.table, atol=1e-12)
-    a, pa = cpu.transform(X)
-    b, pb = gpu.transform(X)
+    a, pa = cpu.perturb(X)
+    b, pb = gpu.perturb(X)
     np.testing.assert_array_equal(pa, pb)
     np.testing.assert_allclose(a, b, rtol=1e-5)
     noisy = DISTPAB(noise=0.3, random_state=2, backend="gpu").fit(X)
-    c, _ = noisy.transform(X)
+    c, _ = noisy.perturb(X)
     assert c.dtype == np.float32 and np.isfinite(c).all()
+
+
+def test_estimator_contract_in_a_pipeline():
+    from sklearn.base import clone
+    from sklearn.datasets import load_wine
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    X, y = load_wine(return_X_y=True)
+    d = DISTPAB(noise=0.1, random_state=3, backend="cpu")
+    assert clone(d).get_params() == d.get_params()
+    Xp = d.fit_transform(X)
+    assert isinstance(Xp, np.ndarray) and Xp.shape == X.shape
+    Xq, perm = DISTPAB(noise=0.1, random_state=3, backend="cpu").fit_perturb(X)
+    assert np.array_equal(Xp, Xq) and np.array_equal(d.permutation_, perm)
+    pipe = make_pipeline(DISTPAB(shuffle=False, noise=0.1, random_state=0, backend="cpu"), KNeighborsClassifier())
+    assert pipe.fit(X, y).score(X, y) > 0.6

@@ -53,7 +53,7 @@ def test_same_parameters_and_output_as_centralized(client, frames):
     np.testing.assert_allclose(rep["variances"], central.variances_, atol=1e-12)
     assert rep["n_entities"] == 3 and rep["rows_per_entity"] == [700, 250, 1100]
     assert rep["features"] == FEATURES and rep["backend"] == "cpu" and rep["n_workers"] == 2
-    Xc, _ = central.transform(allX)
+    Xc, _ = central.perturb(allX)
     got = pd.concat(outs, ignore_index=True)
     assert list(got.columns) == FEATURES + ["label", "row_id"]
     assert np.max(np.abs(got[FEATURES].to_numpy() - Xc)) < 1e-10 * np.max(np.abs(Xc))
@@ -71,7 +71,7 @@ def test_noise_and_shuffle_match_in_process_entities(client, frames):
                                     noise=0.3, random_state=9, client=client)
     model = DISTPAB(noise=0.3, random_state=9).fit_entities([f[FEATURES] for f in frames])
     for i, (f, o) in enumerate(zip(frames, outs)):
-        Xp, perm = model.transform(f[FEATURES], entity=i)
+        Xp, perm = model.perturb(f[FEATURES], entity=i)
         np.testing.assert_array_equal(o[FEATURES].to_numpy(), Xp)
         np.testing.assert_array_equal(o["row_id"].to_numpy(), f["row_id"].to_numpy()[perm])
         np.testing.assert_array_equal(o["label"].to_numpy(), (o["row_id"].to_numpy() % 100_000 + i + 1) % 2)

@@ -43,7 +43,7 @@ Examples
 >>> rng = np.random.default_rng(0)
 >>> X = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4))
 >>> model = DISTPAB(noise=0.0, shuffle=False, random_state=0).fit(X)
->>> Xp, perm = model.transform(X)
+>>> Xp, perm = model.perturb(X)
 >>> Xp.shape, bool(model.phi_ > 0), int(model.axis_) in range(4)
 ((500, 4), True, True)
 """
@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
 from ..errors import InputError, SchemaError
 
@@ -722,7 +723,7 @@ def _is_frame(X) -> bool:
 
 # --------------------------------------------------------------------------- estimator
 
-class DISTPAB:
+class DISTPAB(BaseEstimator):
     """DISTPAB / PABIDOT perturbation of numeric features, centralized or across entities.
 
     Parameters
@@ -755,7 +756,7 @@ class DISTPAB:
     >>> rng = np.random.default_rng(1)
     >>> parts = [rng.normal(size=(m, 3)) for m in (50, 80, 20)]
     >>> model = DISTPAB(noise=0.3, random_state=7).fit_entities(parts)
-    >>> Xp, perm = model.transform(parts[1], entity=1)
+    >>> Xp, perm = model.perturb(parts[1], entity=1)
     >>> Xp.shape, model.n_entities_, model.bytes_per_entity_
     ((80, 3), 3, 288)
     """
@@ -910,14 +911,11 @@ class DISTPAB:
         """The random stream of ``entity`` (noise and shuffle)."""
         return entity_seed(self._entropy(), entity)
 
-    def transform(self, X, entity: int = 0):
-        """Perturb one entity's rows with the fitted parameters.
+    def perturb(self, X, entity: int = 0):
+        """Perturb one entity's rows with the fitted parameters: ``(Xp, perm)``.
 
-        Returns
-        -------
-        (Xp, perm)
-            Output row ``i`` is input row ``perm[i]`` perturbed; ``Xp`` is float32 for float32
-            input, else float64.
+        Output row ``i`` is input row ``perm[i]`` perturbed (the shuffle); ``Xp`` is float32 for
+        float32 input, else float64. Carry labels and other columns with ``perm``.
         """
         if getattr(self, "params_", None) is None:
             raise InputError("DISTPAB is not fitted; call fit or fit_entities first")
@@ -928,8 +926,31 @@ class DISTPAB:
         return perturb_entity(arr, self.params_, self.entity_seed(entity), shuffle=self.shuffle,
                               block_rows=self.block_rows, xp=self._xp())
 
-    def fit_transform(self, X, y=None):
-        """``fit(X)`` then ``transform(X, entity=0)``; returns ``(Xp, perm)``."""
+    def fit_perturb(self, X):
+        """``fit(X)`` then ``perturb(X, entity=0)``: ``(Xp, perm)``."""
+        return self.fit(X).perturb(X, entity=0)
+
+    def transform(self, X, entity: int = 0):
+        """The perturbed rows (an array), as a scikit-learn transformer returns them.
+
+        The shuffle's permutation is kept in ``permutation_`` (output row ``i`` is input row
+        ``permutation_[i]``). In a ``Pipeline`` with a model after it, pass ``shuffle=False``:
+        shuffled rows no longer line up with ``y``.
+
+        >>> from sklearn.pipeline import make_pipeline
+        >>> from sklearn.neighbors import KNeighborsClassifier
+        >>> from sklearn.datasets import load_wine
+        >>> X, y = load_wine(return_X_y=True)
+        >>> pipe = make_pipeline(DISTPAB(shuffle=False, random_state=0, backend="cpu"), KNeighborsClassifier())
+        >>> bool(pipe.fit(X, y).score(X, y) > 0.5)
+        True
+        """
+        Xp, perm = self.perturb(X, entity=entity)
+        self.permutation_ = perm
+        return Xp
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """``fit(X)`` then ``transform(X, entity=0)``: the perturbed rows (``permutation_`` kept)."""
         return self.fit(X).transform(X, entity=0)
 
     def report(self) -> dict:
@@ -981,7 +1002,7 @@ def perturb_frame(df, features, label=None, passengers=None, noise: float = 0.3,
         model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
                         random_state=random_state, backend=backend, block_rows=block_rows)
         model.fit_stats([local_stats(X, model._xp())], feature_names=feats)
-    Xp, perm = model.transform(X, entity=entity)
+    Xp, perm = model.perturb(X, entity=entity)
     out = pd.DataFrame(Xp, columns=feats, copy=False)
     for c in carried:
         out[c] = df[c].to_numpy()[perm]
