@@ -141,6 +141,27 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> 
 # class cells -> mass on the domain
 # ---------------------------------------------------------------------------------------------
 
+def stable_argsort(a, xp=None):
+    """``argsort(a, kind="stable")``; on the CPU, for unsigned or non-negative integers below
+    ``2**32`` and fewer than ``2**32`` of them, one sort of ``value << 32 | position`` (NumPy's
+    vectorized sort of 64-bit keys is several times faster than a stable argsort).
+
+    >>> stable_argsort(np.array([3, 1, 3, 0], dtype=np.uint32)).tolist()
+    [3, 1, 0, 2]
+    """
+    xp = xp or array_module(a)
+    n = int(a.shape[0])
+    if xp is not np or a.dtype.kind not in "ui" or n >= 1 << 32 or n < 1024:
+        return xp.argsort(a, kind="stable")
+    if a.dtype.kind == "i" or a.dtype.itemsize > 4:
+        if a.min() < 0 or a.max() >= 1 << 32:
+            return np.argsort(a, kind="stable")
+    key = a.astype(np.uint64) << np.uint64(32)
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort()
+    return (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
 def interval_positions(values, lo, hi, xp=None):
     """``[a, b)``: the distinct-value indices inside each ``[lo, hi]`` (``values`` sorted).
 
@@ -150,7 +171,7 @@ def interval_positions(values, lo, hi, xp=None):
     m = lo.shape[0]
     if xp is np:
         needles = np.concatenate([lo, hi])
-        order = np.argsort(needles, kind="stable")
+        order = stable_argsort(needles)
         srt = needles[order]
         left = order < m
         pos = np.empty(2 * m, dtype=np.int64)

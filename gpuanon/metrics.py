@@ -37,7 +37,7 @@ from kernels.segmented import group_starts, segment_reduce
 
 from .backend import to_host
 from .entropy import (N_BINS, NumericDomain, domain_joint, hierarchy_joint, interval_joint, interval_positions,
-                      numeric_domain, set_joint, suppressed_joint, uncertainty_from_joint)
+                      numeric_domain, set_joint, stable_argsort, suppressed_joint, uncertainty_from_joint)
 from .cells import SET_SEPARATOR, cell_text, parse_numeric_cells, split_set_text  # noqa: F401 (re-exported)
 
 
@@ -321,7 +321,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None) -> ClassSum
     labels = xp.asarray(labels)
     kept = xp.nonzero(labels >= 0)[0]
     lab = labels[kept]
-    order = xp.argsort(lab, kind="stable")
+    order = stable_argsort(lab, xp)
     rows = kept[order]
     starts = group_starts(lab[order], xp)
     sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
@@ -432,7 +432,7 @@ class HierarchyScorer:
         labels = xp.asarray(labels)
         kept = xp.nonzero(labels >= 0)[0]
         lab = labels[kept]
-        order = xp.argsort(lab, kind="stable")
+        order = stable_argsort(lab, xp)
         self.rows = kept[order]
         self.starts = group_starts(lab[order], xp)
         sizes = xp.diff(xp.concatenate([self.starts, xp.asarray([self.rows.shape[0]], dtype=xp.int64)]))
