@@ -17,7 +17,7 @@ from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.entropy import (interval_joint, numeric_domain, set_joint, suppressed_joint,
                              uncertainty_from_joint)
 from gpuanon.metrics import compute_metrics, summary_from_labels, summary_from_output
-from tests.test_metrics import assert_close, ref_domain, ref_u_prime
+from test_metrics import assert_close, ref_domain, ref_u_prime
 
 
 def h2(p):
