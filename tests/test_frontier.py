@@ -187,6 +187,8 @@ def test_compare_reads_the_measured_points():
     # distpab 0.5 (0.90, 0.30) is dominated by gp 0.5 (0.91, 0.40); distpab 0.3 (0.94, 0.10) only ties
     # gp 0.1 (0.94, 0.10), and a tie is not domination
     assert c["pareto_undominated"] == [0.1, 0.3]
+    # distpab 0.1 (0.95, 0.20) dominates gp 0.1 (0.94, 0.10) and gp 0.3 (0.93, 0.20)
+    assert c["dominates_points_of_other"] == [0.1, 0.3]
 
 
 def test_plot_is_a_png(small_frontier, tmp_path):

@@ -75,6 +75,7 @@ __all__ = [
     "frontier",
     "load_frontier_data",
     "make_models",
+    "markdown_frontier",
     "parse_noise",
     "plot_frontier",
     "run_frontier",
@@ -219,7 +220,7 @@ def _perturb(method: str, X: np.ndarray, noise: float, seed: int, draws: int, ba
         from .distpab import DISTPAB  # noqa: PLC0415
 
         model = DISTPAB(noise=noise, random_state=seed, backend=backend)
-        Xp, perm = model.fit_transform(X)
+        Xp, perm = model.fit_perturb(X)
         Xp = pair_rows(to_host(Xp).astype(np.float64, copy=False), to_host(perm))
         return Xp, {"phi": float(model.phi_)}
     raise InputError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
@@ -380,6 +381,13 @@ def run_frontier(dataset: str, noise: Sequence[float] = DEFAULT_NOISE, rows: int
 # --------------------------------------------------------------------------- reading the frontier
 
 
+def _dominates(acc_a, att_a, acc_b, att_b) -> np.ndarray:
+    """``D[i, j]``: point ``i`` of ``a`` dominates point ``j`` of ``b`` (>= on both axes, > on one)."""
+    ge = (acc_a[:, None] >= acc_b[None, :]) & (att_a[:, None] >= att_b[None, :])
+    gt = (acc_a[:, None] > acc_b[None, :]) | (att_a[:, None] > att_b[None, :])
+    return ge & gt
+
+
 def compare(table: pd.DataFrame, method: str = "distpab", others: Sequence[str] = ("gp", "rp")) -> dict:
     """Where ``method`` dominates each other method, from the measured numbers.
 
@@ -387,7 +395,8 @@ def compare(table: pd.DataFrame, method: str = "distpab", others: Sequence[str] 
     the other's at the same noise (at least one strictly greater), ``"dominated"`` for the
     reverse, ``"trade-off"`` otherwise (``"equal"`` when both are equal). Across the sweep:
     ``pareto_undominated`` -- the noise values whose ``method`` point no point of the other's
-    curve dominates (as good on both axes, better on one).
+    curve dominates (as good on both axes, better on one); ``dominates_points_of_other`` -- the
+    other's noise values whose point some ``method`` point dominates.
 
     >>> t = pd.DataFrame({"method": ["distpab", "gp"], "noise": [0.3, 0.3],
     ...                   "accuracy_mean": [0.9, 0.8], "attack_min": [0.2, 0.1]})
@@ -416,12 +425,39 @@ def compare(table: pd.DataFrame, method: str = "distpab", others: Sequence[str] 
                 per[float(nz)] = "trade-off"
         acc_o, att_o = oth["accuracy_mean"].to_numpy(), oth["attack_min"].to_numpy()
         acc_s, att_s = own["accuracy_mean"].to_numpy(), own["attack_min"].to_numpy()
-        ge = (acc_o[None, :] >= acc_s[:, None]) & (att_o[None, :] >= att_s[:, None])
-        gt = (acc_o[None, :] > acc_s[:, None]) | (att_o[None, :] > att_s[:, None])
-        dominated = (ge & gt).any(axis=1)
+        dominated = _dominates(acc_o, att_o, acc_s, att_s).any(axis=0)
+        beaten = _dominates(acc_s, att_s, acc_o, att_o).any(axis=0)
         out[other] = {"per_noise": per,
-                      "pareto_undominated": [float(v) for v in own.index[~dominated]]}
+                      "pareto_undominated": [float(v) for v in own.index[~dominated]],
+                      "dominates_points_of_other": [float(v) for v in oth.index[beaten]]}
     return out
+
+
+def markdown_frontier(table: pd.DataFrame, raw: dict | None = None) -> str:
+    """The frontier as a markdown table (RP once: its rows are one draw), raw data first.
+
+    >>> t = pd.DataFrame({"method": ["gp"], "noise": [0.3], "accuracy_knn": [0.9], "accuracy_svm": [0.8],
+    ...                   "accuracy_lr": [0.7], "accuracy_mean": [0.8], "naive": [1.0], "ica": [0.5],
+    ...                   "io": [0.25], "attack_min": [0.25]})
+    >>> print(markdown_frontier(t).splitlines()[2])
+    | gp | 0.3 | 0.900 | 0.800 | 0.700 | 0.800 | 1.000 | 0.500 | 0.250 | 0.250 |
+    """
+    lines = ["| method | noise | k-NN | SVM | LR | mean accuracy | naive | ICA | known I/O | attack min |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    if raw:
+        lines.append("| raw | - | " + " | ".join(f"{raw[k]:.3f}" for k in (*MODELS, "mean"))
+                     + " | 0 | - | 0 | 0 |")
+    seen_rp = False
+    for r in table.itertuples(index=False):
+        if r.method == "rp":
+            if seen_rp:
+                continue
+            seen_rp = True
+        nz = "none" if r.method == "rp" else f"{r.noise:g}"
+        lines.append(f"| {r.method} | {nz} | " + " | ".join(
+            f"{getattr(r, c):.3f}" for c in ("accuracy_knn", "accuracy_svm", "accuracy_lr", "accuracy_mean",
+                                             "naive", "ica", "io", "attack_min")) + " |")
+    return "\n".join(lines)
 
 
 def plot_frontier(table: pd.DataFrame, path, title: str = "", raw_accuracy: float | None = None) -> None:
