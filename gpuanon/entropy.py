@@ -118,7 +118,7 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> 
     ([0, 2, 7], [6, 6])
     """
     xp = xp or array_module(counts)
-    counts = xp.asarray(counts).astype(xp.int64)
+    counts = xp.asarray(counts).astype(xp.int64, copy=False)
     v = int(counts.shape[0])
     vp = v - int(bool(has_missing))
     cum = xp.zeros(v + 1, dtype=xp.int64)
