@@ -1,0 +1,120 @@
+"""The experiment's data plan, shared by the server side and every silo.
+
+A silo knows where its rows are from its node configuration: ``data-path`` (a CSV / Parquet file
+of its own rows: the deployment runtime, separate machines) or ``partition-id`` (simulation: the
+silo recomputes the seeded split of a named dataset and keeps only its part, as Flower's
+partitioned-dataset examples do). The server side holds the raw held-out test rows (``test-path``,
+or the same seeded split) and never a silo's rows.
+
+The split is the evaluation's (SPEC 9): one stratified, seeded train / test split of the original
+table (70 / 30 by default); the training part is then split into silos (:mod:`.splits`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, SchemaError
+from .splits import split_silos
+
+
+def experiment_key(cfg: dict) -> str:
+    keys = ("dataset", "input", "rows", "data_seed", "target", "test_size", "seed", "silos", "split", "alpha")
+    return json.dumps({k: cfg.get(k) for k in keys}, sort_keys=True, default=str)
+
+
+def load_frame(cfg: dict) -> pd.DataFrame:
+    from ..datasets import get_dataset, load_table  # noqa: PLC0415
+
+    if cfg.get("input"):
+        return load_table(cfg["input"])
+    if not cfg.get("dataset"):
+        raise InputError("no data: give an input file or a dataset name")
+    df, _ = get_dataset(cfg["dataset"], rows=cfg.get("rows"), seed=int(cfg.get("data_seed") or 0))
+    return df
+
+
+@dataclass
+class Plan:
+    train: pd.DataFrame
+    test: pd.DataFrame
+    silos: list          # row positions of each silo in ``train``
+    classes: list        # target values, sorted (the label codes)
+
+
+@functools.lru_cache(maxsize=4)
+def _plan(key: str) -> Plan:
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415
+
+    cfg = json.loads(key)
+    df = load_frame(cfg).reset_index(drop=True)
+    target = cfg["target"]
+    if target not in df.columns:
+        raise SchemaError(f"target column '{target}' is not in the table; columns: {', '.join(map(str, df.columns))}")
+    if df[target].isna().any():
+        raise SchemaError(f"target column '{target}' has missing values; drop or fill them first")
+    y, classes = pd.factorize(df[target], sort=True)
+    if len(classes) < 2:
+        raise SchemaError(f"target column '{target}' has a single value; a classifier needs two or more")
+    tr, te = train_test_split(np.arange(len(df)), test_size=float(cfg.get("test_size", 0.3)), stratify=y,
+                              random_state=int(cfg.get("seed", 0)))
+    tr.sort()
+    te.sort()
+    train = df.iloc[tr].reset_index(drop=True)
+    test = df.iloc[te].reset_index(drop=True)
+    silos = split_silos(y[tr], int(cfg["silos"]), cfg.get("split", "iid"), float(cfg.get("alpha", 0.5)),
+                        seed=int(cfg.get("seed", 0)))
+    return Plan(train, test, silos, [str(c) for c in classes])
+
+
+def plan(cfg: dict) -> Plan:
+    """The seeded split of the experiment (cached per process)."""
+    return _plan(experiment_key(cfg))
+
+
+def silo_rows(cfg: dict, node_config: dict) -> tuple[int, pd.DataFrame]:
+    """``(silo index, the silo's raw rows)``, as the silo itself loads them."""
+    from ..datasets import load_table  # noqa: PLC0415
+
+    silo = int(node_config.get("silo", node_config.get("partition-id", -1)))
+    path = node_config.get("data-path")
+    if path:
+        return silo, load_table(str(path))
+    if silo < 0:
+        raise InputError("this node has neither a data-path nor a partition-id in its node configuration; "
+                         "start it with --node-config \"silo=0 data-path='silo0.csv'\"")
+    p = plan(cfg)
+    if silo >= len(p.silos):
+        raise InputError(f"partition-id {silo} is out of range for {len(p.silos)} silos")
+    return silo, p.train.iloc[p.silos[silo]].reset_index(drop=True)
+
+
+def test_rows(cfg: dict) -> pd.DataFrame:
+    """The raw held-out rows, on the server side."""
+    from ..datasets import load_table  # noqa: PLC0415
+
+    if cfg.get("test_path"):
+        return load_table(cfg["test_path"])
+    return plan(cfg).test
+
+
+def write_silo_files(cfg: dict, folder) -> tuple[list[str], str]:
+    """Each silo's rows and the test rows as Parquet files in ``folder`` (for the deployment runtime)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    p = plan(cfg)
+    paths = []
+    for i, idx in enumerate(p.silos):
+        f = folder / f"silo{i}.parquet"
+        p.train.iloc[idx].reset_index(drop=True).to_parquet(f, index=False)
+        paths.append(str(f))
+    t = folder / "test.parquet"
+    p.test.to_parquet(t, index=False)
+    return paths, str(t)

@@ -1,0 +1,106 @@
+"""Running an experiment: the configuration, Flower's simulation runtime, and the comparison grid."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import InputError
+from .models import model_spec
+
+log = logging.getLogger("gpuanon")
+
+RUNTIMES = ("simulation", "deployment")
+
+
+def make_config(dataset: str | None = None, input: str | None = None, *, target: str | None = None,
+                qi=None, sensitive: str | None = None, identifiers=None, numeric=None, categorical=None,
+                rows: int | None = None, silos: int = 3, split: str = "iid", alpha: float = 0.5,
+                protection: str = "raw", model: str = "mlp", rounds: int = 20, local_epochs: int = 3,
+                learning_rate: float | None = None, batch_size: int | None = None, momentum: float | None = None,
+                test_size: float = 0.3, seed: int = 0, device: str | None = "cpu", max_suppression: float = 0.01,
+                positive=None, test_mapping: bool = False, torch_threads: int = 1,
+                categories: dict | None = None) -> dict:
+    """The experiment as a JSON-ready dict (what the server and every silo agree on)."""
+    from ..evaluate import parse_protection  # noqa: PLC0415
+    from .splits import SPLITS  # noqa: PLC0415
+
+    if not dataset and not input:
+        raise InputError("no data: give an input file or --dataset adult")
+    roles = {}
+    if dataset and not input:
+        from ..datasets import get_dataset  # noqa: PLC0415
+
+        _, roles = get_dataset(dataset, rows=1 if dataset.lower() != "hepmass" else 10)  # roles only
+    target = target or roles.get("target")
+    if not target:
+        raise InputError("no target column given; pass --target COLUMN")
+    qi = list(qi or roles.get("quasi_identifiers") or [])
+    prot = parse_protection(protection)
+    if prot.kind in ("mondrian", "suppress") and not qi:
+        raise InputError("a Mondrian protection needs quasi-identifiers; pass --qi COL1,COL2,...")
+    if int(silos) < 1:
+        raise InputError(f"--silos must be at least 1, got {silos}")
+    if int(rounds) < 1 or int(local_epochs) < 1:
+        raise InputError("--rounds and --local-epochs must be at least 1")
+    if str(split).lower() not in SPLITS:
+        raise InputError(f"--split must be one of {', '.join(SPLITS)}")
+    if test_mapping and prot.kind not in ("mondrian",):
+        raise InputError("--test-mapping applies to a Mondrian protection (k=...)")
+    spec = model_spec(model, learning_rate, batch_size, momentum)
+    if input:
+        input = str(Path(input).resolve())
+    return {"dataset": dataset, "input": input, "rows": rows, "data_seed": 0, "target": target, "qi": qi,
+            "sensitive": sensitive or roles.get("sensitive") or target, "identifiers": list(identifiers or []),
+            "numeric": list(numeric or []), "categorical": list(categorical or []), "test_size": float(test_size),
+            "seed": int(seed), "silos": int(silos), "split": str(split).lower(), "alpha": float(alpha),
+            "protection": prot.name, "model": spec.to_dict(), "rounds": int(rounds),
+            "local_epochs": int(local_epochs), "device": device, "max_suppression": float(max_suppression),
+            "positive": None if positive is None else str(positive), "test_mapping": bool(test_mapping),
+            "torch_threads": int(torch_threads), "categories": categories or None}
+
+
+def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: float = 1.0,
+                   verbose: bool = False) -> dict:
+    """Flower's simulation runtime: one virtual SuperNode per silo (Ray actors), the ServerApp in this
+    process. Returns the server's report."""
+    from flwr.simulation import run_simulation as flwr_run_simulation  # noqa: PLC0415
+
+    from .client_app import app as client_app  # noqa: PLC0415
+    from .server_app import make_server_app  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="gpuanon-fl-") as tmp:
+        out = Path(tmp) / "result.json"
+        c = dict(cfg, result_path=str(out))
+        if gpus_per_client and not c.get("device"):
+            c["device"] = "cuda"
+        ncpu = os.cpu_count() or 1
+        backend_config = {"client_resources": {"num_cpus": float(min(cpus_per_client, ncpu)),
+                                               "num_gpus": float(gpus_per_client)},
+                          "init_args": {"num_cpus": ncpu, "include_dashboard": False, "log_to_driver": verbose,
+                                        "logging_level": "error"}}
+        if gpus_per_client:
+            backend_config["init_args"]["num_gpus"] = 1
+        t0 = time.perf_counter()
+        flwr_run_simulation(server_app=make_server_app(c), client_app=client_app, num_supernodes=int(c["silos"]),
+                            backend_config=backend_config, verbose_logging=verbose)
+        if not out.exists():
+            raise RuntimeError("the federated run ended without a result (see the log above for the silo's error)")
+        doc = json.loads(out.read_text())
+        doc["runtime"] = {"name": "simulation", "gpus_per_client": gpus_per_client,
+                          "seconds_with_startup": round(time.perf_counter() - t0, 3)}
+        return doc
+
+
+def run_federated(cfg: dict, runtime: str = "simulation", gpus_per_client: float = 0.0, **kw) -> dict:
+    if runtime == "simulation":
+        return run_simulation(cfg, gpus_per_client=gpus_per_client, **kw)
+    if runtime == "deployment":
+        from .deployment import run_deployment  # noqa: PLC0415
+
+        return run_deployment(cfg, **kw)
+    raise InputError(f"runtime '{runtime}' is not one of {', '.join(RUNTIMES)}")
