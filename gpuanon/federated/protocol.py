@@ -75,6 +75,19 @@ def check_outbound(message_type: str, content) -> None:
                 raise ProtocolError("feature moments must be three vectors of one length")
 
 
+def describe(content) -> dict:
+    """What a message carries, without the values: record name -> kind, keys, array shapes and dtypes."""
+    out = {}
+    for name, rec in content.items():
+        kind = _kind(rec)
+        d = {"kind": kind, "keys": sorted(rec.keys()), "bytes": int(rec.count_bytes())}
+        if kind == "array":
+            d["shapes"] = [list(a.shape) for a in rec.values()]
+            d["dtypes"] = sorted({str(a.dtype) for a in rec.values()})
+        out[name] = d
+    return out
+
+
 def content_bytes(content) -> int:
     """Payload bytes of a message's records (arrays, metrics, configs)."""
     return int(sum(rec.count_bytes() for rec in content.values()))

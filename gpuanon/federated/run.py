@@ -86,8 +86,15 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
         if gpus_per_client:
             backend_config["init_args"]["num_gpus"] = 1
         t0 = time.perf_counter()
-        flwr_run_simulation(server_app=make_server_app(c), client_app=client_app, num_supernodes=int(c["silos"]),
-                            backend_config=backend_config, verbose_logging=verbose)
+        flwr_log = logging.getLogger("flwr")
+        level = flwr_log.level
+        if not verbose:  # Flower's per-round lines; gpuanon logs its own round line
+            flwr_log.setLevel(logging.ERROR)
+        try:
+            flwr_run_simulation(server_app=make_server_app(c), client_app=client_app, num_supernodes=int(c["silos"]),
+                                backend_config=backend_config, verbose_logging=verbose)
+        finally:
+            flwr_log.setLevel(level)
         if not out.exists():
             raise RuntimeError("the federated run ended without a result (see the log above for the silo's error)")
         doc = json.loads(out.read_text())

@@ -40,10 +40,11 @@ class SiloFedAvg(FedAvg):
     order, so a seeded run gives the same weights whatever order the replies arrive in) and the
     bytes of every message counted per silo and round."""
 
-    def __init__(self, n_silos: int, node_silo: dict):
+    def __init__(self, n_silos: int, node_silo: dict, wire: list | None = None):
         super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n_silos,
                          min_available_nodes=n_silos)
         self.node_silo = dict(node_silo)
+        self.wire = wire if wire is not None else []
         self.bytes_rounds: list[dict] = []
         self._down: dict = {}
 
@@ -61,6 +62,10 @@ class SiloFedAvg(FedAvg):
         if len(replies) != len(self.node_silo):
             raise RuntimeError(f"round {server_round}: {len(replies)} of {len(self.node_silo)} silos replied")
         replies.sort(key=lambda m: int(m.content["metrics"]["silo"]))
+        for m in replies:  # what crossed, as received here; checked again on this side
+            P.check_outbound("train", m.content)
+            self.wire.append({"type": "train", "round": int(server_round), "silo": int(m.content["metrics"]["silo"]),
+                              "records": P.describe(m.content)})
         up = {int(m.content["metrics"]["silo"]): P.content_bytes(m.content) for m in replies}
         self.bytes_rounds.append({"round": int(server_round), "down": int(sum(self._down.values())),
                                   "up": int(sum(up.values())),
@@ -73,7 +78,7 @@ class SiloFedAvg(FedAvg):
         return ArrayRecord(avg), MetricRecord({"train-loss": loss, "num-examples": int(sum(counts))})
 
 
-def _ask(grid: Grid, nodes: list, message_type: str, content_for, timeout: float) -> list:
+def _ask(grid: Grid, nodes: list, message_type: str, content_for, timeout: float, wire: list) -> list:
     msgs = [Message(content_for(nid), message_type=message_type, dst_node_id=nid) for nid in nodes]
     down = {nid: P.content_bytes(m.content) for nid, m in zip(nodes, msgs)}
     replies = list(grid.send_and_receive(msgs, timeout=timeout))
@@ -82,6 +87,9 @@ def _ask(grid: Grid, nodes: list, message_type: str, content_for, timeout: float
         raise RuntimeError(f"{message_type}: silo(s) failed: " + "; ".join(str(m.error.reason)[:800] for m in bad))
     if len(replies) != len(nodes):
         raise RuntimeError(f"{message_type}: {len(replies)} of {len(nodes)} silos replied within {timeout:.0f} s")
+    for m in sorted(replies, key=lambda r: r.metadata.src_node_id):
+        P.check_outbound(message_type, m.content)
+        wire.append({"type": message_type, "silo": int(m.content["silo"]["silo"]), "records": P.describe(m.content)})
     return [(m, down[m.metadata.src_node_id], P.content_bytes(m.content)) for m in replies]
 
 
@@ -105,11 +113,12 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
     if len(nodes) != n:
         raise RuntimeError(f"{len(nodes)} nodes are connected, the experiment has {n} silos")
     client_cfg = {k: v for k, v in cfg.items() if k not in ("result_path", "test_path")}
+    wire: list = []
 
     # 1. prepare: protect locally; counts, category sets, DISTPAB phase 1 back
     t1 = time.perf_counter()
     prep = _ask(grid, nodes, "query.prepare",
-                lambda nid: RecordDict({"config": ConfigRecord({"experiment": json.dumps(client_cfg)})}), timeout)
+                lambda nid: RecordDict({"config": ConfigRecord({"experiment": json.dumps(client_cfg)})}), timeout, wire)
     node_silo, silos, cats, stats = {}, {}, [], {}
     for m, down, up in prep:
         rec = m.content["silo"]
@@ -159,7 +168,7 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         rd["space"] = ConfigRecord(conf)
         return rd
 
-    enc = _ask(grid, nodes, "query.encode", encode_content, timeout)
+    enc = _ask(grid, nodes, "query.encode", encode_content, timeout, wire)
     chunks = {}
     for m, down, up in enc:
         s = node_silo[m.metadata.src_node_id]
@@ -210,7 +219,7 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         log.info("round %d: accuracy %.4f  F1 %.4f  loss %.4f", rnd, row["accuracy"], row["f1"], row["loss"])
         return MetricRecord({k: v for k, v in row.items() if np.isfinite(v)})
 
-    strategy = SiloFedAvg(n, node_silo)
+    strategy = SiloFedAvg(n, node_silo, wire)
     train_config = ConfigRecord({"scale-mean": [float(v) for v in mean], "scale-std": [float(v) for v in std],
                                  "model": json.dumps(spec.to_dict()), "n-classes": len(classes),
                                  "local-epochs": int(cfg["local_epochs"])})
@@ -244,6 +253,7 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
                                       "up": s["bytes_prepare_up"] + s["bytes_encode_up"],
                                       **({"distpab_up": s["bytes_distpab_up"], "distpab_down": s["bytes_distpab_down"]}
                                          if dp is not None else {})} for s in silo_list]},
+        "wire": wire,
         "seconds": round(time.perf_counter() - t0, 3),
         "stage_seconds": {"prepare": round(prepare_s, 3), "train": round(train_s, 3)},
     }
