@@ -586,8 +586,8 @@ def cmd_check(args) -> int:
     if t_distance == "auto":  # as the anonymizer resolves it: ordered for a numeric sensitive attribute
         from .criteria import resolve_t_distance  # noqa: PLC0415
 
-        ref = df[sens] if reference is None else reference
-        t_distance = resolve_t_distance("auto", sens is not None and pd.api.types.is_numeric_dtype(ref)
+        ref = None if sens is None else (df[sens] if reference is None else reference)
+        t_distance = resolve_t_distance("auto", ref is not None and pd.api.types.is_numeric_dtype(ref)
                                         and not pd.api.types.is_bool_dtype(ref))
     res = verify(df, cols, sens, k=args.k, l=args.l or 0, l_kind=args.l_kind or "distinct",
                  c=args.c or 1.0, t=args.t, t_distance=t_distance, reference=reference)

@@ -209,6 +209,9 @@ def test_default_t_distance_is_ordered_for_a_numeric_sensitive_attribute(table, 
                 "--report", str(rep), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert _strict_json(rep)["achieved"]["t_distance"] == "equal"
+    c = run_cli("check", str(out), "--qi", "age,zip", "--k", "3", cwd=tmp_path)  # no sensitive attribute
+    assert c.returncode == 0 and "Traceback" not in c.stderr, c.stderr
+    assert "achieved k=" in c.stdout and "l=" not in c.stdout and "t=" not in c.stdout
 
 
 def test_mondrian_resolves_auto_at_fit():
