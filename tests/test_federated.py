@@ -280,3 +280,34 @@ def test_cli_federate_on_flower_simulation(tmp_path):
     assert doc["config"]["protection"] == "k=3" and len(doc["silos"]) == 2
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
+
+
+# ---------------------------------------------------------------- seed 004's test-time mapping (off by default)
+def test_test_time_mapping_picks_the_most_specific_legitimate_class():
+    import pandas as pd
+
+    from gpuanon.evaluate import FeatureSpace
+    from gpuanon.federated.mapping import map_records
+
+    space = FeatureSpace(["age", "job"], {"age": "numeric", "job": "categorical"}, ["age", "job"],
+                         {"job": ["a", "b", "c"]})
+    ecs = [{"age": [20.0, 40.0], "job": ["a", "b"]}, {"age": [20.0, 30.0], "job": ["a"]},
+           {"age": [20.0, 60.0], "job": "*"}]
+    test = pd.DataFrame({"age": [25, 35, 50, 70], "job": ["a", "b", "c", "a"]})
+    gen, mapped = map_records(test, space, ecs)
+    assert mapped.tolist() == [True, True, True, False]
+    assert gen["age_min"].tolist()[:3] == [20.0, 20.0, 20.0] and gen["age_max"].tolist()[:3] == [30.0, 40.0, 60.0]
+    assert gen["job"].tolist()[:3] == ["a", "a|b", "a|b|c"]
+    assert gen["age_min"].iloc[3] == 70 and gen["job"].iloc[3] == "a"      # no class covers age 70: raw
+
+
+def test_test_time_mapping_is_off_by_default_and_reports_the_patent():
+    doc, _ = _run(_cfg(protection="k=5", rounds=1))
+    assert "test_mapping" not in doc
+    doc, grid = _run(_cfg(protection="k=5", rounds=1, test_mapping=True))
+    tm = doc["test_mapping"]
+    assert "11,188,791" in tm["patent_note"] and tm["n_classes_shared"] > 0 and 0 <= tm["accuracy"] <= 1
+    prep = [r for t, r in grid.replies if t == "query.prepare"]
+    assert all("mapping" in r.content for r in prep)       # the classes (>= k rows each), never rows
+    with pytest.raises(InputError):
+        make_config("adult", protection="raw", test_mapping=True)
