@@ -199,9 +199,6 @@ def test_k_anonymous_silos_send_only_weights_counts_and_category_sets():
 def test_a_silo_that_tries_to_send_rows_is_stopped_by_its_guard():
     ctx = Context(run_id=1, node_id=5, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
 
-    class Leaky:
-        pass
-
     msg = Message(RecordDict({"config": ConfigRecord({"experiment": json.dumps(_cfg())})}),
                   dst_node_id=5, message_type="query.prepare")
     reply = client_app(msg, ctx)

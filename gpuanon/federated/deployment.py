@@ -1,6 +1,7 @@
 """Flower's deployment runtime on this machine: a SuperLink and one SuperNode per silo, each a separate
-process talking over loopback (Flower 1.41: its Fleet API over HTTP), then ``flwr run`` of a small Flower App whose components are
-:data:`gpuanon.federated.server_app.app` and :data:`gpuanon.federated.client_app.app`.
+process talking over loopback (Flower 1.41 serves its Fleet API over HTTP), then ``flwr run`` of a
+small Flower App whose components are :data:`gpuanon.federated.server_app.app` and
+:data:`gpuanon.federated.client_app.app`.
 
 Each SuperNode is told its own data by its node configuration (``silo=<i> data-path='<file>'``): the
 silo's rows are written to a file of their own and only that node reads it. The server side reads
