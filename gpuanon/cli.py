@@ -453,8 +453,9 @@ def _refuse_overwriting_inputs(args, cfg: dict) -> None:
         for in_name, inp in inputs:
             if isinstance(inp, (str, Path)) and inp and _same_file(out, inp):
                 what = "the input file" if in_name == "input" else f"the --{in_name} file"
+                stem, dot, ext = Path(str(out)).name.partition(".")
                 raise InputError(f"--{name} '{out}' is {what}, which would be overwritten; write the output "
-                                 f"to another file (e.g. out/{Path(str(out)).name})")
+                                 f"to another file, e.g. '{Path(str(out)).with_name(stem + '_out' + dot + ext)}'")
 
 
 def cmd_anonymize(args) -> int:

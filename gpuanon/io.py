@@ -32,8 +32,8 @@ def output_kind(path: str | os.PathLike) -> str:
 def check_writable(path: str | os.PathLike, *, table: bool = True) -> None:
     """Fail early (before any work) when an output cannot be written."""
     if Path(path).is_dir():
-        raise InputError(f"cannot write '{path}': it is a folder; name a file inside it, e.g. "
-                         f"'{Path(path) / ('out.csv' if table else 'report.json')}'")
+        raise InputError(f"cannot write '{path}': it is a folder; name a file inside it"
+                         + (f", e.g. '{Path(path) / 'out.csv'}'" if table else ""))
     if table:
         output_kind(path)
     folder = Path(path).resolve().parent
