@@ -270,8 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--compare", metavar="PROTECTIONS",
                    help="';'-separated protections, e.g. \"raw;k=3;k=10;k=3,l=2;distpab\": one federated run each "
                         "plus the centralized baseline, one printed table")
-    g.add_argument("--no-centralized", dest="centralized", action="store_false",
-                   help="with --compare: skip the centralized baseline")
+    g.add_argument("--centralized", choices=["raw", "all", "none"], default="raw",
+                   help="with --compare: the centralized baseline, the same model trained on the whole raw "
+                        "training part (raw, default), on every protection applied centrally (all), or none")
     g.add_argument("--model", choices=["mlp", "mlp-distpab", "lr", "svm", "perceptron"], default="mlp",
                    help="mlp: the thesis's (3 hidden layers, SGD 0.01, batch 32); mlp-distpab: the DISTPAB "
                         "paper's ((10, 200, 200), SGD 1e-4, momentum 0.5, batch 64); lr; svm (linear, hinge); "

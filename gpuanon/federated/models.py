@@ -132,7 +132,11 @@ def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
     """``epochs`` local epochs of mini-batch SGD on device tensors; a fresh optimizer each round, a seeded
     batch order. Returns the last epoch's mean training loss."""
     torch = _torch()
-    opt = make_optimizer(net, spec.optimizer, spec.learning_rate, spec.momentum)
+    if spec.optimizer == "sgd":  # one fused (foreach) update of every parameter per step: small nets are
+        opt = torch.optim.SGD(net.parameters(), lr=spec.learning_rate, momentum=spec.momentum,  # step-bound
+                              foreach=True)
+    else:
+        opt = make_optimizer(net, spec.optimizer, spec.learning_rate, spec.momentum)
     gen = torch.Generator().manual_seed(int(seed))
     if spec.loss == "cross_entropy":
         return train_epochs(net, opt, X, y, int(epochs), int(spec.batch_size), gen)

@@ -24,7 +24,10 @@ def learning_curves(runs: dict) -> str:
         x = [r["round"] for r in rounds]
         for ax, (key, _) in zip(axes, _CURVES):
             ax.plot(x, [r[key] for r in rounds], marker="o", ms=2.5, lw=1.4, color=cmap(i % 10), label=name)
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
     for ax, (_, title) in zip(axes, _CURVES):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)

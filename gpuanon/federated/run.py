@@ -64,10 +64,13 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
             "torch_threads": int(torch_threads), "categories": categories or None}
 
 
-def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: float = 1.0,
+def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: float | None = None,
                    verbose: bool = False) -> dict:
     """Flower's simulation runtime: one virtual SuperNode per silo (Ray actors), the ServerApp in this
-    process. Returns the server's report."""
+    process. Returns the server's report.
+
+    ``cpus_per_client``: Ray's CPU share of each client; by default ``min(1, cores / silos)``, so every
+    silo trains at once (each client's PyTorch uses one thread)."""
     from flwr.simulation import run_simulation as flwr_run_simulation  # noqa: PLC0415
 
     from .client_app import app as client_app  # noqa: PLC0415
@@ -79,6 +82,8 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
         if gpus_per_client and not c.get("device"):
             c["device"] = "cuda"
         ncpu = os.cpu_count() or 1
+        if cpus_per_client is None:
+            cpus_per_client = min(1.0, ncpu / max(int(c["silos"]), 1))
         backend_config = {"client_resources": {"num_cpus": float(min(cpus_per_client, ncpu)),
                                                "num_gpus": float(gpus_per_client)},
                           "init_args": {"num_cpus": ncpu, "include_dashboard": False, "log_to_driver": verbose,
