@@ -325,8 +325,14 @@ def get_backend(name: str | None = None, *, quiet: bool = False, n_rows: int | N
         else:
             be = Backend("cpu", np, _frame_module(False), reason=f"fell back to the CPU: {why}")
     if not quiet:
-        log.info("backend %s (%s%s)", be.name, be.reason, f"; device {be.device}" if be.is_gpu else "")
+        line = f"backend {be.name} ({be.reason}{f'; device {be.device}' if be.is_gpu else ''})"
+        # said once per process at INFO (a grid of runs would repeat it), again only at DEBUG
+        log.log(logging.DEBUG if line in _SAID else logging.INFO, "%s", line)
+        _SAID.add(line)
     return be
+
+
+_SAID: set = set()
 
 
 def cuml_module() -> tuple[ModuleType | None, str]:
