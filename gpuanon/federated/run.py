@@ -88,8 +88,6 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
                                                "num_gpus": float(gpus_per_client)},
                           "init_args": {"num_cpus": ncpu, "include_dashboard": False, "log_to_driver": verbose,
                                         "logging_level": "error"}}
-        if gpus_per_client:
-            backend_config["init_args"]["num_gpus"] = 1
         t0 = time.perf_counter()
         flwr_log = logging.getLogger("flwr")
         level = flwr_log.level
