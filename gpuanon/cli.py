@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--t-values", default="0.2,0.3,0.4", help="t values at --base-k ('' for none)")
     g.add_argument("--base-k", type=int, default=3, help="k of the l and t runs (default 3)")
     g.add_argument("--l-kind", dest="l_kind", choices=["distinct", "entropy", "recursive"], default="distinct")
-    g.add_argument("--t-distance", dest="t_distance", choices=["equal", "ordered", "kl"], default="equal")
+    g.add_argument("--t-distance", dest="t_distance", choices=["auto", "equal", "ordered", "kl"], default="auto",
+                   help="default auto: ordered EMD for a numeric sensitive attribute, equal otherwise")
     g.add_argument("--mode", choices=["strict", "relaxed"], default="strict")
     g.add_argument("--max-suppression", dest="max_suppression", type=float, default=0.01)
     g.add_argument("--backend", choices=["auto", "cpu", "gpu"])

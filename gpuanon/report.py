@@ -25,6 +25,8 @@ import json
 
 import numpy as np
 
+from .io import json_safe
+
 
 def _png(fig) -> str:
     buf = io.BytesIO()
@@ -204,7 +206,7 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
     parts.append("<h2>Timing</h2><table>" + "".join(f"<tr><td>{_html.escape(k_)}</td><td>{v:.3f} s</td></tr>"
                                                    for k_, v in secs.items()) + "</table>")
     parts.append("<details><summary>Full JSON report</summary><pre>"
-                 + _html.escape(json.dumps(report, indent=1, default=str)[:200_000]) + "</pre></details>")
+                 + _html.escape(json.dumps(json_safe(report), indent=1, default=str, allow_nan=False)[:200_000]) + "</pre></details>")
     parts.append("</body></html>")
     return "".join(parts)
 
@@ -350,6 +352,6 @@ def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") ->
                      f"<td>{g['train_seconds'].mean():.3f}</td></tr>")
     parts.append("</table>")
     parts.append("<details><summary>Full JSON</summary><pre>"
-                 + _html.escape(json.dumps(ev, indent=1, default=str)[:400_000]) + "</pre></details>")
+                 + _html.escape(json.dumps(json_safe(ev), indent=1, default=str, allow_nan=False)[:400_000]) + "</pre></details>")
     parts.append("</body></html>")
     return "".join(parts)

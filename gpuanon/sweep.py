@@ -73,7 +73,7 @@ def grid(ks: Iterable[int], ls: Iterable[int], ts: Iterable[float], base_k: int 
 
 def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=None, identifiers=None,
               ks=range(3, 16), ls=(2, 3), ts=(0.2, 0.3, 0.4), base_k: int = 3, mode: str = "strict",
-              l_kind: str = "distinct", t_distance: str = "equal", max_suppression: float = 0.01,
+              l_kind: str = "distinct", t_distance: str = "auto", max_suppression: float = 0.01,
               backend=None, progress=None, hierarchies=None, rho=None, optimize: bool = False,
               optimized_variant: bool = True) -> pd.DataFrame:
     """Run Mondrian over a grid on one encoded table; one row of metrics per run.

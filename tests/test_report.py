@@ -188,3 +188,12 @@ def test_html_shows_hierarchies_and_every_rho_candidate():
     for c in qis:  # U before / after / lost per QI
         b, a = met["entropy_coefficient_before"][c], met["entropy_coefficient_after"][c]
         assert f"{c} {b:.6g} {a:.6g} {100 * (1 - a / b):.2f}%" in text, c
+
+
+def test_raw_json_in_the_page_is_strict(report):
+    r = dict(report)
+    r["n_missing"] = {"x": float("nan")}
+    r["extra"] = [float("inf"), 1.5]
+    page = render_html(r)
+    raw = page.split("<pre>")[-1].split("</pre>")[0]
+    assert "NaN" not in raw and "Infinity" not in raw and "null" in raw
