@@ -47,8 +47,11 @@ def final_bars(table: list) -> str:
     for ax, key in zip(axes, ("accuracy", "f1")):
         ax.bar(x - 0.2, [r[f"fed_{key}"] for r in table], 0.4, label="federated", color="#4c72b0")
         cen = [r.get(f"central_{key}") for r in table]
-        if any(v is not None for v in cen):
+        if sum(v is not None for v in cen) > 1:
             ax.bar(x + 0.2, [np.nan if v is None else v for v in cen], 0.4, label="centralized", color="#dd8452")
+        elif any(v is not None for v in cen):  # the raw centralized baseline, as a line across
+            ax.axhline(next(v for v in cen if v is not None), color="#dd8452", ls="--", lw=1.5,
+                       label="centralized (raw)")
         ax.set_xticks(x, prots, rotation=20, ha="right")
         ax.set_title(f"final {key}", fontsize=10)
         ax.set_ylim(0.0, 1.0)
