@@ -308,3 +308,26 @@ def test_test_time_mapping_is_off_by_default_and_reports_the_patent():
     assert all("mapping" in r.content for r in prep)       # the classes (>= k rows each), never rows
     with pytest.raises(InputError):
         make_config("adult", protection="raw", test_mapping=True)
+
+
+# ---------------------------------------------------------------- the comparison grid and its page (in process)
+def test_compare_grid_table_and_html(monkeypatch):
+    from gpuanon.federated import compare as C
+    from gpuanon.federated import run as R
+    from gpuanon.federated.report import render_federated_html
+
+    monkeypatch.setattr(R, "run_federated", lambda cfg, **kw: _run(cfg)[0])
+    cfg = _cfg(rounds=2, model="lr")
+    doc = C.compare(cfg, "raw;k=5", centralized_baseline="raw")
+    assert [r["protection"] for r in doc["table"]] == ["raw", "k=5"]
+    raw, k5 = doc["table"]
+    assert raw["drop_vs_raw"] == 0.0 and k5["drop_vs_raw"] == pytest.approx(raw["fed_accuracy"] - k5["fed_accuracy"])
+    assert set(doc["centralized"]) == {"raw"} and doc["centralized"]["raw"]["epochs"] == 2
+    assert "central_accuracy" in raw and "central_accuracy" not in k5
+    assert "thesis_accuracy" not in raw                     # 1,500 rows is not the thesis's setting
+    text = C.format_table(doc["table"])
+    assert text.count("\n") == 4 and "| k=5 |" in text
+    page = render_federated_html(doc)
+    assert page.count("data:image/png;base64,") == 2 and "k=5" in page
+    with pytest.raises(InputError):
+        C.compare(cfg, "raw", centralized_baseline="sometimes")
