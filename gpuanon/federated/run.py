@@ -7,6 +7,7 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from ..errors import InputError
@@ -94,8 +95,11 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
         if not verbose:  # Flower's per-round lines; gpuanon logs its own round line
             flwr_log.setLevel(logging.ERROR)
         try:
-            flwr_run_simulation(server_app=make_server_app(c), client_app=client_app, num_supernodes=int(c["silos"]),
-                                backend_config=backend_config, verbose_logging=verbose)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\..*")  # Ray's tip on GPUs
+                flwr_run_simulation(server_app=make_server_app(c), client_app=client_app,
+                                    num_supernodes=int(c["silos"]), backend_config=backend_config,
+                                    verbose_logging=verbose)
         finally:
             flwr_log.setLevel(level)
         if not out.exists():
