@@ -88,10 +88,28 @@ def make_optimizer(model, name: str = "adam", learning_rate: float = 1e-3, momen
     raise InputError(f"optimizer '{name}' is not one of adam, sgd")
 
 
-def train_epochs(model, optimizer, X, y, epochs: int, batch_size: int, generator) -> float:
-    """``epochs`` passes of mini-batch training over device tensors; returns the last epoch's mean loss."""
+def load_weights(net, weights: Sequence[np.ndarray]):
+    """Load host arrays into ``net``'s parameters, in its order (shapes checked); returns ``net``."""
     torch = _torch()
-    loss_fn = torch.nn.CrossEntropyLoss()
+    state = net.state_dict()
+    if len(weights) != len(state):
+        raise InputError(f"expected {len(state)} weight arrays, got {len(weights)}")
+    new = {}
+    for (name, ref), w in zip(state.items(), weights):
+        if tuple(np.shape(w)) != tuple(ref.shape):
+            raise InputError(f"weight '{name}' has shape {tuple(np.shape(w))}, expected {tuple(ref.shape)}")
+        new[name] = torch.as_tensor(np.asarray(w), dtype=ref.dtype, device=ref.device)
+    net.load_state_dict(new)
+    return net
+
+
+def train_epochs(model, optimizer, X, y, epochs: int, batch_size: int, generator, loss_fn=None) -> float:
+    """``epochs`` passes of mini-batch training over device tensors; returns the last epoch's mean loss.
+
+    ``loss_fn`` defaults to cross-entropy (the federated linear SVM and perceptron pass a margin loss).
+    """
+    torch = _torch()
+    loss_fn = torch.nn.CrossEntropyLoss() if loss_fn is None else loss_fn
     n = int(X.shape[0])
     model.train()
     last = float("nan")
@@ -237,14 +255,5 @@ class TorchMLPClassifier:
         return [p.detach().cpu().numpy().copy() for p in self.model_.state_dict().values()]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> "TorchMLPClassifier":
-        torch = _torch()
-        state = self.model_.state_dict()
-        if len(weights) != len(state):
-            raise InputError(f"expected {len(state)} weight arrays, got {len(weights)}")
-        new = {}
-        for (name, ref), w in zip(state.items(), weights):
-            if tuple(np.shape(w)) != tuple(ref.shape):
-                raise InputError(f"weight '{name}' has shape {tuple(np.shape(w))}, expected {tuple(ref.shape)}")
-            new[name] = torch.as_tensor(np.asarray(w), dtype=ref.dtype, device=ref.device)
-        self.model_.load_state_dict(new)
+        load_weights(self.model_, weights)
         return self

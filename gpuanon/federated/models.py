@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..nn import _torch, build_mlp, make_optimizer, train_epochs
+from ..nn import _torch, build_mlp, load_weights, make_optimizer, train_epochs
 
 
 @dataclass(frozen=True)
@@ -94,38 +94,14 @@ def get_weights(net) -> list[np.ndarray]:
 
 
 def set_weights(net, weights: Sequence[np.ndarray]):
-    torch = _torch()
-    state = net.state_dict()
-    if len(weights) != len(state):
-        raise InputError(f"expected {len(state)} weight arrays, got {len(weights)}")
-    new = {}
-    for (name, ref), w in zip(state.items(), weights):
-        if tuple(np.shape(w)) != tuple(ref.shape):
-            raise InputError(f"weight '{name}' has shape {tuple(np.shape(w))}, expected {tuple(ref.shape)}")
-        new[name] = torch.as_tensor(np.asarray(w), dtype=ref.dtype, device=ref.device)
-    net.load_state_dict(new)
-    return net
+    """Load host arrays into ``net`` (shapes checked): :func:`gpuanon.nn.load_weights`."""
+    return load_weights(net, weights)
 
 
 def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator, margin: float) -> float:
     """:func:`gpuanon.nn.train_epochs` with a multi-class margin loss (hinge: margin 1; perceptron: 0)."""
-    torch = _torch()
-    loss_fn = torch.nn.MultiMarginLoss(margin=float(margin))
-    n = int(X.shape[0])
-    net.train()
-    last = float("nan")
-    for _ in range(int(epochs)):
-        perm = torch.randperm(n, generator=generator).to(X.device)
-        total = torch.zeros((), device=X.device)
-        for s in range(0, n, batch_size):
-            idx = perm[s:s + batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(net(X[idx]), y[idx])
-            loss.backward()
-            optimizer.step()
-            total += loss.detach() * idx.shape[0]
-        last = float(total) / max(n, 1)
-    return last
+    loss_fn = _torch().nn.MultiMarginLoss(margin=float(margin))
+    return train_epochs(net, optimizer, X, y, epochs, batch_size, generator, loss_fn=loss_fn)
 
 
 def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
