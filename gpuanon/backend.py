@@ -335,7 +335,7 @@ def get_backend(name: str | None = None, *, quiet: bool = False, n_rows: int | N
 _SAID: set = set()
 
 
-def cuml_module() -> tuple[ModuleType | None, str]:
+def load_cuml() -> tuple[ModuleType | None, str]:
     """``(cuml, '')`` when cuML imports and works here, else ``(None, why)``."""
     import importlib.util  # noqa: PLC0415
 

@@ -53,7 +53,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .backend import cuml_module, to_host
+from .backend import load_cuml, to_host
 from .errors import InputError, SchemaError
 from .metrics import (cell_text, compute_metrics, parse_numeric_cells, split_set_text,
                       summary_from_output)
@@ -197,7 +197,7 @@ def _have(module: str) -> bool:
 
 
 def _cuml_usable() -> bool:
-    mod, why = cuml_module()
+    mod, why = load_cuml()
     if mod is None and "installed but" in why:
         log.info("%s", why)
     return mod is not None
@@ -242,7 +242,7 @@ def make_model(name: str, backend: str = "cpu", random_state: int = 0):
                     "HistGradientBoostingClassifier (pip install xgboost-cpu, or xgboost on a GPU machine)")
         return HistGradientBoostingClassifier(max_iter=300, learning_rate=0.1, random_state=seed), "sklearn"
     if gpu and name != "et" and _cuml_usable():
-        cuml = cuml_module()[0]
+        cuml = load_cuml()[0]
 
         if name == "rf":
             return cuml.ensemble.RandomForestClassifier(n_estimators=200, random_state=seed, n_streams=1), "cuml"
