@@ -46,6 +46,7 @@ class Column:
     integer: bool = False
     hierarchy: Any = None  # categorical: a gpuanon.hierarchy.Hierarchy over the categories
     code_levels: Any = None  # (n_categories, height + 1) node id of every code at every level
+    info_x: Any = None  # the same sorted values on the table's device (made once by encode)
 
     @property
     def n_categories(self) -> int:
@@ -58,10 +59,18 @@ class Column:
         self.hierarchy = h
         self.code_levels = to_device(h.levels[leaf], xp)
 
+    def _decode_table(self, xp):
+        """'f32', or the sorted distinct values on ``xp``'s device (copied once, at encode)."""
+        if isinstance(self.info, str):
+            return self.info
+        if self.info_x is None or (xp is not np) != (type(self.info_x).__module__.startswith("cupy")):
+            self.info_x = to_device(self.info, xp)
+        return self.info_x
+
     def kernel_info(self, xp=np):
         """What the Mondrian kernel needs about this column (see ``kernels.mondrian``)."""
         if self.kind == "numeric":  # 'f32', or the sorted distinct values, copied to the device once
-            return self.info if isinstance(self.info, str) else to_device(self.info, xp)
+            return self._decode_table(xp)
         if self.hierarchy is None:
             return None
         frac = to_device(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves, xp)
@@ -134,8 +143,7 @@ class Table:
         """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
         xp = self.xp
         k = self.keys[j] if keys is None else keys
-        info = self.columns[j].info
-        v = decode_keys(k, info if isinstance(info, str) else to_device(info, xp), xp)
+        v = decode_keys(k, self.columns[j]._decode_table(xp), xp)
         return xp.where(k == MISSING, xp.nan, v)
 
     def encoding_metadata(self) -> dict:
@@ -223,14 +231,15 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
         nm = int(miss.sum())
         if arr.dtype == np.float32:
             kj = float32_keys(to_device(arr, xp), xp)
-            info = "f32"
+            info, info_x = "f32", None
         else:
             kj, uniq = rank_keys(to_device(arr, xp), xp)
-            info = to_host(uniq)
+            info, info_x = to_host(uniq), uniq
         keys[j] = kj
         lo = float(np.nanmin(arr)) if nm < n else float("nan")
         hi = float(np.nanmax(arr)) if nm < n else float("nan")
-        columns.append(Column(name, "numeric", info, [], lo, hi, nm, bool(integer)))
+        columns.append(Column(name, "numeric", info, [], lo, hi, nm, bool(integer),
+                              info_x=info_x))
         if nm:
             any_missing = True
             pattern = pattern * 2 + miss

@@ -238,8 +238,9 @@ def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str,
     cs = stats if stats is not None else ClassStats(table, labels, n_classes)
     with stage("output"):
         vals = class_values(cs, fmt)
-        row_pos = to_host(cs.row_pos if cs.n < 2**31 - 1 else cs.row_pos)
-        row_pos = row_pos.astype(np.int32) if cs.n < 2**31 - 1 else row_pos
+        row_pos = to_host(cs.row_pos)
+        if cs.n < 2**31 - 1:
+            row_pos = row_pos.astype(np.int32)  # half the index for the gathers below
         kept_host = to_host(cs.kept) if cs.n_kept != len(df) else None
     drop = set(c for c in identifiers if c in df.columns)
     new_cols: dict[str, object] = {}
