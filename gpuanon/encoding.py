@@ -123,6 +123,9 @@ class Table:
     target: Any | None = None
     target_values: list = field(default_factory=list)
     xp: Any = np
+    #: whole-table statistics computed at first use and kept (the metrics' per-column value counts);
+    #: shared by the tables ``dataclasses.replace`` makes of this one, so a sweep computes them once
+    column_stats: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def qi_names(self) -> list[str]:
