@@ -69,6 +69,18 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
     return span
 
 
+def partition_spans(keys, sizes, *, col_info, n_categories, global_range, xp=np, cell_limit: int = 1 << 25):
+    """Normalized span ``(P, d)`` of consecutive segments of ``keys`` (rows contiguous per segment).
+
+    The spans one level of :func:`mondrian_partition` computes. A segment's span depends only on
+    each column's smallest and largest key and on the set of categorical codes it holds, so a
+    caller that combined those across shards may pass one representative row per value.
+    """
+    sizes = xp.asarray(sizes, dtype=xp.int64)
+    return _spans(keys, sizes, exclusive_cumsum(sizes, xp), segment_ids(sizes, xp), col_info, n_categories,
+                  global_range, xp, cell_limit)
+
+
 def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
     """Sensitive-value histograms of the left and right children: two (n_pend, n_sa) arrays."""
     n_pend = pofs.shape[0]
