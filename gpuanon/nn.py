@@ -38,7 +38,8 @@ _INSTALL_HINT = ("the MLP needs PyTorch: pip install 'torch==2.13.0' (CPU) or a 
                  "on a GPU machine")
 
 
-def _torch():
+def load_torch():
+    """The ``torch`` module, or an :class:`InputError` that says how to install it."""
     try:
         import torch  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - torch is in the test extra
@@ -48,7 +49,7 @@ def _torch():
 
 def resolve_device(device: str | None = None) -> str:
     """``'cuda'`` when asked for, or when ``None`` and the project's backend is a usable GPU; else ``'cpu'``."""
-    torch = _torch()
+    torch = load_torch()
     if device is not None:
         if str(device).startswith("cuda") and not torch.cuda.is_available():
             raise InputError(f"device '{device}' was asked for but this PyTorch build sees no CUDA device; "
@@ -64,7 +65,7 @@ def resolve_device(device: str | None = None) -> str:
 def build_mlp(n_in: int, n_out: int, hidden: Sequence[int] = (128, 64, 32), activation: str = "relu",
               dropout: float = 0.0):
     """A feed-forward network ``n_in -> hidden... -> n_out`` (logits; softmax is in the loss)."""
-    torch = _torch()
+    torch = load_torch()
     acts = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}
     if activation not in acts:
         raise InputError(f"activation '{activation}' is not one of {', '.join(acts)}")
@@ -80,7 +81,7 @@ def build_mlp(n_in: int, n_out: int, hidden: Sequence[int] = (128, 64, 32), acti
 
 def make_optimizer(model, name: str = "adam", learning_rate: float = 1e-3, momentum: float = 0.0,
                    weight_decay: float = 0.0):
-    torch = _torch()
+    torch = load_torch()
     if name == "adam":
         return torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
     if name == "sgd":
@@ -90,7 +91,7 @@ def make_optimizer(model, name: str = "adam", learning_rate: float = 1e-3, momen
 
 def load_weights(net, weights: Sequence[np.ndarray]):
     """Load host arrays into ``net``'s parameters, in its order (shapes checked); returns ``net``."""
-    torch = _torch()
+    torch = load_torch()
     state = net.state_dict()
     if len(weights) != len(state):
         raise InputError(f"expected {len(state)} weight arrays, got {len(weights)}")
@@ -108,7 +109,7 @@ def train_epochs(model, optimizer, X, y, epochs: int, batch_size: int, generator
 
     ``loss_fn`` defaults to cross-entropy (the federated linear SVM and perceptron pass a margin loss).
     """
-    torch = _torch()
+    torch = load_torch()
     loss_fn = torch.nn.CrossEntropyLoss() if loss_fn is None else loss_fn
     n = int(X.shape[0])
     model.train()
@@ -128,7 +129,7 @@ def train_epochs(model, optimizer, X, y, epochs: int, batch_size: int, generator
 
 
 def _eval_loss(model, X, y) -> float:
-    torch = _torch()
+    torch = load_torch()
     model.eval()
     with torch.no_grad():
         return float(torch.nn.functional.cross_entropy(model(X), y))
@@ -173,14 +174,14 @@ class TorchMLPClassifier:
 
     # ------------------------------------------------------------------ helpers
     def _tensor(self, X):
-        torch = _torch()
+        torch = load_torch()
         arr = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
         if arr.ndim != 2:
             raise InputError(f"the MLP expects a 2-D (rows x features) array, got {arr.ndim}-D")
         return torch.from_numpy(arr).to(self.device_)
 
     def _init(self, n_features: int, n_classes: int):
-        torch = _torch()
+        torch = load_torch()
         self.device_ = resolve_device(self.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.random_state))
@@ -189,7 +190,7 @@ class TorchMLPClassifier:
 
     # ------------------------------------------------------------------ API
     def fit(self, X, y):
-        torch = _torch()
+        torch = load_torch()
         y = np.asarray(y)
         self.classes_, yc = np.unique(y, return_inverse=True)
         if self.classes_.shape[0] < 2:
@@ -235,7 +236,7 @@ class TorchMLPClassifier:
         return self
 
     def predict_proba(self, X) -> np.ndarray:
-        torch = _torch()
+        torch = load_torch()
         if not hasattr(self, "model_"):
             raise InputError("the MLP is not fitted; call fit first")
         self.model_.eval()

@@ -49,9 +49,9 @@ app = ClientApp(mods=[outbound_guard])
 
 
 def _torch_setup(cfg: dict):
-    from ..nn import _torch, resolve_device  # noqa: PLC0415
+    from ..nn import load_torch, resolve_device  # noqa: PLC0415
 
-    torch = _torch()
+    torch = load_torch()
     threads = int(cfg.get("torch_threads") or 1)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
@@ -77,7 +77,7 @@ def _load(ctx: Context) -> dict:
 
 def protect(cfg: dict, rows):
     """``(protected frame or None, hierarchies, silo info)`` for the experiment's protection."""
-    from ..evaluate import _mondrian_metrics, parse_protection  # noqa: PLC0415
+    from ..evaluate import mondrian_metrics, parse_protection  # noqa: PLC0415
     from ..mondrian import Mondrian  # noqa: PLC0415
 
     prot = parse_protection(cfg["protection"])
@@ -94,7 +94,7 @@ def protect(cfg: dict, rows):
                  max_suppression=kw.pop("max_suppression", cfg.get("max_suppression", 0.01)),
                  hierarchies=kw.pop("hierarchies", None), **kw)
     out = m.fit_transform(rows)
-    met = _mondrian_metrics(m)
+    met = mondrian_metrics(m)
     hmap = {c.name: c.hierarchy for c in m.table_.columns if c.hierarchy is not None}
     info.update(rows=int(len(out)), classes=met.get("n_classes"), suppressed=int(met.get("n_suppressed") or 0),
                 entropy_loss=met.get("entropy_loss"), ncp=met.get("ncp"))

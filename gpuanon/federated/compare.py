@@ -22,7 +22,7 @@ THESIS = {"raw": {"accuracy": 0.850, "precision": 0.727, "recall": 0.616, "f1": 
 def centralized(cfg: dict, protections) -> dict:
     """The centralized baseline: the evaluation's protocol (SPEC 9) on the same split, the same model
     trained on the whole training part (protected centrally) for ``rounds x local_epochs`` epochs."""
-    from ..nn import _torch  # noqa: PLC0415
+    from ..nn import load_torch  # noqa: PLC0415
     from .experiment import plan  # noqa: PLC0415
     from .client_app import protect  # noqa: PLC0415
     from . import protocol as P  # noqa: PLC0415
@@ -30,7 +30,7 @@ def centralized(cfg: dict, protections) -> dict:
     from ..evaluate import classification_scores  # noqa: PLC0415
     from ..perturb.distpab import DISTPAB  # noqa: PLC0415
 
-    torch = _torch()
+    torch = load_torch()
     torch.set_num_threads(max(1, int(cfg.get("torch_threads") or 1)))
     p = plan(cfg)
     out = {}

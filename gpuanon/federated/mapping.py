@@ -83,9 +83,9 @@ def map_records(test: pd.DataFrame, space, ecs: list) -> tuple[pd.DataFrame, np.
     n = len(test)
     choice = np.full(n, -1, dtype=np.int64)
     vals = {q: pd.to_numeric(test[q], errors="coerce").to_numpy(dtype=float) for q in num}
-    from ..evaluate import _texts  # noqa: PLC0415
+    from ..evaluate import cell_texts  # noqa: PLC0415
 
-    codes = {q: pd.Index(space.categories[q]).get_indexer(_texts(test[q])) for q in cat}
+    codes = {q: pd.Index(space.categories[q]).get_indexer(cell_texts(test[q])) for q in cat}
     block = max(1, 2_000_000 // max(m, 1))
     for s in range(0, n, block):  # blocks of test rows x every class
         e = slice(s, min(n, s + block))
@@ -109,18 +109,18 @@ def map_records(test: pd.DataFrame, space, ecs: list) -> tuple[pd.DataFrame, np.
     for q in cat:
         cats = np.asarray(space.categories[q], dtype=object)
         texts = np.array(["|".join(cats[cover[q][j]]) for j in range(m)], dtype=object)
-        out[q] = np.where(mapped, texts[np.maximum(choice, 0)], _texts(test[q]))
+        out[q] = np.where(mapped, texts[np.maximum(choice, 0)], cell_texts(test[q]))
     return out, mapped
 
 
 def mapped_scores(net, spec, space, test, maps: list, mean, std, y_test, classes, pos, cfg) -> dict:
     """Scores of the global model on the test rows mapped to the union of the silos' classes."""
     from ..evaluate import classification_scores  # noqa: PLC0415
-    from ..nn import _torch  # noqa: PLC0415
+    from ..nn import load_torch  # noqa: PLC0415
     from . import protocol as P  # noqa: PLC0415
     from .models import predict_scores  # noqa: PLC0415
 
-    torch = _torch()
+    torch = load_torch()
     ecs = [e for m in maps for e in m]
     gen, mapped = map_records(test, space, ecs)
     X = np.zeros((len(test), space.n_features))

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..nn import _torch, build_mlp, load_weights, make_optimizer, train_epochs
+from ..nn import load_torch, build_mlp, load_weights, make_optimizer, train_epochs
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def spec_from_dict(d: dict) -> ModelSpec:
 
 def build_model(spec: ModelSpec, n_in: int, n_out: int, seed: int = 0, device: str = "cpu"):
     """A fresh network with seeded initial weights (the same seed gives the same weights on every process)."""
-    torch = _torch()
+    torch = load_torch()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         net = build_mlp(int(n_in), int(n_out), spec.hidden, "relu")
@@ -100,14 +100,14 @@ def set_weights(net, weights: Sequence[np.ndarray]):
 
 def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator, margin: float) -> float:
     """:func:`gpuanon.nn.train_epochs` with a multi-class margin loss (hinge: margin 1; perceptron: 0)."""
-    loss_fn = _torch().nn.MultiMarginLoss(margin=float(margin))
+    loss_fn = load_torch().nn.MultiMarginLoss(margin=float(margin))
     return train_epochs(net, optimizer, X, y, epochs, batch_size, generator, loss_fn=loss_fn)
 
 
 def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
     """``epochs`` local epochs of mini-batch SGD on device tensors; a fresh optimizer each round, a seeded
     batch order. Returns the last epoch's mean training loss."""
-    torch = _torch()
+    torch = load_torch()
     if spec.optimizer == "sgd":  # one fused (foreach) update of every parameter per step: small nets are
         opt = torch.optim.SGD(net.parameters(), lr=spec.learning_rate, momentum=spec.momentum,  # step-bound
                               foreach=True)
@@ -122,7 +122,7 @@ def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
 
 def loss_value(net, spec: ModelSpec, X, y) -> float:
     """The model's training loss on ``(X, y)`` (cross-entropy, hinge or perceptron criterion)."""
-    torch = _torch()
+    torch = load_torch()
     net.eval()
     with torch.no_grad():
         out = net(X)
@@ -134,7 +134,7 @@ def loss_value(net, spec: ModelSpec, X, y) -> float:
 def predict_scores(net, X) -> np.ndarray:
     """Class scores ``(rows x classes)`` on the host: softmax for every model (a margin model's scores
     ranked the same way)."""
-    torch = _torch()
+    torch = load_torch()
     net.eval()
     with torch.no_grad():
         return torch.softmax(net(X), dim=1).cpu().numpy().astype(np.float64)

@@ -134,10 +134,10 @@ def category_record(rows, cfg: dict):
     """A silo's category sets (its categorical columns and the target): the first round of SPEC 10."""
     from flwr.app import ConfigRecord  # noqa: PLC0415
 
-    from ..evaluate import _texts  # noqa: PLC0415
+    from ..evaluate import cell_texts  # noqa: PLC0415
 
     kinds = column_kinds(cfg, rows)
-    values = {c: sorted(set(_texts(rows[c]).tolist())) for c, k in kinds.items() if k == "categorical"}
+    values = {c: sorted(set(cell_texts(rows[c]).tolist())) for c, k in kinds.items() if k == "categorical"}
     values[cfg["target"]] = sorted(set(rows[cfg["target"]].astype(str).tolist()))
     return ConfigRecord({"kinds": json.dumps(kinds), "values": json.dumps(values)})
 

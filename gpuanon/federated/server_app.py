@@ -199,9 +199,9 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
 
     # 4. FedAvg rounds
     from ..evaluate import classification_scores  # noqa: PLC0415
-    from ..nn import _torch  # noqa: PLC0415
+    from ..nn import load_torch  # noqa: PLC0415
 
-    torch = _torch()
+    torch = load_torch()
     spec = spec_from_dict(cfg["model"])
     net = build_model(spec, space.n_features, len(classes), seed=int(cfg.get("seed", 0)), device="cpu")
     Xt_t = torch.from_numpy(X_test)
