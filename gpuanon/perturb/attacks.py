@@ -71,14 +71,19 @@ __all__ = [
     "known_io_attack",
     "evaluate_attacks",
     "pair_rows",
+    "host_matrix",
     "ATTACKS",
 ]
 
 ICA_MAX_ROWS = 100_000
 
 
-def _to_numpy(a: Any) -> np.ndarray:
-    """A float64 NumPy matrix from an ndarray, a (pandas or cuDF) frame, or a CuPy array."""
+def host_matrix(a: Any) -> np.ndarray:
+    """A float64 NumPy matrix from an ndarray, a (pandas or cuDF) frame, or a CuPy array.
+
+    >>> host_matrix([1, 2]).tolist()
+    [[1.0], [2.0]]
+    """
     if hasattr(a, "to_numpy"):  # pandas / cuDF frames
         a = a.to_numpy()
     out = np.asarray(to_host(a), dtype=np.float64)
@@ -95,8 +100,8 @@ def _zscore_pair(X: Any, Xp: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Returns ``(z, zp, constant)`` where ``constant`` is the boolean mask of columns of ``X``
     with zero standard deviation (they are scaled by 1 instead).
     """
-    X = _to_numpy(X)
-    Xp = _to_numpy(Xp)
+    X = host_matrix(X)
+    Xp = host_matrix(Xp)
     if X.shape != Xp.shape:
         raise ValueError(f"X and Xp must have the same shape, got {X.shape} and {Xp.shape}")
     m = X.shape[0]
@@ -139,7 +144,7 @@ def pair_rows(Xp: Any, permutation: Any) -> np.ndarray:
     >>> pair_rows(np.array([[20.], [30.], [10.]]), np.array([1, 2, 0])).ravel().tolist()
     [10.0, 20.0, 30.0]
     """
-    Xp = _to_numpy(Xp)
+    Xp = host_matrix(Xp)
     perm = np.asarray(permutation, dtype=np.int64)
     if perm.shape != (Xp.shape[0],) or not np.array_equal(np.sort(perm), np.arange(Xp.shape[0])):
         raise ValueError("permutation must be a permutation of range(len(Xp))")

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .attacks import _to_numpy
+from .attacks import host_matrix
 
 __all__ = [
     "DRAWS",
@@ -72,7 +72,7 @@ def haar_orthogonal(n: int, random_state: Any = None) -> np.ndarray:
 
 
 def _zspace(X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    X = _to_numpy(X)
+    X = host_matrix(X)
     if X.shape[0] < 2:
         raise ValueError("at least two rows are needed")
     if not np.isfinite(X).all():
