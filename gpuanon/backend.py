@@ -192,9 +192,10 @@ def synchronize() -> None:
 
 
 def to_scalar(a: Any):
-    """One element as a Python number (an 8-byte device-to-host copy on the GPU)."""
-    if is_device_array(a):
-        _count("to_host", a, True)
+    """One element as a Python number (an 8-byte device-to-host copy on the GPU; counted on the CPU
+    too when the log simulates a device)."""
+    if hasattr(a, "nbytes"):
+        _count("to_host", a, is_device_array(a))
     return a.item() if hasattr(a, "item") else a
 
 
@@ -205,6 +206,17 @@ def array_module(a: Any) -> ModuleType:
 
         return cupy
     return np
+
+
+def special(xp) -> ModuleType:
+    """``scipy.special`` for NumPy arrays, ``cupyx.scipy.special`` for CuPy ones (``entr``, ``xlogy``)."""
+    if xp is np:
+        import scipy.special  # noqa: PLC0415
+
+        return scipy.special
+    import cupyx.scipy.special  # noqa: PLC0415
+
+    return cupyx.scipy.special
 
 
 def xp_of(backend: str | None = None) -> ModuleType:

@@ -14,9 +14,9 @@ over ``D_X`` in proportion to the original column's rows inside the cell,
 Rows of a class share their cells, so ``Q`` is built from class-level statistics: each class's
 target histogram and the position of its cell in the column's sorted distinct values.
 
-Everything below works on NumPy or CuPy arrays alike (``xp``); what comes back to the host is
-the small ``(|D_X|, n_targets)`` mass table, through :func:`gpuanon.backend.to_host`, where
-SciPy's ``entr`` turns it into entropies.
+Everything below works on NumPy or CuPy arrays alike (``xp``); the ``(|D_X|, n_targets)`` mass
+tables stay where they are made and ``entr`` (``scipy.special`` or ``cupyx.scipy.special``, through
+:func:`gpuanon.backend.special`) turns them into entropies there: one number per column comes back.
 
 Examples
 --------
@@ -42,37 +42,43 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import entr
-
-from .backend import array_module, to_host
+from .backend import array_module, special, to_scalar
 
 N_BINS = 256
 
 
 # ---------------------------------------------------------------------------------------------
-# entropies (host, SciPy)
+# entropies (SciPy's or CuPy's entr, where the table lives)
 # ---------------------------------------------------------------------------------------------
 
 def uncertainty_from_joint(joint) -> float:
     """``U(T | X)`` from a joint mass table ``joint[x, t]`` (counts or fractional masses).
 
-    ``H(T | X) = H(X, T) - H(X)``; 0 when the target is constant or the table is empty.
+    ``H(T | X) = H(X, T) - H(X)``; 0 when the target is constant or the table is empty. The
+    entropies are computed where the table lives (``entr`` of SciPy or of CuPy); one number comes
+    back.
 
     >>> round(uncertainty_from_joint([[4, 0], [0, 4]]), 12), round(uncertainty_from_joint([[2, 2], [3, 3]]), 12)
     (1.0, 0.0)
     """
-    q = np.asarray(to_host(joint) if not isinstance(joint, (list, tuple)) else joint, dtype=np.float64)
-    q = np.maximum(q, 0.0)  # masses are never negative; float sums can leave -1e-17
-    n = float(q.sum())
-    if q.size == 0 or n <= 0:
-        return 0.0
-    p = q / n
-    h_t = float(entr(p.sum(axis=0)).sum())
-    if h_t <= 1e-15:
-        return 0.0
-    h_x = float(entr(p.sum(axis=1)).sum())
-    h_xt = float(entr(p).sum())
-    return float(min(1.0, max(0.0, (h_t + h_x - h_xt) / h_t)))
+    return float(to_scalar(uncertainty_x(np.asarray(joint, dtype=np.float64) if isinstance(joint, (list, tuple))
+                                         else joint)))
+
+
+def uncertainty_x(joint):
+    """:func:`uncertainty_from_joint` as a 0-d array on the table's device (no copy)."""
+    xp = array_module(joint)
+    entr = special(xp).entr
+    q = xp.maximum(xp.asarray(joint).astype(xp.float64), 0.0)  # float sums can leave -1e-17
+    if q.size == 0:
+        return xp.zeros((), dtype=xp.float64)
+    n = q.sum()
+    p = q / xp.where(n > 0, n, 1.0)
+    h_t = entr(p.sum(axis=0)).sum()
+    h_x = entr(p.sum(axis=1)).sum()
+    h_xt = entr(p).sum()
+    u = xp.clip((h_t + h_x - h_xt) / xp.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
+    return xp.where((h_t > 1e-15) & (n > 0), u, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""Formulas on counts, NumPy or CuPy alike: entropies, interval and set entropies, dense ids.
+
+Every function takes arrays on one device and returns arrays (0-d for a single number) on the
+same device; callers bring single numbers to the host with :func:`gpuanon.backend.to_scalar`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..backend import array_module, to_scalar
+from ..entropy import interval_positions, uncertainty_x
+
+
+def xlogx_sum(c, xp=None):
+    """``sum c log2 c`` over counts, a 0-d array (0 log 0 = 1 log 1 = 0: only counts above 1 are read)."""
+    xp = xp or array_module(c)
+    c = xp.asarray(c)
+    big = c[c > 1].astype(xp.float64)
+    return (big * xp.log2(big)).sum()
+
+
+def entropy_bits_x(counts, xp=None):
+    """Shannon entropy (bits) of a count vector as a 0-d array: ``log2 n - sum c log2 c / n``."""
+    xp = xp or array_module(counts)
+    c = xp.asarray(counts)
+    n = c.sum().astype(xp.float64)
+    safe = xp.where(n > 0, n, 1.0)
+    return xp.where(n > 0, xp.maximum(0.0, xp.log2(safe) - xlogx_sum(c, xp) / safe), 0.0)
+
+
+def entropy_bits(counts) -> float:
+    """Shannon entropy (bits) of a count vector: ``log2 n - sum c log2 c / n``.
+
+    >>> entropy_bits([2, 2]), entropy_bits([4]), entropy_bits([])
+    (1.0, 0.0, 0.0)
+    """
+    c = counts if hasattr(counts, "__array_namespace__") or hasattr(counts, "dtype") else np.asarray(counts)
+    return float(to_scalar(entropy_bits_x(c)))
+
+
+def uncertainty_coefficient(joint) -> float:
+    """``U(T | X) = (H(T) - H(T | X)) / H(T)`` from a joint count table ``joint[x, t]``.
+
+    0 when the target is constant (``H(T) = 0``).
+
+    >>> uncertainty_coefficient([[3, 0], [0, 1]]), uncertainty_coefficient([[1, 1], [2, 2]])
+    (1.0, 0.0)
+    """
+    j = joint if hasattr(joint, "dtype") else np.asarray(joint, dtype=np.float64)
+    return float(to_scalar(uncertainty_x(j)))
+
+
+def entropy_loss(before, after) -> float:
+    """Total entropy-coefficient loss ``1 - sum_j U(T|X'_j) / sum_j U(T|X_j)``."""
+    b = float(np.sum(before))
+    return 0.0 if b == 0 else 1.0 - float(np.sum(after)) / b
+
+
+def precision(levels, heights) -> float:
+    """Sweeney's precision ``1 - sum_ij h_ij / |DGH_j| / (N * N_QI)``.
+
+    ``levels``: (N, N_QI) generalization level of every cell; ``heights``: (N_QI,) hierarchy heights.
+
+    >>> precision([[1, 0], [1, 2]], [2, 2])
+    0.5
+    """
+    levels = np.asarray(levels, dtype=np.float64)
+    heights = np.asarray(heights, dtype=np.float64)
+    if levels.size == 0:
+        return 1.0
+    return float(1.0 - (levels / heights[None, :]).sum() / levels.size)
+
+
+def interval_entropy_at(counts, a, b, rows: bool = False):
+    """Entropy (bits) of the original distribution over distinct-value indices ``a .. b - 1``.
+
+    Prefix sums are kept only where a value occurs more than once, so a column of mostly
+    distinct values needs no array as long as the column. ``rows=True`` also returns the rows
+    before ``a`` and before ``b`` (what the entropy coefficient needs: no second search).
+
+    >>> interval_entropy_at(np.array([1, 1, 2]), np.array([0, 2]), np.array([3, 3])).tolist()
+    [1.5, 0.0]
+    """
+    xp = array_module(counts)
+    b = xp.maximum(b, a)
+    rep = xp.nonzero(counts > 1)[0]  # values seen more than once
+    c = counts[rep].astype(xp.float64)
+    zero = xp.zeros(1, dtype=xp.float64)
+    extra = xp.concatenate([zero, xp.cumsum(c - 1.0)])
+    clog = xp.concatenate([zero, xp.cumsum(c * xp.log2(c))])
+    ia, ib = xp.searchsorted(rep, a), xp.searchsorted(rep, b)
+    s = (b - a) + (extra[ib] - extra[ia])  # rows with a value in [lo, hi]
+    e = clog[ib] - clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
+    safe = xp.where(s > 0, s, 1.0)
+    h = xp.maximum(xp.where(s > 0, xp.log2(safe) - e / safe, 0.0), 0.0)
+    if rows:
+        return h, (a + extra[ia]).astype(xp.int64), (b + extra[ib]).astype(xp.int64)
+    return h
+
+
+def interval_entropy(values, counts, lo, hi):
+    """Entropy (bits) of the original distribution restricted to each ``[lo, hi]``.
+
+    ``values`` sorted (numbers or order-preserving keys), ``counts`` >= 1 per value; an empty
+    interval (lo > hi) gives 0.
+    """
+    a, b = interval_positions(values, lo, hi)
+    return interval_entropy_at(counts, a, b)
+
+
+def set_entropy(sets, counts):
+    """Entropy (bits) of the original distribution restricted to each set (bool rows over categories)."""
+    xp = array_module(counts)
+    c = counts.astype(xp.float64)
+    clog = xp.where(c > 0, c * xp.log2(xp.where(c > 0, c, 1.0)), 0.0)
+    sf = sets.astype(xp.float64)
+    s, e = sf @ c, sf @ clog
+    safe = xp.where(s > 0, s, 1.0)
+    return xp.maximum(xp.where(s > 0, xp.log2(safe) - e / safe, 0.0), 0.0)
+
+
+def dense_ids(a):
+    """``(ids, n)``: equal values of ``a`` get equal ids in ``0 .. n - 1`` (a hash table on the
+    CPU, a sort on the GPU)."""
+    xp = array_module(a)
+    if xp is np:
+        ids, uniq = pd.factorize(a)
+        return ids.astype(np.int64), len(uniq)
+    uniq, inv = xp.unique(a, return_inverse=True)
+    return inv.reshape(-1).astype(xp.int64), int(uniq.shape[0])

@@ -1,0 +1,248 @@
+"""Summaries of any anonymized table read against its original (``gpuanon check --original``,
+peers' outputs, the evaluation's protections), and NCP of any partitioning of a frame.
+
+These read users' files with pandas on the host; the metrics themselves are the same as the
+anonymizer's (:func:`~gpuanon.metrics.compute.compute_metrics`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..cells import cell_text, parse_numeric_cells, split_set_text
+from ..entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
+from .compute import compute_metrics
+from .formulas import entropy_bits, interval_entropy_at
+from .summary import ClassSummary, ColumnSummary
+
+
+def _stats_from_runs(val, tcode, cnt, target_counts):
+    """Column statistics from sorted runs of equal (value, target) pairs (host arrays).
+
+    Returns ``(distinct values, counts per value, U(T | X), H(X) in bits)``.
+    """
+    vnew = np.ones(val.shape[0], dtype=bool)
+    vnew[1:] = val[1:] != val[:-1]
+    vstart = np.nonzero(vnew)[0]
+    counts = np.add.reduceat(cnt, vstart) if val.shape[0] else np.zeros(0, dtype=np.int64)
+    n = float(cnt.sum())
+    h_x = entropy_bits(counts)
+    u = None
+    if target_counts is not None and n > 0:
+        h_t = entropy_bits(target_counts)
+        n_v = np.repeat(counts, np.diff(np.append(vstart, val.shape[0])))
+        h_t_x = float(-(cnt / n * np.log2(cnt / n_v)).sum())
+        u = 0.0 if h_t == 0 else float(max(0.0, min(1.0, (h_t - h_t_x) / h_t)))
+    return val[vstart], counts, u, h_x
+
+
+def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, kinds: dict,
+                        target: str | None = None, class_ids=None, hierarchies: dict | None = None,
+                        rows=None) -> ClassSummary:
+    """Summarize any anonymized table against the original one (rows need not be aligned).
+
+    Numeric QIs may be numbers, ``"lo-hi"`` text, or ``<col>_min`` / ``<col>_max`` pairs;
+    categorical QIs a value, values joined by ``|``, ``*`` (every category), or a node label of
+    ``hierarchies[column]`` (a :class:`~gpuanon.hierarchy.Hierarchy`).
+
+    A numeric column of plain numbers that are not all original values is read as a ``mean``
+    column: each class stands for the interval of its original rows, found through ``rows``
+    (the position in ``original`` of every output row) or, when the tables have equal length
+    and the same target sequence, row by row. Without either, each mean is read as the original
+    value nearest to it (a note says so).
+    """
+    from ..generalize import resolve_qi_columns  # noqa: PLC0415
+    from ..verify import class_ids as group_ids  # noqa: PLC0415
+
+    try:
+        qcols = resolve_qi_columns(quasi_identifiers, out.columns)
+    except KeyError as exc:
+        raise KeyError(f"quasi-identifier '{exc.args[0]}' is not in the anonymized table") from None
+    if class_ids is None:
+        gid, n_cls = group_ids(out, qcols)
+    else:
+        gid, n_cls = pd.factorize(np.asarray(class_ids))[0], None
+        n_cls = int(gid.max()) + 1 if len(gid) else 0
+    gid = np.asarray(gid, dtype=np.int64)
+    sizes = np.bincount(gid, minlength=n_cls)
+    new = np.ones(len(gid), dtype=bool)
+    new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1] if len(gid) else new[1:]
+    first = np.nonzero(new)[0]
+    thist, tcounts, tcodes_orig, nt = None, None, None, 1
+    if target is not None:
+        tvals = pd.unique(original[target])
+        tcodes_orig = pd.Index(tvals).get_indexer(original[target])
+        tc = pd.Index(tvals).get_indexer(out[target])
+        if (tc < 0).any():
+            raise ValueError(f"target column '{target}' holds values that the original table does not have")
+        nt = len(tvals)
+        thist = np.bincount(gid * nt + tc, minlength=n_cls * nt).reshape(n_cls, nt)
+        tcounts = np.bincount(tcodes_orig, minlength=nt)
+    if rows is None and len(out) == len(original) and (
+            target is None or np.array_equal(out[target].to_numpy(), original[target].to_numpy())):
+        rows = np.arange(len(out))  # the same rows in the same order
+    notes: list = []
+    hierarchies = hierarchies or {}
+    cols = []
+    for c in quasi_identifiers:
+        o = original[c]
+        if kinds[c] == "numeric":
+            ov = pd.to_numeric(o, errors="coerce").to_numpy(dtype=np.float64)
+            key = np.where(np.isnan(ov), np.inf, ov)
+            vals, inv = np.unique(key, return_inverse=True)
+            inv = inv.reshape(-1)
+            _, vcounts, u_before, h_bits = _code_stats(inv, tcodes_orig, tcounts)
+            dom = numeric_domain(vcounts, bool(np.isnan(ov).any()), np)
+            plain = c in out.columns
+            if plain:
+                lo, hi = parse_numeric_cells(out[c])
+                plain = bool(np.all((lo == hi) | np.isnan(lo)))
+            else:
+                lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
+                hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
+            lo, hi = lo[first], hi[first]
+            a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(hi), np.inf, hi), np)
+            empty = b <= a
+            if plain and empty.any() and rows is not None:  # means: each class's interval of original rows
+                g = pd.DataFrame({"g": gid, "v": ov[np.asarray(rows)]}).groupby("g")["v"]
+                lo, hi = g.min().reindex(range(n_cls)).to_numpy(), g.max().reindex(range(n_cls)).to_numpy()
+                a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo),
+                                          np.where(np.isnan(hi), np.inf, hi), np)
+                empty = b <= a
+                notes.append(f"column '{c}': numbers read as class means; each class stands for the interval "
+                             f"of its original rows")
+            if empty.any():  # cells that hold no original value: the nearest original value
+                mid = np.where(np.isnan(lo), np.inf, (lo + hi) / 2)
+                i_hi = np.clip(np.searchsorted(vals, mid), 0, len(vals) - 1)
+                i_lo = np.clip(i_hi - 1, 0, len(vals) - 1)
+                near = np.where(np.abs(vals[i_lo] - mid) <= np.abs(vals[i_hi] - mid), i_lo, i_hi)
+                a, b = np.where(empty, near, a), np.where(empty, near + 1, b)
+                notes.append(f"column '{c}': {int(empty.sum())} class cell(s) hold no original value and are "
+                             f"read as the nearest original value")
+            gt_h = interval_entropy_at(vcounts, a, b)
+            pv = vals[np.isfinite(vals)]
+            rng = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
+            joint_before = joint_after = None
+            if thist is not None:
+                joint_before = domain_joint(dom.bin_of(inv), tcodes_orig, dom.n_bins, nt, np).astype(np.float64)
+                joint_after = interval_joint(a, b, dom, thist, np)
+            cols.append(ColumnSummary(c, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits,
+                                      lo=lo, hi=hi, dom_range=rng, gt_h=gt_h, domain_counts=dom.bin_counts,
+                                      joint_before=joint_before, joint_after=joint_after, binned=dom.binned))
+        else:
+            codes, cats = pd.factorize(o, use_na_sentinel=False)
+            ncat = len(cats)
+            _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
+            index = {cell_text(v): i for i, v in enumerate(cats)}
+            nodes = _node_members(hierarchies.get(c), index)
+            cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
+            cell_sets = np.zeros((len(cells), ncat), dtype=bool)
+            for i, cell in enumerate(cells):  # a loop over distinct generalized values
+                t = cell_text(cell)
+                if t in index:
+                    cell_sets[i, index[t]] = True
+                elif t in nodes:
+                    cell_sets[i, nodes[t]] = True
+                elif t == "*":
+                    cell_sets[i, :] = True
+                else:
+                    for p in split_set_text(t):
+                        if p not in index:
+                            raise ValueError(f"value {p!r} in column '{c}' is not in the original table (nor a "
+                                             f"hierarchy label: pass the hierarchy used)")
+                        cell_sets[i, index[p]] = True
+            sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
+            set_id = sid.reshape(-1)[cell_inv]
+            joint_before = joint_after = None
+            if thist is not None:
+                joint_before = domain_joint(codes.astype(np.int64), tcodes_orig, ncat, nt, np).astype(np.float64)
+                joint_after = set_joint(set_id, sets, ccounts, thist, np)
+            cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits, set_id=set_id, sets=sets,
+                                      domain_counts=ccounts, joint_before=joint_before, joint_after=joint_after))
+    return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts, notes)
+
+
+def _node_members(hierarchy, index: dict) -> dict:
+    """``{node label: category indices under it}`` for a hierarchy's inner nodes (empty without one)."""
+    if hierarchy is None:
+        return {}
+    leaf_idx = np.array([index.get(cell_text(v), -1) for v in hierarchy.leaves], dtype=np.int64)
+    out = {}
+    for node in range(hierarchy.n_leaves, hierarchy.n_nodes):  # a loop over hierarchy nodes
+        under = leaf_idx[(hierarchy.levels == node).any(axis=1)]
+        out.setdefault(str(hierarchy.labels[node]), under[under >= 0])
+    return out
+
+
+def output_metrics(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, target: str | None = None,
+                   kinds: dict | None = None, k: int | None = None, hierarchies: dict | None = None) -> dict:
+    """Every section-7 metric of a user's anonymized table against its original (``gpuanon check --original``).
+
+    ``kinds`` defaults to the original columns' dtypes (numbers: numeric; anything else:
+    categorical); ``hierarchies`` maps a column to the hierarchy whose node labels it uses.
+
+    >>> import pandas as pd
+    >>> orig = pd.DataFrame({"age": [20, 30, 40, 50], "y": [0, 0, 1, 1]})
+    >>> out = pd.DataFrame({"age": ["20-30", "20-30", "40-50", "40-50"], "y": [0, 0, 1, 1]})
+    >>> round(output_metrics(out, orig, ["age"], target="y")["entropy_loss"], 6)
+    0.0
+    """
+    if kinds is None:
+        kinds = {c: "numeric" if (pd.api.types.is_numeric_dtype(original[c])
+                                  and not pd.api.types.is_bool_dtype(original[c])) else "categorical"
+                 for c in quasi_identifiers}
+    summary = summary_from_output(out, original, list(quasi_identifiers), kinds, target=target,
+                                  hierarchies=hierarchies)
+    met = compute_metrics(summary, k=k)
+    if summary.notes:
+        met["notes"] = list(summary.notes)
+    return met
+
+
+def _code_stats(codes, tcodes, target_counts):
+    """Column statistics of dense codes 0..m-1 (every code present), via the shared run logic."""
+    nt = len(target_counts) if target_counts is not None else 1
+    u, cnt = np.unique(codes * nt + (tcodes if tcodes is not None else 0), return_counts=True)
+    return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
+
+
+
+
+def ncp_per_column(df: pd.DataFrame, qi, labels, kinds: dict, categorical: str = "set") -> dict:
+    """Mean NCP of every QI for any partitioning of ``df`` (labels per row, -1: suppressed).
+
+    ``categorical='set'`` is the contract's definition (0 for one value, else covered / domain);
+    ``'arx'`` is ``(covered - 1) / (domain - 1)``.
+    """
+    labels = np.asarray(labels)
+    keep = labels >= 0
+    out = {}
+    lab = pd.factorize(labels[keep])[0]
+    sizes = np.bincount(lab)
+    for c in qi:
+        if kinds[c] == "numeric":
+            v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64)
+            rng = np.nanmax(v) - np.nanmin(v) if np.isfinite(v).any() else 0.0
+            g = pd.DataFrame({"g": lab, "v": v[keep]}).groupby("g")["v"]
+            width = (g.max() - g.min()).to_numpy()
+            pen = np.where(np.isnan(width), 0.0, width / rng) if rng > 0 else np.zeros(len(sizes))
+        else:
+            dom = max(int(pd.Series(df[c]).nunique(dropna=False)), 1)
+            codes = pd.factorize(df[c].to_numpy()[keep], use_na_sentinel=False)[0].astype(np.int64)
+            distinct = np.bincount(np.unique(lab * (codes.max() + 1) + codes) // (codes.max() + 1),
+                                   minlength=len(sizes))
+            if categorical == "arx":
+                pen = (distinct - 1) / (dom - 1) if dom > 1 else np.zeros(len(sizes))
+            else:
+                pen = np.where(distinct > 1, distinct / dom, 0.0)
+        out[c] = float((pen * sizes).sum() / max(sizes.sum(), 1))
+    return out
+
+
+def ncp(df: pd.DataFrame, qi, labels, kinds: dict, weights=None, categorical: str = "set") -> float:
+    """Table NCP of a partitioning: mean over rows of the weighted mean over QIs."""
+    per = ncp_per_column(df, qi, labels, kinds, categorical)
+    w = np.ones(len(qi)) if weights is None else np.asarray([weights.get(c, 0.0) for c in qi], dtype=float)
+    w = w / w.sum()
+    return float(sum(wi * per[c] for wi, c in zip(w, qi)))

@@ -1,0 +1,427 @@
+"""Class summaries of the anonymizer's own output, on the device the table lives on.
+
+:func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.generalize.ClassStats`:
+one sort by class, per-class key ranges, category masks, hierarchy nodes, target histograms) and
+each column's whole-table statistics (:func:`column_stats`, kept in ``Table.column_stats``), and
+keeps every per-class and per-value array where it was made: what reaches the host are the
+metrics' single numbers (:mod:`gpuanon.metrics.compute`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernels.keys import MISSING
+from kernels.segmented import segment_reduce
+
+from ..backend import array_module, to_device, to_scalar
+from ..entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
+                       set_joint, suppressed_joint, uncertainty_from_joint)
+from .formulas import dense_ids, entropy_bits_x, interval_entropy_at, xlogx_sum
+
+
+@dataclass
+class ColumnSummary:
+    """One QI: its generalized value per class and the original column's value counts.
+
+    numeric: ``lo``, ``hi`` per class, the domain's range, and ``gt_h``, each class's
+    Gionis-Tassa entropy (bits) of the original values inside its interval. categorical:
+    ``set_id`` per class into ``sets`` (bool, sets x categories); ``counts`` per category.
+    ``u_before``: ``U(T | X)`` of the original column over its raw distinct values (the label
+    reading's "before").
+
+    The entropy coefficient of section 7 (amended) reads the column on its domain ``D_X``
+    (:mod:`gpuanon.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
+    original rows' ``(x, t)`` counts, ``joint_after`` the kept rows' mass spread over their cells
+    (suppressed rows are added by :func:`~gpuanon.metrics.compute_metrics`). Arrays are NumPy or
+    CuPy (all on one device); single numbers may be 0-d arrays.
+    """
+
+    name: str
+    kind: str
+    counts: Any
+    u_before: Any = None  # U(T | X) of the original column (raw distinct values)
+    h_bits: Any = 0.0  # entropy (bits) of the original column
+    lo: Any = None
+    hi: Any = None
+    dom_range: float = 0.0
+    gt_h: Any = None
+    gen_id: Any = None  # numeric: dense id of each class's (lo, hi), when known
+    set_id: Any = None
+    sets: Any = None
+    levels: Any = None  # hierarchy level per class (for precision), if any
+    height: int | None = None
+    domain_counts: Any = None  # rows per element of D_X
+    joint_before: Any = None  # (|D_X|, n_targets) counts over the original rows
+    joint_after: Any = None  # (|D_X|, n_targets) mass of the kept rows over their cells
+    binned: bool = False  # numeric column read on equal-frequency bins
+
+    def generalized_ids(self):
+        """A dense id per class of its generalized value on this column."""
+        if self.kind == "categorical":
+            return self.set_id
+        if self.gen_id is not None:
+            return self.gen_id
+        lo = np.where(np.isnan(self.lo), np.inf, self.lo)
+        hi = np.where(np.isnan(self.hi), np.inf, self.hi)
+        pair = np.empty(lo.shape[0], dtype=np.complex128)
+        pair.real, pair.imag = lo, hi
+        return np.unique(pair, return_inverse=True)[1].reshape(-1)
+
+
+@dataclass
+class ClassSummary:
+    """Equivalence classes of an anonymized table, ready for every metric."""
+
+    sizes: Any
+    target_hist: Any
+    columns: list[ColumnSummary]
+    n_in: int
+    n_suppressed: int
+    target_counts_before: Any = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def n_out(self) -> int:
+        return int(to_scalar(self.sizes.sum()))
+
+
+# ---------------------------------------------------------------------------------------------
+# whole-table statistics of one encoded column
+# ---------------------------------------------------------------------------------------------
+
+def runs(sorted_keys, xp):
+    """Distinct values of a sorted array and how often each occurs."""
+    n = sorted_keys.shape[0]
+    if n == 0:
+        return sorted_keys, xp.zeros(0, dtype=xp.int64)
+    new = xp.ones(n, dtype=bool)
+    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    start = xp.nonzero(new)[0]
+    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.asarray([n], dtype=start.dtype)]))
+
+
+_TLS = threading.local()
+
+
+def _sorted_copy(a, xp, slot: int, mask=None):
+    """A sorted copy of ``a`` (or of ``a[mask]``); on the CPU into a reused per-thread buffer.
+
+    Fresh multi-hundred-megabyte arrays cost as much in page faults as the sort itself.
+    """
+    if xp is not np:
+        return xp.sort(a if mask is None else a[mask])
+    bufs = _TLS.__dict__.setdefault("bufs", {})
+    buf = bufs.get(slot)
+    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
+        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
+    if mask is None:
+        out = buf[: a.shape[0]]
+        np.copyto(out, a)
+    else:
+        m = int(np.count_nonzero(mask))
+        out = buf[:m]
+        np.compress(mask, a, out=out)
+    out.sort()
+    return out
+
+
+def release_buffers() -> None:
+    """Free this thread's sort buffers."""
+    _TLS.__dict__.pop("bufs", None)
+
+
+class ColumnStats(NamedTuple):
+    """Whole-table statistics of one encoded column, on the table's device."""
+
+    vals: Any  # sorted distinct keys
+    counts: Any  # rows per distinct key
+    u_raw: Any  # U(T | X) over the raw distinct values (0-d), or None
+    h_x: Any  # H(X) in bits over the raw distinct values (0-d)
+    domain: NumericDomain  # D_X over the distinct values
+    joint_before: Any = None  # (|D_X|, n_targets) counts
+
+
+def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True) -> ColumnStats:
+    """Statistics of one encoded column from sorts of its (uint32) keys.
+
+    One sort of the whole column gives the values and their counts; one sort of the rows of
+    each target value but the first gives the joint counts, over the raw values (``U`` of the
+    label reading) and over the domain ``D_X`` (bins of a numeric column with more than 256
+    distinct values; every category of a categorical one). Nothing leaves the device but
+    whether the column has missing values.
+    """
+    vals, counts = runs(_sorted_copy(key_col, xp, 0), xp)
+    h_x = entropy_bits_x(counts, xp)
+    has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
+    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1))
+    if target is None or target_counts is None or nt < 2:
+        joint = None
+        if target is not None and nt == 1:
+            joint = dom.bin_counts[:, None].astype(xp.float64)
+        return ColumnStats(vals, counts, None, h_x, dom, joint)
+    edge_keys = vals[dom.bin_start[:-1]]
+    nb = dom.n_bins
+    joint_t = []
+    # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
+    # both sums, so only values seen more than once need their per-target counts
+    rep = xp.nonzero(counts > 1)[0]
+    rep_vals = vals[rep]
+    rest = counts[rep].copy()
+    s2 = xp.zeros((), dtype=xp.float64)
+    for t in range(1, nt):  # a loop over target values
+        vt, ct = runs(_sorted_copy(key_col, xp, 1, target == t), xp)
+        jt = xp.zeros(nb, dtype=xp.float64)
+        if vt.shape[0]:
+            # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt);
+            # the first edge is the column's smallest value, so at least one bin starts inside vt
+            pos = xp.searchsorted(vt, edge_keys, side="left")
+            nonempty = xp.nonzero(pos < vt.shape[0])[0]  # bins above vt's largest value hold none of its rows
+            p_ne = pos[nonempty]
+            # a bin is a run of vt: one segmented sum; of bins sharing a start only the last is not empty
+            last = xp.concatenate([p_ne[1:] != p_ne[:-1], xp.ones(1, dtype=bool)])
+            jt[nonempty[last]] = segment_reduce("add", ct, p_ne[last], xp, axis=0).astype(xp.float64)
+        joint_t.append(jt)
+        if vt.shape[0] == 0 or rep.shape[0] == 0:
+            continue
+        at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
+        c_rep = xp.where(vt[at] == rep_vals, ct[at], 0).astype(xp.int64)
+        rest -= c_rep
+        s2 = s2 + xlogx_sum(c_rep, xp)
+    s2 = s2 + xlogx_sum(rest, xp)
+    others = xp.stack(joint_t, axis=1)
+    joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
+                           axis=1)
+    n = counts.sum().astype(xp.float64)
+    h_t = entropy_bits_x(target_counts, xp)
+    h_t_x = (xlogx_sum(counts, xp) - s2) / xp.where(n > 0, n, 1.0)
+    u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
+    return ColumnStats(vals, counts, u, h_x, dom, joint)
+
+
+def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16) -> ColumnStats:
+    """Statistics of QI ``j`` over the whole table; kept in ``table.column_stats`` (sweeps reuse
+    them) when the column has at most ``cache_limit`` distinct values."""
+    cache = table.column_stats
+    if j in cache:
+        return cache[j]
+    nt = max(len(table.target_values), 1)
+    st = column_stats(table.keys[j], table.target, nt, target_counts, table.xp,
+                      numeric=table.columns[j].kind == "numeric")
+    if st.vals.shape[0] <= cache_limit:
+        cache[j] = st
+    return st
+
+
+# ---------------------------------------------------------------------------------------------
+# the summary of the anonymizer's classes
+# ---------------------------------------------------------------------------------------------
+
+def category_sets(stats, j: int, n_categories: int):
+    """``(set_id, sets)``: a dense id per class of its set of categories, and the sets as bool rows."""
+    xp = stats.xp
+    masks = stats.category_masks(j)  # (classes, words) uint64
+    words = masks.shape[1]
+    if words == 1:
+        set_id, n_sets = dense_ids(masks[:, 0])
+    else:
+        set_id = stats.set_ids(j).astype(xp.int64)  # dense, by a sort of the mask rows
+        n_sets = int(to_scalar(set_id.max())) + 1 if set_id.shape[0] else 0
+    rep = xp.zeros(n_sets, dtype=xp.int64)
+    rep[set_id] = xp.arange(set_id.shape[0], dtype=xp.int64)  # any class holding the set
+    bits = (masks[rep][:, :, None] >> xp.arange(64, dtype=xp.uint64)[None, None, :]) & xp.uint64(1)
+    return set_id, bits.reshape(n_sets, words * 64)[:, :n_categories].astype(bool)
+
+
+def summary_from_labels(table, labels, n_classes: int | None = None, stats=None) -> ClassSummary:
+    """Summarize the classes of the anonymizer's own output (labels: class per row, -1 suppressed).
+
+    ``stats``: the fit's :class:`~gpuanon.generalize.ClassStats` when the pipeline has one (its
+    sort by class and per-class statistics are shared); otherwise one is built from ``labels``.
+    """
+    from ..generalize import ClassStats  # noqa: PLC0415 (generalize sits above the metrics' formulas)
+
+    xp = table.xp
+    if stats is None:
+        labels = xp.asarray(labels)
+        if n_classes is None:
+            n_classes = int(to_scalar(labels.max())) + 1 if labels.shape[0] else 0
+        stats = ClassStats(table, labels, max(int(n_classes), 0))
+    nt = len(table.target_values)
+    thist = tcounts = None
+    if table.target is not None:
+        thist = stats.target_hist()
+        tcounts = xp.bincount(table.target, minlength=nt)
+
+    def categorical(c, st, set_id, sets, joint_after, **extra) -> ColumnSummary:
+        full = xp.zeros(c.n_categories, dtype=xp.int64)
+        full[st.vals.astype(xp.int64)] = st.counts
+        joint_before = joint_after_ = None
+        if thist is not None and st.joint_before is not None:
+            joint_before = xp.zeros((c.n_categories, st.joint_before.shape[1]), dtype=xp.float64)
+            joint_before[st.vals.astype(xp.int64)] = st.joint_before
+            joint_after_ = joint_after(full)
+        return ColumnSummary(c.name, "categorical", full, st.u_raw, st.h_x, set_id=set_id, sets=sets,
+                             domain_counts=full, joint_before=joint_before, joint_after=joint_after_, **extra)
+
+    def column(j: int) -> ColumnSummary:
+        c = table.columns[j]
+        st = before_stats(table, j, tcounts)
+        if c.kind == "categorical" and c.hierarchy is not None:
+            node, level = stats.hierarchy_nodes(j)
+            set_id, n_used = dense_ids(node)
+            used = xp.zeros(n_used, dtype=xp.int64)
+            used[set_id] = node
+            used_level = xp.zeros(n_used, dtype=xp.int64)
+            used_level[set_id] = level
+            lv = c.code_levels  # node above every code at every level
+            sets = lv[:, used_level].T == used[:, None]  # leaves (codes) under each used node
+            return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp),
+                               levels=level.astype(xp.int64), height=int(c.hierarchy.height))
+        if c.kind == "categorical":
+            set_id, sets = category_sets(stats, j, c.n_categories)
+            return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
+        kmin, kmax = stats.key_minmax(j)
+        lo, hi = table.numeric_values(j, kmin), table.numeric_values(j, kmax)
+        # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
+        pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
+        gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True)
+        joint_after = None
+        if thist is not None and st.joint_before is not None:
+            rows_ab = (ca, cb) if xp is np else None  # on the CPU: no gathers from a column-long cumsum
+            joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
+        gen, _ = dense_ids((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
+        return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
+                             dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
+                             domain_counts=st.domain.bin_counts, joint_before=st.joint_before,
+                             joint_after=joint_after, binned=st.domain.binned)
+
+    workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
+    if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
+            cols = list(ex.map(column, range(len(table.columns))))
+    else:
+        cols = [column(j) for j in range(len(table.columns))]
+        release_buffers()
+    n_in = int(table.n_rows)
+    return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
+
+
+def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
+    """Partitions whose generalized tuples are equal form one equivalence class (relaxed mode)."""
+    sizes = summary.sizes
+    xp = array_module(sizes)
+    n = int(sizes.shape[0])
+    if n == 0 or not summary.columns:
+        return summary
+    gid = None
+    for col in summary.columns:  # a loop over columns
+        g = xp.asarray(col.generalized_ids()).astype(xp.int64)
+        if gid is None:
+            gid, n_ec = dense_ids(g)
+        else:
+            gid, n_ec = dense_ids(gid * (int(to_scalar(g.max())) + 1) + g)
+    if n_ec == n:
+        return summary
+    order = xp.argsort(gid, kind="stable")
+    sg = gid[order]
+    new = xp.ones(n, dtype=bool)
+    new[1:] = sg[1:] != sg[:-1]
+    first = order[xp.nonzero(new)[0]]  # the first partition of every class (ids are dense: 0, 1, ...)
+    merged = xp.bincount(gid, weights=sizes.astype(xp.float64), minlength=n_ec).astype(xp.int64)
+    thist = None
+    if summary.target_hist is not None:
+        th = summary.target_hist
+        thist = xp.stack([xp.bincount(gid, weights=th[:, t].astype(xp.float64), minlength=n_ec)
+                          for t in range(th.shape[1])], axis=1).astype(xp.int64)
+    cols = []
+    for col in summary.columns:
+        c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
+                          sets=col.sets, height=col.height, domain_counts=col.domain_counts,
+                          joint_before=col.joint_before, joint_after=col.joint_after, binned=col.binned)
+        for f in ("lo", "hi", "gt_h", "set_id", "levels", "gen_id"):
+            v = getattr(col, f)
+            if v is not None:
+                setattr(c, f, v[first])
+        cols.append(c)
+    return ClassSummary(merged, thist, cols, summary.n_in, summary.n_suppressed, summary.target_counts_before,
+                        summary.notes)
+
+
+class HierarchyScorer:
+    """``U'(T | X)`` of candidate hierarchies of categorical QIs over fixed classes (section 5.6).
+
+    A class's cell on column ``j`` under hierarchy ``h`` is the lowest node covering its codes
+    (codes follow ``h``'s leaf order, so the node covering the smallest and the largest code).
+    Suppressed rows count with the cell ``*``. The class statistics (rows sorted by class, target
+    histograms, code ranges) are computed once and shared by every candidate.
+
+    >>> import pandas as pd
+    >>> from gpuanon.encoding import encode
+    >>> from gpuanon.schema import Schema
+    >>> from gpuanon.hierarchy import Hierarchy
+    >>> df = pd.DataFrame({"c": ["a", "b", "c", "d"], "y": [0, 0, 1, 1]})
+    >>> t = encode(df, Schema.from_frame(df, ["c"], target="y"))
+    >>> sc = HierarchyScorer(t, np.array([0, 0, 1, 1]))
+    >>> h = Hierarchy.from_labels(["a", "b", "c", "d"], [["ab", "*"], ["ab", "*"], ["cd", "*"], ["cd", "*"]])
+    >>> round(sc.u_before(0), 12), round(sc.u_after(0, h), 12)
+    (1.0, 1.0)
+    """
+
+    def __init__(self, table, labels, stats=None):
+        from ..generalize import ClassStats  # noqa: PLC0415
+
+        xp = table.xp
+        self.table, self.xp = table, xp
+        if stats is None:
+            labels = xp.asarray(labels)
+            n_classes = int(to_scalar(labels.max())) + 1 if labels.shape[0] else 0
+            stats = ClassStats(table, labels, max(n_classes, 0))
+        self.stats = stats
+        self.thist = self.tcounts = self.tsup = None
+        if table.target is not None:
+            nt = len(table.target_values)
+            self.thist = stats.target_hist()
+            self.tcounts = xp.bincount(table.target, minlength=nt)
+            self.tsup = self.tcounts - self.thist.sum(axis=0)
+            self._any_suppressed = bool(stats.n_kept < table.n_rows)
+        self._ranges: dict = {}
+
+    def _column(self, j: int):
+        if j not in self._ranges:
+            xp, c = self.xp, self.table.columns[j]
+            lo, hi = self.stats.code_minmax(j)
+            st = before_stats(self.table, j, self.tcounts)
+            full = xp.zeros(c.n_categories, dtype=xp.int64)
+            full[st.vals.astype(xp.int64)] = st.counts
+            self._ranges[j] = (lo, hi, full, st)
+        return self._ranges[j]
+
+    def u_before(self, j: int) -> float | None:
+        """``U(T | X_j)`` over the column's categories (None without a target)."""
+        if self.thist is None:
+            return None
+        return uncertainty_from_joint(self._column(j)[3].joint_before)
+
+    def u_after(self, j: int, hierarchy) -> float | None:
+        """``U'(T | X_j)`` when every class's cell is its lowest node of ``hierarchy``."""
+        if self.thist is None:
+            return None
+        xp, col = self.xp, self.table.columns[j]
+        lo, hi, full, _ = self._column(j)
+        leaf = np.asarray(hierarchy.leaf_codes(col.categories))
+        lv = to_device(np.ascontiguousarray(hierarchy.levels[leaf]), xp)  # node of every code at every level
+        a, b = lv[lo], lv[hi]
+        level = xp.argmax(a == b, axis=1)
+        node = a[xp.arange(a.shape[0]), level]
+        q = hierarchy_joint(lv, node, level, full, self.thist, int(hierarchy.n_nodes), xp)
+        if self._any_suppressed:
+            q = q + suppressed_joint(full.astype(xp.float64), self.tsup)
+        return uncertainty_from_joint(q)
