@@ -149,6 +149,40 @@ def test_gpu_pipeline_moves_few_bytes():
     inner = sum(v.get("to_host", {}).get("bytes", 0) for s, v in t["stages"].items()
                 if s in ("partition", "class_statistics", "verify"))
     assert inner <= 4 * m.partition_info_["levels"] * m.n_partitions_ * 8, t
+    metrics = t["stages"]["metrics"]
+    assert metrics["to_host"]["bytes"] <= 64 * len(HEPMASS_FEATURES) + 4096, metrics  # numbers, not arrays
+
+
+def _close(a, b, path=""):
+    """Two metric dicts equal up to float rounding (GPU sums run in another order)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for key in a:
+            _close(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12), path
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("kw", [
+    dict(k=3, sensitive="income", target="income"),
+    dict(k=5, target="income", hierarchies="auto"),
+    dict(k=4, target="income", mode="relaxed", l=2, sensitive="income"),
+])
+def test_gpu_metrics_equal_cpu(adult, kw):
+    r = _both(adult, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, **kw)
+    _close(r["cpu"][0].metrics_, r["gpu"][0].metrics_)
+
+
+def test_gpu_metrics_equal_cpu_on_hepmass():
+    r = _both(make_hepmass(200_000, random_state=2), k=10, quasi_identifiers=list(HEPMASS_FEATURES), target="label",
+              output_format="minmax")
+    _close(r["cpu"][0].metrics_, r["gpu"][0].metrics_)
 
 
 def test_planted_violations_caught_on_the_device():
