@@ -118,3 +118,54 @@ def test_suppression_budget(tmp_path):
     report = json.loads(rep.read_text())
     assert report["n_suppressed"] == 1 and report["n_rows_out"] == 6
     assert len(pd.read_csv(tmp_path / "o.csv")) == 6
+
+
+def _subparsers(parser):
+    """{'anonymize': parser, ..., 'hierarchy build': parser} of the command's parser."""
+    import argparse
+
+    out = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[name] = sub
+                out.update({f"{name} {n}": s for n, s in _subparsers(sub).items()})
+    return out
+
+
+def test_packaged_defaults_name_real_options():
+    """Every key of defaults.toml is an option of its subcommand (a misspelt key would leave the real option
+    without its default), and the parsed values are the packaged ones."""
+    from gpuanon.cli import build_parser
+    from gpuanon.cli.config import defaults
+
+    subs = _subparsers(build_parser())
+    checked = 0
+    for name, sub in subs.items():
+        dests = {a.dest for a in sub._actions}
+        table = defaults(*name.split())
+        assert set(table) <= dests, (name, set(table) - dests)
+        checked += len(table)
+    assert checked > 40
+    args = build_parser().parse_args(["sweep", "--dataset", "adult", "--out", "s.csv"])
+    assert (args.k_values, args.base_k, args.max_suppression, args.optimize) == ("3-15", 3, 0.01, False)
+    args = build_parser().parse_args(["hierarchy", "build", "--dataset", "adult", "--column", "x", "--out", "h.csv"])
+    assert (args.rho, args.kind, args.seed) == (10, "frequency", 0)
+
+
+def test_config_file_between_defaults_and_options(tmp_path):
+    """A --config file goes over the packaged defaults; options typed go over it; --hierarchy repeats add up."""
+    from gpuanon.cli import build_parser
+    from gpuanon.cli.config import load_config
+
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('dataset = "adult"\nk = 5\nmax-suppression = 0.05\nqi = ["age", "education"]\n'
+                   'hierarchy = "education=edu.csv"\n')
+    keys = set(vars(build_parser().parse_args(["anonymize"]))) - {"command", "config", "quiet"}
+    values = load_config(str(cfg), keys)
+    assert values == {"dataset": "adult", "k": 5, "max_suppression": 0.05, "qi": "age,education",
+                      "hierarchy": ["education=edu.csv"]}
+    args = build_parser(values).parse_args(["anonymize", "--k", "20", "--hierarchy", "zip=zip.csv"])
+    assert (args.k, args.max_suppression, args.mode, args.qi) == (20, 0.05, "strict", "age,education")
+    assert args.hierarchy == ["education=edu.csv", "zip=zip.csv"] and values["hierarchy"] == ["education=edu.csv"]
+    assert build_parser().parse_args(["anonymize"]).max_suppression == 0.01  # the packaged default again

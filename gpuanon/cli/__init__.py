@@ -1,0 +1,69 @@
+"""The ``gpuanon`` command.
+
+    gpuanon anonymize --dataset adult --k 10 --out adult_k10.csv --report adult_k10.json
+    gpuanon anonymize data.parquet --qi age,zip --sensitive disease --k 5 --l 2 --out anon.parquet
+    gpuanon check anon.csv --qi age,zip --sensitive disease --k 5 --l 2
+
+Errors in the input print one line naming the problem and the fix and exit with status 2;
+``check`` exits with status 1 when the table does not meet the requested k / l / t.
+
+One module per subcommand, each with ``add_parser(sub)`` and ``run(args)``; option defaults come
+from the packaged ``defaults.toml`` and a ``--config`` file (:mod:`gpuanon.cli.config`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .. import __version__
+from ..errors import GpuanonError
+from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, sweep
+from .anonymize import summary_line
+from .common import refuse_overwriting_inputs, setup_logging
+from .config import load_config
+from .options import Parser
+
+__all__ = ["build_parser", "main", "summary_line"]
+
+#: subcommand -> module, in the order ``gpuanon --help`` lists them
+COMMANDS = {"anonymize": anonymize, "sweep": sweep, "hierarchy": hierarchy, "perturb": perturb, "attack": attack,
+            "evaluate": evaluate, "federate": federate, "check": check}
+
+
+def build_parser(config: dict | None = None) -> Parser:
+    """The whole parser; ``config`` (a ``--config`` file's values) becomes defaults of ``anonymize``."""
+    p = Parser(prog="gpuanon", description="GPU-accelerated anonymization of tabular data.")
+    p.add_argument("--version", action="version", version=f"gpuanon {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="no log lines or progress")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, module in COMMANDS.items():
+        if name == "anonymize":
+            module.add_parser(sub, config)
+        else:
+            module.add_parser(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(getattr(args, "quiet", False))
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        if getattr(args, "config", None):  # its keys are anonymize's options (less --config and --quiet)
+            keys = set(vars(args)) - {"command", "config", "quiet"}
+            args = build_parser(load_config(args.config, keys)).parse_args(argv)
+        refuse_overwriting_inputs(args)
+        return COMMANDS[args.command].run(args)
+    except GpuanonError as exc:
+        sys.stderr.write(f"gpuanon: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("gpuanon: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

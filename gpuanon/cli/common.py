@@ -1,0 +1,158 @@
+"""What several subcommands do the same way: read the input table, derive a target, parse the
+hierarchy options, refuse to overwrite an input, set up the log."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from ..errors import InputError
+
+log = logging.getLogger("gpuanon")
+
+
+def given(value, default):
+    """``value`` unless the option was not given (None)."""
+    return default if value is None else value
+
+
+def split_list(text):
+    """``"a, b"`` -> ``["a", "b"]``; None for an empty or missing value."""
+    return [c.strip() for c in str(text).split(",") if c.strip()] if text else None
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def rho_value(v):
+    if v is None:
+        return None
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def hierarchy_spec(args):
+    """What ``hierarchies=`` of the estimator gets from ``--hierarchies`` and ``--hierarchy COL=FILE``:
+    None, a dict of files, ``'auto'``, or the files with ``'*': 'auto'`` for every other categorical QI."""
+    spec = {}
+    for pair in args.hierarchy or []:
+        if "=" not in str(pair):
+            raise InputError(f"--hierarchy '{pair}' is not COLUMN=FILE.csv; write e.g. --hierarchy zip=zip.csv")
+        col, path = str(pair).split("=", 1)
+        spec[col.strip()] = path.strip()
+    auto = args.hierarchies
+    if auto:
+        if auto != "auto":
+            raise InputError(f"hierarchies '{auto}' is not understood; use --hierarchies auto")
+        return "auto" if not spec else {"*": "auto", **spec}
+    return spec or None
+
+
+def read_input(args):
+    """``(frame, roles, source)`` from the input file or ``--dataset``, with ``--target-expr`` applied."""
+    from ..datasets import get_dataset, load_table  # noqa: PLC0415
+
+    inp, ds = args.input, args.dataset
+    if inp and ds:
+        raise InputError("give either an input file or --dataset, not both")
+    if not inp and not ds:
+        raise InputError("no input: give a CSV / Parquet file or --dataset adult")
+    if ds:
+        df, roles = get_dataset(ds, rows=args.rows, seed=args.seed)
+        return with_target_expr(df, roles, args) + (f"dataset:{ds}",)
+    backend = getattr(args, "backend", None)
+    if backend != "cpu" and str(inp).lower().endswith((".parquet", ".pq")):
+        # Parquet only: CSV goes through load_table, which parses numbers exactly and refuses
+        # duplicate column names.
+        from ..backend import get_backend  # noqa: PLC0415
+
+        be = get_backend(backend, quiet=True)
+        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's reader, then a host frame
+            try:
+                df = be.frame.read_parquet(inp).to_pandas()
+                if not df.columns.duplicated().any():
+                    return with_target_expr(df, {}, args) + (str(inp),)
+            except Exception as exc:  # fall back to pandas, which gives the usual clear errors
+                log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
+    df = load_table(inp, encoding=args.encoding)
+    return with_target_expr(df, {}, args) + (str(inp),)
+
+
+def with_target_expr(df, roles, args):
+    """``(df, roles)`` with the column ``--target-expr`` derives (named by --target, default 'target')."""
+    import re  # noqa: PLC0415
+
+    import pandas as pd  # noqa: PLC0415
+
+    expr = getattr(args, "target_expr", None)
+    if not expr:
+        return df, roles
+    name = args.target or "target"
+    if name in df.columns:
+        raise InputError(f"--target-expr would write column '{name}', which the table already has; name the "
+                         f"derived target with --target NEW_NAME")
+    quoted = re.findall(r"`([^`]*)`", expr)
+    bare = re.sub(r"`[^`]*`", " ", re.sub(r"(\"[^\"]*\"|'[^']*')", " ", expr))
+    if "__" in bare or "@" in bare or re.search(r"(?<![=!<>])=(?!=)", bare):
+        raise InputError(f"--target-expr '{expr}' may only compare and combine columns (no '=', '@' or '__'); "
+                         f"write e.g. --target-expr \"delay > 15\"")
+    try:
+        res = df.eval(expr, local_dict={}, global_dict={})
+    except Exception as exc:  # pandas raises many kinds: name, syntax, type errors
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"--target-expr '{expr}' cannot be evaluated ({why}); refer to columns by name "
+                         f"(`back-quoted` when they hold spaces), e.g. --target-expr \"delay > 15\"") from None
+    if not isinstance(res, pd.Series) or len(res) != len(df):
+        raise InputError(f"--target-expr '{expr}' gives {type(res).__name__}, not one value per row; compare a "
+                         f"column, e.g. --target-expr \"delay > 15\"")
+    used = [c for c in df.columns if str(c) in quoted or re.search(rf"(?<![\w.]){re.escape(str(c))}(?!\w)", bare)]
+    missing = df[used].isna().any(axis=1) if used else pd.Series(False, index=df.index)
+    if missing.any():
+        res = res.astype(object).where(~missing, None)
+        log.warning("--target-expr: %d row(s) have a missing value in %s; their target '%s' is missing",
+                    int(missing.sum()), ", ".join(map(str, used)), name)
+    log.info("target '%s' = %s: %s", name, expr,
+             ", ".join(f"{v!r} {n}" for v, n in res.value_counts(dropna=False).head(6).items()))
+    roles = dict(roles)
+    roles["target"] = name
+    return df.assign(**{name: res.to_numpy()}), roles
+
+
+def setup_logging(quiet: bool) -> None:
+    if not log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("gpuanon: %(message)s"))
+        log.addHandler(h)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+_INPUT_OPTIONS = ("input", "original", "perturbed")
+_OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png")
+
+
+def _same_file(a, b) -> bool:
+    import os  # noqa: PLC0415
+
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def refuse_overwriting_inputs(args) -> None:
+    """No output may name an input file: the user's data is never overwritten."""
+    inputs = [(n, getattr(args, n, None)) for n in _INPUT_OPTIONS]
+    for name in _OUTPUT_OPTIONS:
+        out = getattr(args, name, None)
+        if not isinstance(out, (str, Path)) or not out:
+            continue
+        for in_name, inp in inputs:
+            if isinstance(inp, (str, Path)) and inp and _same_file(out, inp):
+                what = "the input file" if in_name == "input" else f"the --{in_name} file"
+                stem, dot, ext = Path(str(out)).name.partition(".")
+                raise InputError(f"--{name} '{out}' is {what}, which would be overwritten; write the output "
+                                 f"to another file, e.g. '{Path(str(out)).with_name(stem + '_out' + dot + ext)}'")

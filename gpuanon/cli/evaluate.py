@@ -1,0 +1,80 @@
+"""``gpuanon evaluate``: train classifiers on protected data, test them on raw rows."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..errors import InputError
+from .common import read_input, split_list
+from .config import defaults
+from .options import BACKENDS, table_command
+
+log = logging.getLogger("gpuanon")
+
+
+def add_parser(sub):
+    ev = table_command(sub, "evaluate", "train classifiers on protected data, test them on raw rows",
+                        "Split once (stratified), protect the training part with each protection, "
+                        "train each model, test on the raw held-out rows; write one row per protection "
+                        "and model with every score and the protection's information-loss metrics.")
+    g = ev.add_argument_group("evaluation")
+    g.add_argument("--protections",
+                   help="';'-separated: raw, k=3, k=3,l=2, k=3,t=0.2, k=3,optimize, k=3,hierarchies=auto, "
+                        "distpab[,noise=0.3], suppress (default: raw;k=3;k=10;k=50;k=3,l=2;k=3,t=0.2;"
+                        "k=3,optimize;distpab)")
+    g.add_argument("--models",
+                   help="comma-separated: rf,et,gb,svm,lr,sgd,nb,knn,mlp or 'all' (default all)")
+    g.add_argument("--test-size", dest="test_size", type=float, help="held-out share (default 0.3)")
+    g.add_argument("--random-state", dest="random_state", type=int,
+                   help="seed of the split, the models and the perturbation (default 0)")
+    g.add_argument("--positive", help="positive class of a binary target (default: the minority class)")
+    g.add_argument("--max-suppression", dest="max_suppression", type=float)
+    g.add_argument("--backend", choices=BACKENDS)
+    g.add_argument("--out", required=True, help="results CSV (one row per protection and model)")
+    g.add_argument("--report", help="JSON with the results, protections and rank correlations "
+                                    "(default: next to --out)")
+    g.add_argument("--html", help="self-contained HTML page with the tables and plots")
+    g.add_argument("--table", help="markdown table of accuracy / F1 like the thesis's 5.6-5.10 (default: printed)")
+    ev.set_defaults(**defaults("evaluate"))
+    return ev
+
+
+def run(args) -> int:
+    from ..evaluate import DEFAULT_PROTECTIONS, markdown_scores, run_evaluation  # noqa: PLC0415
+    from ..io import atomic_path, check_writable, write_json  # noqa: PLC0415
+    from ..report import render_evaluation_html  # noqa: PLC0415
+
+    out = Path(args.out)
+    check_writable(out, table=False)
+    report = args.report or str(out.with_suffix(".json"))
+    check_writable(report, table=False)
+    for extra in (args.html, args.table):
+        if extra:
+            check_writable(extra, table=False)
+    df, roles, source = read_input(args)
+    target = args.target or roles.get("target")
+    if not target:
+        raise InputError("no target column given; pass --target COLUMN")
+    qi = split_list(args.qi) or roles.get("quasi_identifiers")
+    ev = run_evaluation(df, args.protections or DEFAULT_PROTECTIONS, args.models, quasi_identifiers=qi,
+                        target=target, sensitive=args.sensitive or roles.get("sensitive"),
+                        identifiers=split_list(args.identifiers), numeric=split_list(args.numeric),
+                        categorical=split_list(args.categorical), test_size=args.test_size,
+                        random_state=args.random_state, backend=args.backend,
+                        max_suppression=args.max_suppression, positive=args.positive)
+    ev.config["input"] = source
+    with atomic_path(out) as tmp:
+        ev.results.to_csv(tmp, index=False)
+    doc = ev.to_dict()
+    write_json(doc, report)
+    if args.html:
+        with atomic_path(args.html) as tmp:
+            Path(tmp).write_text(render_evaluation_html(doc), encoding="utf-8")
+    md = markdown_scores(ev.results)
+    if args.table:
+        with atomic_path(args.table) as tmp:
+            Path(tmp).write_text(md)
+    print(md, end="")
+    log.info("wrote %s", ", ".join(str(p) for p in (out, report, args.html, args.table) if p))
+    return 0

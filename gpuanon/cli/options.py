@@ -1,0 +1,77 @@
+"""Option groups shared by the subcommands, and the parser that reports errors in one line."""
+
+from __future__ import annotations
+
+import argparse
+
+DATASETS = ["adult", "hepmass", "breast_cancer", "wine", "digits"]
+BACKENDS = ["auto", "cpu", "gpu"]
+L_KINDS = ["distinct", "entropy", "recursive"]
+T_DISTANCES = ["auto", "equal", "ordered", "kl"]
+MODES = ["strict", "relaxed"]
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, like every other input error
+        self.exit(2, f"gpuanon: error: {message}; see '{self.prog} --help'\n")
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no log lines or progress")
+
+
+def add_input(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("input (a file, or a bundled / generated dataset)")
+    g.add_argument("input", nargs="?", help="CSV, TSV or Parquet file")
+    g.add_argument("--dataset", choices=DATASETS,
+                   help="bundled Adult data, the HEPMASS-shaped generator, or a scikit-learn set")
+    g.add_argument("--rows", type=int, help="rows to generate (hepmass) or sample (others)")
+    g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
+    g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
+
+
+def add_roles(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("column roles (comma-separated lists)")
+    g.add_argument("--qi", help="quasi-identifier columns (default for --dataset: its standard QIs)")
+    g.add_argument("--sensitive", help="sensitive attribute (used by l and t)")
+    g.add_argument("--target", help="target column (orders categories; used by later metrics)")
+    g.add_argument("--target-expr", dest="target_expr", metavar="EXPR",
+                   help="derive the target from other columns, e.g. \"delay > 15\" (pandas DataFrame.eval); "
+                        "the new column is named by --target (default 'target')")
+    g.add_argument("--identifiers", help="identifier columns, dropped from the output")
+    g.add_argument("--numeric", help="QIs to treat as numeric (overrides dtype inference)")
+    g.add_argument("--categorical", help="QIs to treat as categorical")
+
+
+def table_command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand that reads one table: quiet flag, input and column roles."""
+    p = sub.add_parser(name, help=help, description=description)
+    add_quiet(p)
+    add_input(p)
+    add_roles(p)
+    return p
+
+
+def add_criteria(p: argparse.ArgumentParser, required_k: bool) -> None:
+    g = p.add_argument_group("privacy criteria")
+    g.add_argument("--k", type=int,
+                   help="k-anonymity: minimum class size (>= 2)" + ("" if required_k else "; checked when given"))
+    g.add_argument("--l", type=int, help="l-diversity: distinct sensitive values per class (0: off)")
+    g.add_argument("--l-kind", dest="l_kind", choices=L_KINDS, help="default distinct")
+    g.add_argument("--c", type=float, help="c of recursive (c, l)-diversity (default 1)")
+    g.add_argument("--t", type=float, help="t-closeness threshold (off by default)")
+    g.add_argument("--t-distance", dest="t_distance", choices=T_DISTANCES,
+                   help="EMD with equal or ordered ground distance, or KL (default auto: ordered for a "
+                        "numeric sensitive attribute, equal otherwise)")
+
+
+def add_hierarchy_options(g) -> None:
+    g.add_argument("--hierarchies", choices=["auto"],
+                   help="automatic frequency-based hierarchies for every categorical QI (needs a target)")
+    g.add_argument("--hierarchy", action="append", metavar="COLUMN=FILE.csv",
+                   help="a hierarchy in ARX's CSV layout for one column (repeatable)")
+    g.add_argument("--rho", type=float, help="percentile range of the automatic hierarchies "
+                                             "(default: chosen per column by information loss)")
+    g.add_argument("--optimize", action="store_true",
+                   help="the optimization step: QI tuples occurring >= k times keep their values")

@@ -1,0 +1,125 @@
+"""``gpuanon perturb``: DISTPAB geometric perturbation of numeric features."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..errors import InputError
+from .common import read_input
+from .config import defaults
+from .options import BACKENDS, add_input, add_quiet
+
+log = logging.getLogger("gpuanon")
+
+
+def add_parser(sub):
+    pz = sub.add_parser("perturb", help="DISTPAB geometric perturbation of numeric features",
+                        description="Perturb numeric features with DISTPAB: each entity computes local "
+                                    "statistics, a central step searches the rotation angle and reflection "
+                                    "axis, each entity perturbs its own rows (on Dask workers unless "
+                                    "--centralized). The label and passenger columns stay with their rows.")
+    add_quiet(pz)
+    add_input(pz)
+    g = pz.add_argument_group("perturbation")
+    g.add_argument("--features", help="numeric feature columns (default: every numeric column but the "
+                                      "label and passengers)")
+    g.add_argument("--exclude", help="columns to leave out of the default features")
+    g.add_argument("--label", help="label column, kept with its rows")
+    g.add_argument("--passengers", help="other columns kept with their rows")
+    g.add_argument("--entities", type=int, help="number of entities the rows are split into (default 4)")
+    g.add_argument("--centralized", action="store_true", help="one entity, in this process (PABIDOT)")
+    g.add_argument("--noise", type=float, help="randomized-expansion noise std (default 0.3)")
+    g.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep each entity's row order")
+    g.add_argument("--write-row-id", action="store_true",
+                   help="EVALUATION ONLY: add a row_id column (original row number) so `gpuanon attack` can "
+                        "pair rows; it undoes the shuffle and must never be published")
+    g.add_argument("--backend", choices=BACKENDS)
+    g.add_argument("--out", required=True, help="perturbed table (.csv, .csv.gz, .parquet)")
+    g.add_argument("--report", help="JSON report")
+    pz.set_defaults(**defaults("perturb"))
+    return pz
+
+
+def _default_features(df, label, passengers, exclude):
+    import pandas as pd  # noqa: PLC0415
+
+    skip = set([label] if label else []) | set(passengers) | set(exclude)
+    return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])
+            and not pd.api.types.is_bool_dtype(df[c])]
+
+
+def run(args) -> int:
+    import numpy as np  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    from ..io import check_writable, write_json, write_table  # noqa: PLC0415
+    from ..perturb import perturb_distributed, perturb_frame  # noqa: PLC0415
+
+    check_writable(args.out)
+    if args.report:
+        check_writable(args.report, table=False)
+    if args.entities < 1:
+        raise InputError(f"--entities must be >= 1, got {args.entities}")
+    if args.noise < 0:
+        raise InputError(f"--noise must be >= 0, got {args.noise}")
+    t0 = time.perf_counter()
+    df, roles, source = read_input(args)
+    label = args.label or (roles.get("target") if roles else None)
+    passengers = [c.strip() for c in (args.passengers or "").split(",") if c.strip()]
+    exclude = [c.strip() for c in (args.exclude or "").split(",") if c.strip()]
+    features = ([c.strip() for c in args.features.split(",") if c.strip()] if args.features
+                else _default_features(df, label, passengers, exclude))
+    if not features:
+        raise InputError("no numeric feature columns to perturb; pass --features COL1,COL2,...")
+    if args.write_row_id:
+        if "row_id" in df.columns:
+            raise InputError("the input already has a column 'row_id'; rename it to use --write-row-id")
+        log.warning("writing row_id: evaluation only, it pairs perturbed rows with their originals; never publish it")
+        df = df.assign(row_id=np.arange(len(df), dtype=np.int64))
+        passengers = passengers + ["row_id"]
+    kept = set(features) | set(passengers) | ({label} if label else set())
+    dropped = [str(c) for c in df.columns if c not in kept]
+    if dropped:
+        log.warning("left out of the output: %s (neither a feature, the label nor a passenger); keep a column "
+                    "with --passengers COL (unchanged, travels with its row) or perturb it with --features",
+                    ", ".join(dropped))
+    seed = args.seed
+    if args.centralized or args.entities == 1:
+        from ..perturb.distpab import DISTPAB, _frame_matrix, local_stats, validate_frame  # noqa: PLC0415
+
+        tc = time.perf_counter()
+        feats, _carried = validate_frame(df, features, label, passengers)
+        model = DISTPAB(noise=args.noise, shuffle=args.shuffle, random_state=seed, backend=args.backend)
+        stats = local_stats(_frame_matrix(df, feats), model._xp())
+        ts = time.perf_counter()
+        model.fit_stats([stats], feature_names=feats)
+        model.n_entities_ = 1
+        tsearch = time.perf_counter()
+        out, model = perturb_frame(df, feats, label=label, passengers=passengers, model=model)
+        tp = time.perf_counter()
+        report = model.report()
+        report.update(n_entities=1, mode="centralized",
+                      seconds={"stats": round(ts - tc, 6), "search": round(tsearch - ts, 6),
+                               "perturb": round(tp - tsearch, 6), "total": round(tp - tc, 6)})
+    else:
+        frames = [df.iloc[idx] for idx in np.array_split(np.arange(len(df)), args.entities)]
+        outs, report = perturb_distributed(frames, features, label=label, passengers=passengers, noise=args.noise,
+                                           random_state=seed, shuffle=args.shuffle, backend=args.backend)
+        out = pd.concat(outs, ignore_index=True)
+        report["mode"] = "distributed"
+    t1 = time.perf_counter()
+    write_table(out, args.out)
+    report.update(input=source, output=args.out, n_rows=int(len(out)), label=label, passengers=passengers,
+                  noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id),
+                  dropped_columns=dropped)
+    secs = dict(report.get("seconds", {}))
+    secs["write"] = round(time.perf_counter() - t1, 6)
+    secs["wall"] = round(time.perf_counter() - t0, 6)
+    report["seconds"] = secs
+    if args.report:
+        write_json(report, args.report)
+    log.info("perturbed %d rows x %d features (%s, %d entities): Phi %.4f at %g degrees, axis %s; wrote %s",
+             len(out), len(features), report["mode"], report.get("n_entities", 1), report["phi"],
+             report["angle_degrees"], features[int(report["axis"])], args.out)
+    return 0

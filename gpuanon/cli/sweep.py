@@ -1,0 +1,95 @@
+"""``gpuanon sweep``: Mondrian over a grid of k, l, t on one encoded table."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..errors import InputError
+from .common import hierarchy_spec, read_input, rho_value
+from .config import defaults
+from .options import BACKENDS, L_KINDS, MODES, T_DISTANCES, add_hierarchy_options, table_command
+
+log = logging.getLogger("gpuanon")
+
+
+def add_parser(sub):
+    w = table_command(sub, "sweep", "Mondrian over a grid of k, l, t on one encoded table",
+                      "Run Mondrian over k (default 3..15), l-diversity (default l = 2, 3) "
+                      "and t-closeness (default t = 0.2, 0.3, 0.4) at --base-k, and write one "
+                      "row of metrics per run, a plot against k, and a table like the thesis's 5.4.")
+    g = w.add_argument_group("grid")
+    g.add_argument("--k-values", help="k values: '3-15' or '3,5,10' (default 3-15)")
+    g.add_argument("--l-values", help="l values at --base-k ('' for none; default 2,3)")
+    g.add_argument("--t-values", help="t values at --base-k ('' for none)")
+    g.add_argument("--base-k", type=int, help="k of the l and t runs (default 3)")
+    g.add_argument("--l-kind", dest="l_kind", choices=L_KINDS)
+    g.add_argument("--t-distance", dest="t_distance", choices=T_DISTANCES,
+                   help="default auto: ordered EMD for a numeric sensitive attribute, equal otherwise")
+    g.add_argument("--mode", choices=MODES)
+    g.add_argument("--max-suppression", dest="max_suppression", type=float)
+    g.add_argument("--backend", choices=BACKENDS)
+    add_hierarchy_options(g)
+    g.add_argument("--out", required=True, help="CSV with one row per run")
+    g.add_argument("--plot", help="PNG of loss and classes against k (default: next to --out)")
+    g.add_argument("--table", help="markdown table shaped like the thesis's table 5.4 (default: next to --out)")
+    w.set_defaults(**defaults("sweep"))
+    return w
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    text = (text or "").strip()
+    if not text:
+        return []
+    try:
+        if "-" in text and "," not in text:
+            a, b = text.split("-", 1)
+            return list(range(int(a), int(b) + 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--{name} '{text}' is not a list of integers; write e.g. 3-15 or 3,5,10") from None
+
+
+def _float_list(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in (text or "").split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--{name} '{text}' is not a list of numbers; write e.g. 0.2,0.3") from None
+
+
+def run(args) -> int:
+    from ..io import atomic_path, check_writable  # noqa: PLC0415
+    from ..sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
+
+    out = Path(args.out)
+    check_writable(out, table=False)
+    plot = args.plot or str(out.with_suffix(".png"))
+    table_path = args.table or str(out.with_name(out.stem + "_table.md"))
+    ks, ls = _int_list(args.k_values, "k-values"), _int_list(args.l_values, "l-values")
+    ts = _float_list(args.t_values, "t-values")
+    df, roles, source = read_input(args)
+    qi = args.qi or roles.get("quasi_identifiers")
+    if not qi:
+        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    sens = args.sensitive or roles.get("sensitive") or args.target or roles.get("target")
+
+    def progress(i, n, row):
+        log.info("sweep %d/%d: %s k=%s l=%s t=%s -> %s classes, loss %s (%.2f s)", i, n, row["criterion"],
+                 row["k"], row["l"], row["t"], row.get("n_classes"),
+                 "-" if row.get("entropy_loss") is None else f"{100 * row['entropy_loss']:.2f}%", row["seconds"])
+
+    res = run_sweep(df, qi, sensitive=sens, target=args.target or roles.get("target"),
+                    identifiers=args.identifiers, ks=ks, ls=ls, ts=ts, base_k=args.base_k, mode=args.mode,
+                    l_kind=args.l_kind, t_distance=args.t_distance, max_suppression=args.max_suppression,
+                    backend=args.backend, progress=None if args.quiet else progress,
+                    hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize))
+    with atomic_path(out) as tmp:
+        res.to_csv(tmp, index=False)
+    if (res["criterion"] == "k-anonymity").any():
+        plot_sweep(res, plot)
+    md = to_markdown(thesis_table(res, args.base_k))
+    with atomic_path(table_path) as tmp:
+        Path(tmp).write_text(md)
+    print(md, end="")
+    log.info("wrote %s, %s, %s", out, plot, table_path)
+    return 0
