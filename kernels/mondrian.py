@@ -19,8 +19,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .keys import decode_keys
+from .hierarchy import lowest_common_node
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
+from .specs import CategoricalSpec, HierarchySpec, NumericSpec, as_spec
 
 _LOW32 = np.int64(0xFFFFFFFF)
 
@@ -35,21 +36,24 @@ def _ranges(starts, sizes, xp):
 
 
 def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit):
-    """Normalized span of every column in every segment, shape (P, d); 0 where single-valued."""
+    """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
+
+    ``col_info``: one :mod:`kernels.specs` spec per column (older descriptions are read by
+    :func:`~kernels.specs.as_spec`).
+    """
     d = K.shape[0]
     P = sizes.shape[0]
+    specs = [as_spec(c) for c in col_info]
     mn = segment_reduce("minimum", K, starts, xp, axis=1)
     mx = segment_reduce("maximum", K, starts, xp, axis=1)
     span = xp.zeros((P, d), dtype=xp.float64)
     for j in range(d):
         single = mn[j] == mx[j]
-        info = col_info[j]
-        if isinstance(info, tuple):  # ("hierarchy", code levels (codes, L), leaves-under fraction per node)
-            lv, frac = info[1], info[2]
-            a, b = lv[mn[j].astype(xp.int64)], lv[mx[j].astype(xp.int64)]
-            lvl = xp.argmax(a == b, axis=1)  # the lowest level where both ends meet (the root always does)
-            s = frac[a[xp.arange(P), lvl]]
-        elif info is None:
+        spec = specs[j]
+        if isinstance(spec, HierarchySpec):  # leaves under the lowest common node of both ends
+            node, _ = lowest_common_node(spec.levels, mn[j], mx[j], xp)
+            s = spec.frac[node]
+        elif isinstance(spec, CategoricalSpec):
             ncat = int(n_categories[j])
             if ncat <= 1:
                 continue
@@ -60,11 +64,13 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
             else:
                 distinct = xp.bincount(xp.unique(flat) // ncat, minlength=P)
             s = distinct.astype(xp.float64) / ncat
-        else:
+        elif isinstance(spec, NumericSpec):
             rng = float(global_range[j])
             if not rng > 0:
                 continue
-            s = (decode_keys(mx[j], col_info[j], xp) - decode_keys(mn[j], col_info[j], xp)) / rng
+            s = (spec.decode(mx[j], xp) - spec.decode(mn[j], xp)) / rng
+        else:  # as_spec returns one of the three
+            raise TypeError(f"column {j}: unknown spec {type(spec).__name__}")
         span[:, j] = xp.where(single, 0.0, s)
     return span
 
@@ -129,11 +135,12 @@ def mondrian_partition(
     keys : (d, n) uint32 array
         Order-preserving keys (see :mod:`kernels.keys`).
     col_info : sequence of length d
-        ``None`` for a categorical column, ``("hierarchy", levels, frac)`` for one generalized by
-        a hierarchy (codes in leaf order; ``levels[code]`` its node at every level, ``frac[node]``
-        the share of leaves under the node: the span is that of the lowest common node of the
-        partition's smallest and largest code), ``'f32'`` or the sorted distinct values for a
-        numeric one.
+        One spec per column (:mod:`kernels.specs`; build them for an encoded table with
+        ``gpuanon.encoding.kernel_specs``): :class:`~kernels.specs.CategoricalSpec`,
+        :class:`~kernels.specs.NumericSpec` (float32 keys or the sorted distinct values) or
+        :class:`~kernels.specs.HierarchySpec` (codes in leaf order; the span is the share of
+        leaves under the lowest common node of the partition's smallest and largest code).
+        The older untyped descriptions are accepted (:func:`~kernels.specs.as_spec`).
     n_categories : sequence of int
         Number of categories of each categorical column (ignored for numeric ones).
     global_range : (d,) float64
@@ -157,6 +164,7 @@ def mondrian_partition(
         ``levels`` and ``attempts`` counts.
     """
     d, n = keys.shape
+    col_info = [as_spec(c) for c in col_info]
     needs_hist = sa is not None and n_sa > 0
     if blocks is None:
         perm = xp.arange(n, dtype=xp.int64)
