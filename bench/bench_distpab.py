@@ -138,14 +138,14 @@ def run_hepmass(cfg: dict) -> dict:
            "backend": be.name, "device": be.device}
     if cfg["mode"] == "inprocess":
         from gpuanon.perturb import DISTPAB, local_stats
-        from gpuanon.perturb.distpab import _frame_matrix
+        from gpuanon.perturb.distpab import frame_matrix
 
         from gpuanon.backend import count_transfers, stage, to_device, to_host
 
         model = DISTPAB(noise=0.3, random_state=0, backend=cfg["backend"])
         with count_transfers(simulate=not be.is_gpu) as tlog:
             t0 = time.perf_counter()
-            mats = [_frame_matrix(f, feats) for f in frames]
+            mats = [frame_matrix(f, feats) for f in frames]
             with stage("copy_up"):  # each entity's rows go to its device once, for both phases
                 mats = [to_device(X, be.xp) for X in mats]
             _sync(be.xp)

@@ -82,7 +82,12 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
                        f"one, pass it with --identifiers (dropped from the output) instead of --qi")
 
 
-def _suggest(name: str, columns) -> str:
+def suggest(name: str, columns) -> str:
+    """The end of an unknown-column message: the closest column name, or the first columns.
+
+    >>> suggest("agee", ["age", "job"])
+    "; did you mean 'age'?"
+    """
     close = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1, cutoff=0.6)
     if close:
         return f"; did you mean '{close[0]}'?"
@@ -90,13 +95,22 @@ def _suggest(name: str, columns) -> str:
     return f"; the columns are: {shown}{', ...' if len(columns) > 12 else ''}"
 
 
-def _as_list(x) -> list:
-    """Column names from a comma-separated string or a sequence (non-string labels kept as they are)."""
+def as_list(x) -> list:
+    """Column names from a comma-separated string or a sequence (non-string labels kept as they are).
+
+    >>> as_list("a, b,,c")
+    ['a', 'b', 'c']
+    """
     if x is None:
         return []
     if isinstance(x, str):
         return [c.strip() for c in x.split(",") if c.strip()]
     return list(x)
+
+
+# The old private spellings, for callers not yet switched to the public names.
+_suggest = suggest
+_as_list = as_list
 
 
 @dataclass
@@ -130,9 +144,9 @@ class Schema:
             With a message naming the column, the rule and the fix.
         """
         cols = list(df.columns)
-        qis = _as_list(quasi_identifiers)
-        ids = _as_list(identifiers)
-        numeric, categorical = _as_list(numeric), _as_list(categorical)
+        qis = as_list(quasi_identifiers)
+        ids = as_list(identifiers)
+        numeric, categorical = as_list(numeric), as_list(categorical)
         if not qis:
             raise SchemaError("no quasi-identifiers given; pass --qi COL1,COL2,... (quasi_identifiers=[...])")
         for role, names in (("quasi-identifier", qis), ("identifier", ids),
@@ -141,7 +155,7 @@ class Schema:
                             ("target", [] if target is None else [target])):
             for c in names:
                 if c not in cols:
-                    raise SchemaError(f"{role} '{c}' is not a column{_suggest(c, cols)}")
+                    raise SchemaError(f"{role} '{c}' is not a column{suggest(c, cols)}")
         dup = sorted({c for c in qis if qis.count(c) > 1})
         if dup:
             raise SchemaError(f"quasi-identifier '{dup[0]}' is listed twice; list each column once")

@@ -311,7 +311,7 @@ def test_float32_in_float32_out_and_blocks_do_not_change_the_result():
 
 
 def test_noise_prefetch_and_tiles_do_not_change_the_result(monkeypatch):
-    import gpuanon.perturb.distpab as dp
+    import gpuanon.perturb.apply as dp
 
     X = correlated(3000, 4, seed=29)
     model = DISTPAB(noise=0.3, random_state=8, block_rows=1000).fit(X)

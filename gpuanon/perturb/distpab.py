@@ -37,6 +37,10 @@ Conventions (the contract in SPEC section 8 wins over the paper):
   phi within ``TIE_TOL`` are ties. The same entities give bit-identical output in one process
   and on Dask workers, noise and shuffle included.
 
+The steps live in :mod:`gpuanon.perturb.stats` (chunk, combine), :mod:`gpuanon.perturb.angle_search`
+(the central search) and :mod:`gpuanon.perturb.apply` (the perturbation at an entity); this
+module holds the estimator, the frame checks and :func:`perturb_frame`, and re-exports the rest.
+
 Examples
 --------
 >>> import numpy as np
@@ -48,20 +52,21 @@ Examples
 ((500, 4), True, True)
 """
 
+
 from __future__ import annotations
 
-import contextlib
 import numbers
-import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..errors import InputError, SchemaError
+from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
+                           variance_table)
+from .apply import PerturbParams, entity_seed, perturb_block, perturb_entity
+from .stats import Stats, finalize, local_stats, merge_all, merge_stats
 
 __all__ = [
     "DEFAULT_ANGLES",
@@ -82,570 +87,9 @@ __all__ = [
     "perturb_frame",
     "validate_frame",
     "frame_matrix",
+    "is_frame",
     "entity_seed",
 ]
-
-#: Angles searched by default: 1..179 degrees without the 7 "special" ones (172 angles).
-DEFAULT_ANGLES: tuple[int, ...] = tuple(
-    a for a in range(1, 180) if a not in (30, 45, 60, 90, 120, 135, 150))
-
-#: Values of phi closer than this count as ties (smallest angle, then smallest axis, wins).
-TIE_TOL = 1e-12
-
-_STATS_BLOCK_ROWS = 1 << 18
-#: On the CPU, rows transformed per pass inside a block (cache-sized: 3 x 32768 x d x 8 bytes).
-_CPU_TILE_ROWS = 1 << 15
-_PREFETCH_NOISE = True
-
-
-# --------------------------------------------------------------------------- statistics (chunk)
-
-@dataclass
-class Stats:
-    """What an entity sends: row count ``n``, mean ``(d,)`` and co-moment ``(d, d)``, float64.
-
-    ``comoment = sum_rows (x - mean)(x - mean)^T``; ``Cov = comoment / (n - 1)``.
-    """
-
-    n: int
-    mean: np.ndarray
-    comoment: np.ndarray
-
-    @property
-    def n_features(self) -> int:
-        return int(self.mean.shape[0])
-
-    @property
-    def nbytes(self) -> int:
-        """Payload bytes: ``8 * (1 + d + d * d)``."""
-        d = self.n_features
-        return 8 * (1 + d + d * d)
-
-
-def _host(a: Any) -> np.ndarray:
-    from ..backend import to_host  # noqa: PLC0415
-
-    return to_host(a)
-
-
-def _dev(a: Any, xp):
-    """``a`` on ``xp``'s device (a counted copy when it is on the host and ``xp`` is CuPy)."""
-    from ..backend import to_device  # noqa: PLC0415
-
-    return to_device(a, xp)
-
-
-def _block_stats(Xb, xp) -> Stats:
-    """Stats of one block (already float64 on the device), shifted by its first row.
-
-    The shift makes a constant column's deviations exactly zero (so its co-moment is exactly 0
-    and its mean exactly the constant) and improves accuracy for data far from the origin.
-    """
-    k = int(Xb.shape[0])
-    x0 = Xb[0].copy()
-    Xb -= x0
-    mu_s = Xb.mean(axis=0)
-    Xb -= mu_s
-    C = Xb.T @ Xb
-    return Stats(k, _host(x0 + mu_s).astype(np.float64), _host(C).astype(np.float64))
-
-
-def local_stats(X, xp=np, block_rows: int = _STATS_BLOCK_ROWS) -> Stats:
-    """Phase 1 at an entity: row count, mean and co-moment of ``X`` (m x d), in float64.
-
-    ``X`` is read in blocks of ``block_rows`` rows; each block is copied to float64 on the
-    device of ``xp``, reduced, and the block statistics are merged with a pairwise tree, so a
-    float32 matrix never gets a full float64 copy.
-
-    Parameters
-    ----------
-    X : array (m, d)
-        Numeric rows (NumPy, or CuPy when ``xp`` is CuPy).
-    xp : module
-        ``numpy`` or ``cupy``.
-    block_rows : int
-        Rows per block (scratch memory ~ ``3 * block_rows * d * 8`` bytes).
-
-    Returns
-    -------
-    Stats
-        On the host (NumPy), whatever ``xp`` is.
-
-    Examples
-    --------
-    >>> s = local_stats(np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]]))
-    >>> s.n, s.mean.tolist(), s.comoment.tolist()
-    (3, [3.0, 6.0], [[8.0, 16.0], [16.0, 32.0]])
-    """
-    if getattr(X, "ndim", None) != 2:
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise InputError(f"local_stats expects a 2-D (rows x features) array, got {X.ndim}-D")
-    m, d = int(X.shape[0]), int(X.shape[1])
-    if m == 0:
-        return Stats(0, np.zeros(d), np.zeros((d, d)))
-    block_rows = max(1, int(block_rows))
-    parts = []
-    if xp is not np:
-        X = _dev(X, xp)  # one copy of the entity's rows, in their own dtype; blocks widen on the device
-    for a in range(0, m, block_rows):
-        Xb = xp.array(X[a:a + block_rows], dtype=xp.float64)  # always a copy
-        parts.append(_block_stats(Xb, xp))
-        del Xb
-    return merge_all(parts)
-
-
-def merge_stats(a: Stats, b: Stats) -> Stats:
-    """Combine the statistics of two disjoint row sets (Chan et al.; Pebay; paper eq. 13-19).
-
-    ``m = ma + mb``, ``d = mean_b - mean_a``, ``mean = mean_a + d mb / m``,
-    ``C = Ca + Cb + d d^T ma mb / m``.
-
-    Examples
-    --------
-    >>> X = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0], [0.0, 1.0]])
-    >>> s = merge_stats(local_stats(X[:1]), local_stats(X[1:]))
-    >>> np.allclose(s.comoment, local_stats(X).comoment), s.n
-    (True, 4)
-    """
-    if a.n == 0:
-        return b
-    if b.n == 0:
-        return a
-    m = a.n + b.n
-    d = np.asarray(b.mean, dtype=np.float64) - np.asarray(a.mean, dtype=np.float64)
-    mean = a.mean + d * (b.n / m)
-    C = a.comoment + b.comoment + np.outer(d, d) * (a.n * b.n / m)
-    return Stats(int(m), mean, C)
-
-
-def merge_all(stats_list: Sequence[Stats]) -> Stats:
-    """Merge any number of :class:`Stats` with a pairwise (balanced) tree of :func:`merge_stats`."""
-    items = list(stats_list)
-    if not items:
-        raise InputError("merge_all needs at least one Stats")
-    while len(items) > 1:
-        nxt = [merge_stats(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
-        if len(items) % 2:
-            nxt.append(items[-1])
-        items = nxt
-    return items[0]
-
-
-def finalize(stats: Stats, names: Sequence[str] | None = None):
-    """Global ``(mean, sigma, S, constant_mask)`` from merged statistics.
-
-    ``Cov = C / (m - 1)``, ``sigma = sqrt(diag Cov)``, ``S = Cov / (sigma sigma^T)``. A column
-    with ``sigma = 0`` (or below rounding noise of its mean) is constant: its row and column of
-    ``S`` are set to those of the identity, it is left out of the search and passed through
-    unperturbed; a warning names it.
-
-    Raises
-    ------
-    InputError
-        Fewer than 2 rows, or non-finite statistics (missing or infinite values), naming the
-        columns.
-    """
-    d = stats.n_features
-    labels = list(names) if names is not None else [str(i) for i in range(d)]
-    if stats.n < 2:
-        raise InputError(f"DISTPAB needs at least 2 rows in total to estimate a covariance, got {stats.n}")
-    mean = np.asarray(stats.mean, dtype=np.float64)
-    C = np.asarray(stats.comoment, dtype=np.float64)
-    bad = ~(np.isfinite(mean) & np.isfinite(C).all(axis=0))
-    if bad.any():
-        cols = ", ".join(repr(labels[i]) for i in np.flatnonzero(bad))
-        raise InputError(f"feature column(s) {cols} hold missing or infinite values; impute or drop "
-                         "those rows (or leave the column out of the features) before perturbing")
-    cov = C / (stats.n - 1)
-    var = np.clip(np.diag(cov).copy(), 0.0, None)
-    sigma = np.sqrt(var)
-    const = (sigma == 0) | (sigma <= 64 * np.finfo(np.float64).eps * np.abs(mean))
-    sigma = np.where(const, 0.0, sigma)
-    safe = np.where(const, 1.0, sigma)
-    S = cov / np.outer(safe, safe)
-    S[const, :] = 0.0
-    S[:, const] = 0.0
-    S[np.diag_indices(d)] = 1.0
-    S = (S + S.T) / 2
-    if const.any():
-        cols = ", ".join(repr(labels[i]) for i in np.flatnonzero(const))
-        warnings.warn(f"constant feature column(s) {cols}: left out of the DISTPAB search and passed "
-                      "through unperturbed", stacklevel=2)
-    return mean, sigma, S, const
-
-
-# --------------------------------------------------------------------------- search (combine)
-
-def rotation_matrices(angles_deg, n: int, xp=np):
-    """Concatenated sub-plane rotation ``R_theta`` for every angle: shape ``(len(angles), n, n)``.
-
-    ``R_theta = G_(0,1) G_(0,2) ... G_(n-2,n-1)`` -- all pairs ``i < j`` in lexicographic order,
-    multiplied left to right (the paper's algorithm 4), every ``G_ij`` with the same angle.
-    Built for all angles at once: starting from the identity, each right multiplication by
-    ``G_ij`` changes only columns ``i`` and ``j`` of ``R``,
-    ``R[:, i], R[:, j] = c R[:, i] + s R[:, j], c R[:, j] - s R[:, i]``; the batch is kept as
-    ``W[i, r, a] = R[a, r, i]`` so that each update touches two contiguous ``(n, angles)`` slabs.
-
-    Examples
-    --------
-    >>> R = rotation_matrices([90], 2)[0]
-    >>> np.round(R, 12).tolist()
-    [[0.0, -1.0], [1.0, 0.0]]
-    """
-    ang = xp.deg2rad(_dev(angles_deg, xp).astype(xp.float64, copy=False).reshape(-1))
-    k = int(ang.shape[0])
-    c = xp.cos(ang)
-    s = xp.sin(ang)
-    W = xp.broadcast_to(xp.eye(n, dtype=xp.float64)[:, :, None], (n, n, k)).copy()
-    for i in range(n - 1):
-        for j in range(i + 1, n):
-            wi = W[i].copy()
-            wj = W[j]
-            W[i] = c * wi + s * wj
-            W[j] = c * wj - s * wi
-    R = xp.ascontiguousarray(W.transpose(2, 1, 0))
-    return R
-
-
-def variance_table(S, angles=DEFAULT_ANGLES, xp=np, R=None):
-    """``V[theta, ax, j] = 1 - 2 (A S)_jj + (A S A^T)_jj`` for ``A = R_theta F_ax``, every pair.
-
-    One batched computation over an ``(angles, axes, n, n)`` stack (chunked over angles to
-    bound the scratch memory): ``A`` is ``R`` with column ``ax`` negated, ``A S`` is one matrix
-    product, ``diag(A S A^T)_j = sum_k (A S)_jk A_jk``.
-
-    Returns
-    -------
-    array (len(angles), n, n) on the device of ``xp``.
-    """
-    S = _dev(S, xp).astype(xp.float64, copy=False)
-    n = int(S.shape[0])
-    if R is None:
-        R = rotation_matrices(angles, n, xp)
-    k = int(R.shape[0])
-    f = 1.0 - 2.0 * xp.eye(n, dtype=xp.float64)          # f[ax] = diagonal of F_ax
-    V = xp.empty((k, n, n), dtype=xp.float64)
-    step = max(1, (1 << 21) // max(1, n ** 3))            # ~16 MiB of float64 per (chunk, n, n, n)
-    for a in range(0, k, step):
-        Rc = R[a:a + step]
-        c = int(Rc.shape[0])
-        A = Rc[:, None, :, :] * f[None, :, None, :]        # (c, ax, n, n): column ax negated
-        AS = (A.reshape(c * n * n, n) @ S).reshape(c, n, n, n)
-        d1 = xp.diagonal(AS, axis1=2, axis2=3)             # (A S)_jj
-        d2 = xp.einsum("abjk,abjk->abj", AS, A)          # (A S A^T)_jj = sum_k (A S)_jk A_jk
-        V[a:a + c] = 1.0 - 2.0 * d1 + d2
-    return V
-
-
-@dataclass
-class SearchResult:
-    """Outcome of :func:`search` (host values).
-
-    phi : float -- Phi, the chosen pair's ``min_j V_j``.
-    angle : float -- chosen angle (degrees).
-    axis : int -- chosen reflection axis (0-based index into the searched columns).
-    variances : (n,) -- ``V_j`` at the chosen pair.
-    table : (len(angles), n) -- ``phi(theta, ax)``.
-    angles : (len(angles),) -- the angles searched (degrees).
-    angle_index : int -- row of ``table`` chosen.
-    """
-
-    phi: float
-    angle: float
-    axis: int
-    variances: np.ndarray
-    table: np.ndarray
-    angles: np.ndarray
-    angle_index: int
-
-
-def search(S, angles=DEFAULT_ANGLES, selection: str = "maximin", xp=np) -> SearchResult:
-    """Choose the rotation angle and reflection axis from the correlation matrix ``S``.
-
-    ``phi(theta, ax) = min_j V_j`` for every pair (:func:`variance_table`). ``"maximin"``
-    (default; the paper's algorithm 1): ``phi(theta) = min_ax phi(theta, ax)``,
-    ``Phi = max_theta phi(theta)``, the angle is the argmax and the axis the argmin at that
-    angle. ``"max"``: the largest ``phi(theta, ax)`` over all pairs. Ties (within
-    ``TIE_TOL = 1e-12``): smallest angle index, then smallest axis.
-
-    Examples
-    --------
-    >>> S = np.array([[1.0, 0.5], [0.5, 1.0]])
-    >>> r = search(S)
-    >>> r.table.shape, r.variances.shape, 0 <= r.axis < 2
-    ((172, 2), (2,), True)
-    """
-    if selection not in ("maximin", "max"):
-        raise ValueError(f"selection must be 'maximin' or 'max', got {selection!r}")
-    ang = np.asarray(angles if angles is not None else DEFAULT_ANGLES, dtype=np.float64).reshape(-1)
-    if ang.size == 0:
-        raise ValueError("search needs at least one angle")
-    V = variance_table(S, ang, xp)
-    table_d = V.min(axis=-1)
-    table = _host(table_d)
-    if selection == "maximin":
-        per_angle = table.min(axis=1)
-        best = per_angle.max()
-        ia = int(np.flatnonzero(per_angle >= best - TIE_TOL)[0])
-        iax = int(np.flatnonzero(table[ia] <= per_angle[ia] + TIE_TOL)[0])
-    else:
-        best = table.max()
-        ia, iax = (int(v) for v in np.argwhere(table >= best - TIE_TOL)[0])
-    variances = _host(V[ia, iax]).copy()
-    return SearchResult(phi=float(table[ia, iax]), angle=float(ang[ia]), axis=iax,
-                        variances=variances, table=table, angles=ang, angle_index=ia)
-
-
-def homogeneous_matrix(angle_deg, axis: int, translation, n: int, xp=np):
-    """Reflect, translate and rotate as ONE ``(n+1, n+1)`` matrix for row vectors.
-
-    ``[z, 1] @ H = [(z F + t) R^T, 1]`` with ``F`` the reflection of ``axis`` (0-based), ``t``
-    the translation and ``R = R_theta`` (:func:`rotation_matrices`). ``H`` is the product of the
-    homogeneous reflection, translation and rotation matrices in the order they act:
-    ``H = F_h T_h R_h`` with ``F_h = diag(F, 1)``, ``T_h = [[I, 0], [t, 1]]``,
-    ``R_h = diag(R^T, 1)``; hence ``H = [[F R^T, 0], [t R^T, 1]]``.
-
-    Examples
-    --------
-    >>> H = homogeneous_matrix(90, 0, [0.5, 0.0], 2)
-    >>> np.round(np.array([1.0, 2.0, 1.0]) @ H, 12).tolist()   # z=(1,2): zF+t=(-0.5,2); R^T
-    [-2.0, -0.5, 1.0]
-    """
-    t = _dev(translation, xp).astype(xp.float64, copy=False).reshape(-1)
-    if int(t.shape[0]) != n:
-        raise ValueError(f"translation has {int(t.shape[0])} values, expected {n}")
-    if not 0 <= int(axis) < n:
-        raise ValueError(f"axis {axis} is out of range for {n} columns (0-based)")
-    R = rotation_matrices([angle_deg], n, xp)[0]
-    Fh = xp.eye(n + 1, dtype=xp.float64)
-    Fh[int(axis), int(axis)] = -1.0
-    Th = xp.eye(n + 1, dtype=xp.float64)
-    Th[n, :n] = t
-    Rh = xp.eye(n + 1, dtype=xp.float64)
-    Rh[:n, :n] = R.T
-    return Fh @ Th @ Rh
-
-
-# --------------------------------------------------------------------------- perturbation (apply)
-
-@dataclass
-class PerturbParams:
-    """What the coordinator sends back to every entity.
-
-    mean, scale : (d,) global mean and standard deviation (scale 0 marks a constant column).
-    H : (d+1, d+1) homogeneous matrix over all features (identity on constant columns).
-    noise : standard deviation of the randomized expansion noise.
-    """
-
-    mean: np.ndarray
-    scale: np.ndarray
-    H: np.ndarray
-    noise: float
-
-    @property
-    def nbytes(self) -> int:
-        """Payload bytes: ``8 * ((d+1)^2 + 2 d + 1)``."""
-        d = int(self.mean.shape[0])
-        return 8 * ((d + 1) ** 2 + 2 * d + 1)
-
-
-def _noise_rng(xp, seed: np.random.SeedSequence):
-    """A generator with ``standard_normal(size, dtype)`` on the device of ``xp``."""
-    if xp is np:
-        return np.random.default_rng(seed)
-    s = int(seed.generate_state(1, np.uint64)[0] >> np.uint64(1))
-    if hasattr(xp.random, "default_rng"):
-        try:
-            return xp.random.default_rng(s)
-        except Exception:  # pragma: no cover - depends on the CuPy build
-            pass
-    return xp.random.RandomState(s)  # pragma: no cover
-
-
-def _workspace(xp, rows: int, d: int) -> dict:
-    """Scratch buffers reused block after block (fresh allocations would page-fault each time)."""
-    return {"Z": xp.empty((rows, d), dtype=xp.float64), "Y": xp.empty((rows, d), dtype=xp.float64),
-            "N": xp.empty((rows, d), dtype=xp.float64)}
-
-
-def _standard_normal(rng, xp, out):
-    """Fill ``out`` with N(0, 1) draws from ``rng`` (in place when the generator allows it)."""
-    try:
-        rng.standard_normal(size=out.shape, dtype=np.float64, out=out)
-        return out
-    except TypeError:  # pragma: no cover - generators without ``out``
-        N = rng.standard_normal(size=out.shape, dtype=np.float64)
-        out[...] = N if isinstance(N, type(out)) else xp.asarray(N)
-        return out
-
-
-_BLAS_LOCK = threading.Lock()
-_BLAS_STATE = {"users": 0, "limiter": None}
-
-
-@contextlib.contextmanager
-def _one_blas_thread():
-    """Limit BLAS to one thread while the noise thread runs (spinning BLAS threads would starve
-    it; the tiles' small matrix products gain little from a second thread). Needs threadpoolctl
-    (a scikit-learn dependency); without it, nothing changes. Reference-counted, so concurrent
-    entities in one process (Dask threads) restore the original setting only when the last one
-    leaves."""
-    with _BLAS_LOCK:
-        if _BLAS_STATE["users"] == 0:
-            try:
-                from threadpoolctl import threadpool_limits  # noqa: PLC0415
-
-                _BLAS_STATE["limiter"] = threadpool_limits(limits=1, user_api="blas")
-            except Exception:  # not installed, or no BLAS found
-                _BLAS_STATE["limiter"] = None
-        _BLAS_STATE["users"] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_STATE["users"] -= 1
-            if _BLAS_STATE["users"] == 0 and _BLAS_STATE["limiter"] is not None:
-                _BLAS_STATE["limiter"].restore_original_limits()
-                _BLAS_STATE["limiter"] = None
-
-
-def perturb_block(X, mean, sigma, H, noise: float, rng, xp=np, work: dict | None = None, draws=None):
-    """Perturb one block of rows with the global parameters; returns a float64 block.
-
-    ``Z = (X - mean) / sigma`` (constant columns, ``sigma = 0``, untouched), ``Y = [Z, 1] @ H``
-    without the homogeneous column, randomized expansion
-    ``Y = (|Y| + |N(0, noise^2)|) * sign(Y)`` with ``sign(0) = +1`` (``noise = 0``: no change and
-    no draw), ``X_p = Y sigma + mean``, constant columns copied back from ``X``.
-
-    Parameters
-    ----------
-    X : array (r, d)
-        Rows to perturb (any real dtype; host NumPy rows are copied to the device of ``xp``).
-    mean, sigma : (d,)
-    H : (d+1, d+1)
-    noise : float
-    rng : generator with ``standard_normal(size=..., dtype=...)`` (NumPy or CuPy); unused when
-        ``noise`` is 0.
-    work : dict, optional
-        Scratch buffers from a previous call's block size or larger (``perturb_entity`` passes
-        them); the block returned is then a view of ``work["Y"]``, valid until the next call.
-    draws : array (r, d), optional
-        Standard normal draws to use instead of drawing from ``rng`` (overwritten).
-
-    Examples
-    --------
-    >>> H = homogeneous_matrix(10, 0, [0.0, 0.0], 2)
-    >>> Xp = perturb_block(np.array([[1.0, 2.0], [3.0, 4.0]]), [2.0, 3.0], [1.0, 1.0], H, 0.0, None)
-    >>> np.allclose(np.linalg.norm(Xp[0] - Xp[1]), np.linalg.norm([2.0, 2.0]))
-    True
-    """
-    r, d = int(X.shape[0]), int(X.shape[1])
-    if work is None or int(work["Z"].shape[0]) < r:
-        work = _workspace(xp, r, d)
-    sig_h = np.asarray(_host(sigma), dtype=np.float64)
-    const = sig_h == 0
-    mu = _dev(mean, xp).astype(xp.float64, copy=False)
-    sig = _dev(np.where(const, 1.0, sig_h), xp)
-    Hd = _dev(H, xp).astype(xp.float64, copy=False)
-    Xd = X if isinstance(X, type(work["Z"])) else _dev(X, xp)
-    Z, Y = work["Z"][:r], work["Y"][:r]
-    Z[...] = Xd
-    Z -= mu
-    Z /= sig
-    xp.matmul(Z, Hd[:d, :d], out=Y)
-    Y += Hd[d, :d]
-    if noise:
-        N = draws if draws is not None else _standard_normal(rng, xp, work["N"][:r])
-        xp.abs(N, out=N)
-        N *= float(noise)
-        Y += 0.0                      # -0.0 -> +0.0, so that sign(0) = +1 below
-        xp.copysign(N, Y, out=N)      # |N| * sign(Y)
-        Y += N                        # (|Y| + |N|) * sign(Y)
-    Y *= sig
-    Y += mu
-    if const.any():
-        Y[:, const] = Xd[:, _dev(np.flatnonzero(const), xp)]
-    return Y
-
-
-def entity_seed(entropy, entity: int) -> np.random.SeedSequence:
-    """The entity's random stream: ``SeedSequence(entropy, spawn_key=(1, entity))``."""
-    return np.random.SeedSequence(entropy, spawn_key=(1, int(entity)))
-
-
-def perturb_entity(X, params: PerturbParams, seed: np.random.SeedSequence, shuffle: bool = True,
-                   block_rows: int = 1 << 20, xp=np):
-    """Phase 2 at an entity: perturb all its rows block by block, shuffled.
-
-    ``seed`` spawns two children: the shuffle permutation (NumPy, host) and the noise stream
-    (on the device of ``xp``). Rows are read in their stored order, ``block_rows`` at a time
-    (the noise is drawn in that order, so the result does not depend on ``block_rows``), and
-    each perturbed row is written to its shuffled place: output row ``i`` is input row
-    ``perm[i]`` perturbed. On the CPU the blocks are further capped at ``_CPU_TILE_ROWS``
-    (cache-sized) rows, and the next tile's noise is drawn in a helper thread while this tile
-    is transformed; scratch memory is four ``(rows, d)`` float64 buffers.
-
-    Returns
-    -------
-    (Xp, perm)
-        ``Xp`` float32 when ``X`` is float32, else float64; on the device where ``X`` lives.
-        ``perm`` is a NumPy int64 array (``arange`` without shuffling).
-    """
-    m, d = int(X.shape[0]), int(X.shape[1])
-    # the seed's first two children, derived without mutating ``seed`` (so it can be reused)
-    shuffle_seed, noise_seed = (np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, i),
-                                                       pool_size=seed.pool_size) for i in (0, 1))
-    perm = (np.random.default_rng(shuffle_seed).permutation(m) if shuffle
-            else np.arange(m, dtype=np.int64))
-    rng = _noise_rng(xp, noise_seed) if params.noise else None
-    out_dtype = np.float32 if np.dtype(X.dtype) == np.float32 else np.float64
-    host_input = xp is not np and not type(X).__module__.startswith("cupy")
-    if host_input:
-        X = _dev(X, xp)  # one copy up; the perturbed rows come back in one copy at the end
-    on_device = type(X).__module__.startswith("cupy")
-    out = xp.empty((m, d), dtype=out_dtype) if on_device else np.empty((m, d), dtype=out_dtype)
-    if shuffle:
-        dest = np.empty(m, dtype=np.int64)
-        dest[perm] = np.arange(m, dtype=np.int64)        # input row j goes to output row dest[j]
-        if on_device:
-            dest = _dev(dest, xp)
-    block_rows = max(1, min(int(block_rows), m))
-    step = block_rows if xp is not np else min(block_rows, _CPU_TILE_ROWS)
-    starts = list(range(0, m, step))
-    # On the CPU the noise of the next tile is drawn in a helper thread (NumPy releases the GIL
-    # while filling) while this tile is transformed: one stream, drawn in row order, so the
-    # result is the same as drawing it inline.
-    prefetch = bool(params.noise) and xp is np and len(starts) > 1 and _PREFETCH_NOISE
-    work = _workspace(xp, step, d) if m else None
-    pool = ThreadPoolExecutor(1, thread_name_prefix="distpab-noise") if prefetch else None
-    bufs = [work["N"], np.empty_like(work["N"])] if prefetch else None
-    pending = pool.submit(_standard_normal, rng, xp, bufs[0][:min(m, step)]) if prefetch else None
-    limits = _one_blas_thread() if prefetch else contextlib.nullcontext()
-    limits.__enter__()
-    try:
-        for k, a in enumerate(starts):
-            b = min(m, a + step)
-            draws = None
-            if prefetch:
-                draws = pending.result()
-                if k + 1 < len(starts):
-                    pending = pool.submit(_standard_normal, rng, xp, bufs[(k + 1) % 2][:min(m, b + step) - b])
-            Yb = perturb_block(X[a:b], params.mean, params.scale, params.H, params.noise, rng, xp,
-                               work=work, draws=draws)
-            if not on_device and xp is not np:
-                Yb = _host(Yb)
-            if shuffle:
-                out[dest[a:b]] = Yb
-            else:
-                out[a:b] = Yb
-    finally:
-        limits.__exit__(None, None, None)
-        if pool is not None:
-            pool.shutdown(wait=True)
-    if host_input:
-        out = _host(out)
-    return out, perm
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -679,17 +123,17 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
         Unknown columns, a column in two roles, non-numeric features (all listed) or features
         with missing values.
     """
-    from ..schema import _as_list, _suggest  # noqa: PLC0415
+    from ..schema import as_list, suggest  # noqa: PLC0415
 
-    feats = _as_list(features)
-    carried = ([] if label is None else [label]) + _as_list(passengers)
+    feats = as_list(features)
+    carried = ([] if label is None else [label]) + as_list(passengers)
     cols = list(df.columns)
     if not feats:
         raise SchemaError("no feature columns given; pass features=[...] (--features COL1,COL2,...)")
     for role, names in (("feature", feats), ("label/passenger", carried)):
         for c in names:
             if c not in cols:
-                raise SchemaError(f"{role} column '{c}' is not a column{_suggest(c, cols)}")
+                raise SchemaError(f"{role} column '{c}' is not a column{suggest(c, cols)}")
     dup = sorted({str(c) for c in feats if feats.count(c) > 1})
     if dup:
         raise SchemaError(f"feature column(s) {', '.join(map(repr, dup))} listed more than once")
@@ -707,18 +151,21 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
     return feats, carried
 
 
-def _frame_matrix(df, feats):
+def frame_matrix(df, feats):
     """Feature block of a frame as one NumPy array (float32 when every feature is float32)."""
     dts = {np.dtype(df[c].dtype) for c in feats}
     dtype = np.float32 if dts == {np.dtype(np.float32)} else np.float64
     return df[feats].to_numpy(dtype=dtype, copy=False)
 
 
-frame_matrix = _frame_matrix
-
-
-def _is_frame(X) -> bool:
+def is_frame(X) -> bool:
+    """True for a pandas or cuDF frame (anything with ``columns`` and ``iloc``)."""
     return hasattr(X, "columns") and hasattr(X, "iloc")
+
+
+# The old private spellings, for callers not yet switched to the public names.
+_frame_matrix = frame_matrix
+_is_frame = is_frame
 
 
 # --------------------------------------------------------------------------- estimator
@@ -800,7 +247,7 @@ class DISTPAB(BaseEstimator):
 
     def _matrix(self, X, fitting: bool):
         """(array, names or None) from an array or a frame of numeric features."""
-        if _is_frame(X):
+        if is_frame(X):
             names = list(X.columns) if (fitting or getattr(self, "feature_names_in_", None) is None) \
                 else list(self.feature_names_in_)
             if not fitting and getattr(self, "feature_names_in_", None) is not None:
@@ -809,7 +256,7 @@ class DISTPAB(BaseEstimator):
                     raise SchemaError(f"feature column(s) {', '.join(map(repr, missing))} seen in fit "
                                       "are missing here")
             _require_numeric(X, names)
-            return _frame_matrix(X, names), names
+            return frame_matrix(X, names), names
         arr = X if type(X).__module__.startswith("cupy") else np.asarray(X)
         if arr.ndim != 2:
             raise InputError(f"DISTPAB expects a 2-D (rows x features) array, got {arr.ndim}-D")
@@ -997,7 +444,7 @@ def perturb_frame(df, features, label=None, passengers=None, noise: float = 0.3,
     import pandas as pd  # noqa: PLC0415
 
     feats, carried = validate_frame(df, features, label, passengers)
-    X = _frame_matrix(df, feats)
+    X = frame_matrix(df, feats)
     if model is None:
         model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
                         random_state=random_state, backend=backend, block_rows=block_rows)
