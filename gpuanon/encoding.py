@@ -2,6 +2,10 @@
 
 QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`);
 the sensitive attribute and the target become integer codes. Data frames exist only at the edges.
+:func:`kernel_specs` describes the columns to the Mondrian kernel (:mod:`kernels.specs`).
+
+Hierarchies are not part of the encoding: a fit binds them to its own copy of the table
+(:meth:`Table.bind_hierarchies`; ``Table.hierarchies`` maps a QI to its bound hierarchy).
 
 Category code order (the contract, section 1): with a target, categories are ordered by
 (majority target value, share of that majority, value), so that Mondrian's ordinal cuts keep
@@ -20,13 +24,15 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
+from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
 from .backend import to_device, to_host
 from .schema import Schema
@@ -34,7 +40,13 @@ from .schema import Schema
 
 @dataclass
 class Column:
-    """How one QI is encoded and decoded."""
+    """How one QI is encoded and decoded.
+
+    ``hierarchy`` / ``code_levels`` are set only on the columns of a table that
+    :meth:`Table.bind_hierarchies` made (new Column objects: a Column is never changed after
+    encode, save its device cache ``info_x``); ``Table.hierarchies`` holds the same bound
+    hierarchies by column name.
+    """
 
     name: str
     kind: str  # 'numeric' | 'categorical'
@@ -44,37 +56,21 @@ class Column:
     hi: float = float("nan")
     n_missing: int = 0
     integer: bool = False
-    hierarchy: Any = None  # categorical: a gpuanon.hierarchy.Hierarchy over the categories
-    code_levels: Any = None  # (n_categories, height + 1) node id of every code at every level
+    hierarchy: Any = None  # bound columns: the gpuanon.hierarchy.Hierarchy over the categories
+    code_levels: Any = None  # bound columns: (n_categories, height + 1) node of every code at every level
     info_x: Any = None  # the same sorted values on the table's device (made once by encode)
 
     @property
     def n_categories(self) -> int:
         return len(self.categories)
 
-    def attach_hierarchy(self, h, xp=np) -> None:
-        """Use hierarchy ``h`` for this categorical column (every category must be one of its leaves)."""
-        h.validate_against(self.categories)
-        leaf = to_host(h.leaf_codes(self.categories))
-        self.hierarchy = h
-        self.code_levels = to_device(h.levels[leaf], xp)
-
-    def _decode_table(self, xp):
+    def decode_table(self, xp):
         """'f32', or the sorted distinct values on ``xp``'s device (copied once, at encode)."""
         if isinstance(self.info, str):
             return self.info
         if self.info_x is None or (xp is not np) != (type(self.info_x).__module__.startswith("cupy")):
             self.info_x = to_device(self.info, xp)
         return self.info_x
-
-    def kernel_info(self, xp=np):
-        """What the Mondrian kernel needs about this column (see ``kernels.mondrian``)."""
-        if self.kind == "numeric":  # 'f32', or the sorted distinct values, copied to the device once
-            return self._decode_table(xp)
-        if self.hierarchy is None:
-            return None
-        frac = to_device(np.asarray(self.hierarchy.n_under, dtype=np.float64) / self.hierarchy.n_leaves, xp)
-        return ("hierarchy", self.code_levels, frac)
 
     @property
     def global_range(self) -> float:
@@ -85,13 +81,14 @@ class Column:
     def to_dict(self) -> dict:
         d = {"name": self.name, "kind": self.kind, "n_missing": self.n_missing}
         if self.kind == "categorical":
-            d["categories"] = [None if _isna(v) else _jsonable(v) for v in self.categories]
+            d["categories"] = [None if is_na(v) else _jsonable(v) for v in self.categories]
         else:
             d.update(min=_jsonable(self.lo), max=_jsonable(self.hi), integer=self.integer)
         return d
 
 
-def _isna(v) -> bool:
+def is_na(v) -> bool:
+    """A missing value (``pd.isna``; False for values it cannot judge, e.g. lists)."""
     try:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
@@ -126,10 +123,28 @@ class Table:
     #: whole-table statistics computed at first use and kept (the metrics' per-column value counts);
     #: shared by the tables ``dataclasses.replace`` makes of this one, so a sweep computes them once
     column_stats: dict = field(default_factory=dict, repr=False, compare=False)
+    #: QI name -> its bound hierarchy (``gpuanon.hierarchy.ColumnHierarchy``): set by bind_hierarchies
+    hierarchies: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     @property
     def qi_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    def bind_hierarchies(self, bound: Mapping[str, Any]) -> None:
+        """Generalize the named categorical QIs by these bound hierarchies (the others by sets).
+
+        ``bound`` maps a QI name to a ``gpuanon.hierarchy.ColumnHierarchy`` (``.hierarchy``,
+        ``.code_levels``) and replaces whatever was bound before. Call it on a fit's own copy of
+        the table (``dataclasses.replace``): the columns are replaced by new Column objects, so a
+        table shared with other fits is never affected.
+        """
+        bound = dict(bound)
+        unknown = sorted(set(bound) - {c.name for c in self.columns if c.kind == "categorical"})
+        if unknown:
+            raise ValueError(f"hierarchies bound to {unknown}, which are not categorical QIs of the table")
+        self.hierarchies = MappingProxyType(bound)
+        self.columns = [replace(c, hierarchy=bound[c.name].hierarchy, code_levels=bound[c.name].code_levels)
+                        if c.name in bound else replace(c, hierarchy=None, code_levels=None) for c in self.columns]
 
     @property
     def n_sa(self) -> int:
@@ -146,7 +161,7 @@ class Table:
         """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
         xp = self.xp
         k = self.keys[j] if keys is None else keys
-        v = decode_keys(k, self.columns[j]._decode_table(xp), xp)
+        v = decode_keys(k, self.columns[j].decode_table(xp), xp)
         return xp.where(k == MISSING, xp.nan, v)
 
     def encoding_metadata(self) -> dict:
@@ -158,18 +173,55 @@ class Table:
         }
 
 
-def _codes_sorted(series: pd.Series):
+def kernel_specs(table: Table, xp=None) -> list[ColumnSpec]:
+    """The Mondrian kernel's spec of every QI of ``table`` (:mod:`kernels.specs`), in key order.
+
+    The one place they are built: a numeric column's :class:`~kernels.specs.NumericSpec` carries
+    its decode table on ``xp``'s device (copied once, at encode); a categorical column bound to a
+    hierarchy (``table.hierarchies``) gets a :class:`~kernels.specs.HierarchySpec` (its code
+    levels, and the share of leaves under every node, copied to the device here); any other
+    categorical column a :class:`~kernels.specs.CategoricalSpec`. ``xp`` defaults to the table's.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from gpuanon.schema import Schema
+    >>> df = pd.DataFrame({"a": [1.0, 2.0, 5.0], "c": ["x", "y", "x"]})
+    >>> kernel_specs(encode(df, Schema.from_frame(df, ["a", "c"])))
+    [NumericSpec(values=<3 values>), CategoricalSpec()]
+    """
+    xp = table.xp if xp is None else xp
+    specs: list[ColumnSpec] = []
+    for c in table.columns:
+        bound = table.hierarchies.get(c.name) if c.kind == "categorical" else None
+        if c.kind == "numeric":
+            info = c.decode_table(xp)
+            specs.append(NumericSpec(None if isinstance(info, str) else info))
+        elif bound is None:
+            specs.append(CategoricalSpec())
+        else:
+            h = bound.hierarchy
+            frac = to_device(np.asarray(h.n_under, dtype=np.float64) / h.n_leaves, xp)
+            specs.append(HierarchySpec(bound.code_levels, frac))
+    return specs
+
+
+def codes_sorted(series: pd.Series):
     """Codes of a column with categories sorted by value (missing last, its own category)."""
     codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
     uniq = list(uniques)
-    order = sorted(range(len(uniq)), key=lambda i: (_isna(uniq[i]), _sort_key(uniq[i])))
+    order = sorted(range(len(uniq)), key=lambda i: (is_na(uniq[i]), sort_key(uniq[i])))
     remap = np.empty(len(uniq), dtype=np.int64)
     remap[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
     return remap[codes].astype(np.int32), [uniq[i] for i in order]
 
 
-def _sort_key(v):
-    if _isna(v):
+_codes_sorted = codes_sorted  # the former private name
+
+
+def sort_key(v):
+    """Sort key of a category: numbers by value, then text, missing last."""
+    if is_na(v):
         return (2, "")
     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
         return (0, float(v), "")
@@ -181,16 +233,16 @@ def _encode_categorical(series: pd.Series, target_codes, n_target, order_values=
     uniq = list(uniques)
     m = len(uniq)
     if order_values is not None:  # a hierarchy's leaf order (matched by text)
-        pos = {("NaN" if _isna(v) else str(v)): i for i, v in enumerate(order_values)}
-        order = sorted(range(m), key=lambda i: pos.get("NaN" if _isna(uniq[i]) else str(uniq[i]), len(pos)))
+        pos = {("NaN" if is_na(v) else str(v)): i for i, v in enumerate(order_values)}
+        order = sorted(range(m), key=lambda i: pos.get("NaN" if is_na(uniq[i]) else str(uniq[i]), len(pos)))
     elif target_codes is not None and n_target > 0:
         f = np.bincount(codes.astype(np.int64) * n_target + target_codes, minlength=m * n_target)
         f = f.reshape(m, n_target)
         tstar = f.argmax(axis=1)
         share = f[np.arange(m), tstar] / np.maximum(f.sum(axis=1), 1)
-        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), _isna(uniq[i]), _sort_key(uniq[i])))
+        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), is_na(uniq[i]), sort_key(uniq[i])))
     else:
-        order = sorted(range(m), key=lambda i: (_isna(uniq[i]), _sort_key(uniq[i])))
+        order = sorted(range(m), key=lambda i: (is_na(uniq[i]), sort_key(uniq[i])))
     remap = np.empty(m, dtype=np.uint32)
     remap[np.asarray(order, dtype=np.int64)] = np.arange(m, dtype=np.uint32)
     return remap[codes], [uniq[i] for i in order]
@@ -206,13 +258,13 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
     n = len(df)
     target_codes, target_values = None, []
     if schema.target is not None:
-        target_codes, target_values = _codes_sorted(df[schema.target])
+        target_codes, target_values = codes_sorted(df[schema.target])
     sa_codes, sa_values = None, []
     if schema.sensitive is not None:
         if schema.sensitive == schema.target:
             sa_codes, sa_values = target_codes, target_values
         else:
-            sa_codes, sa_values = _codes_sorted(df[schema.sensitive])
+            sa_codes, sa_values = codes_sorted(df[schema.sensitive])
     d = len(schema.quasi_identifiers)
     keys = xp.empty((d, n), dtype=xp.uint32)
     columns: list[Column] = []

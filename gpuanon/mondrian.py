@@ -33,9 +33,10 @@ from . import metrics as metrics_mod
 from . import verify as verify_mod
 from .backend import TransferLog, count_transfers, get_backend, stage, synchronize, to_device, to_host
 from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
-from .encoding import Table, encode
+from .encoding import Table, encode, kernel_specs
 from .errors import PrivacyError, SchemaError, VerificationError
 from .generalize import FORMATS, ClassStats, generalize, output_qi_columns
+from .hierarchy import choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
 from .schema import Schema
 
 log = logging.getLogger("gpuanon")
@@ -176,56 +177,9 @@ class Mondrian(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def hierarchy_plan(self, df: pd.DataFrame, schema: Schema) -> dict:
-        """``{column: Hierarchy or 'auto'}`` from the ``hierarchies`` parameter, validated."""
-        from .hierarchy import Hierarchy, check_rho  # noqa: PLC0415
-
-        spec = self.hierarchies
-        if self.rho is not None:
-            try:
-                check_rho(self.rho)
-            except ValueError as exc:
-                raise SchemaError(str(exc)) from None
-        if spec is None:
-            if self.rho is not None:
-                raise SchemaError(f"rho = {self.rho} applies to automatic hierarchies; add --hierarchies auto "
-                                  f"(hierarchies='auto') or drop rho")
-            return {}
-        if isinstance(spec, str):
-            if spec != "auto":
-                raise SchemaError(f"hierarchies '{spec}' is not understood; use 'auto' or give "
-                                  f"COLUMN=FILE.csv pairs")
-            spec = {c: "auto" for c in schema.categorical_qis}
-        spec = dict(spec)
-        if "*" in spec:  # every other categorical QI: automatic
-            star = spec.pop("*")
-            if not (isinstance(star, str) and star == "auto"):
-                raise SchemaError(f"hierarchies key '*' stands for every other categorical QI and takes only "
-                                  f"'auto', got {star!r}; name the column instead")
-            spec = {**{c: "auto" for c in schema.categorical_qis if c not in spec}, **spec}
-        plan = {}
-        for col, h in dict(spec).items():
-            if col not in schema.quasi_identifiers:
-                raise SchemaError(f"hierarchy given for '{col}', which is not a quasi-identifier; "
-                                  f"add it to --qi or drop the hierarchy")
-            if schema.kinds[col] != "categorical":
-                raise SchemaError(f"hierarchy given for '{col}', which is numeric; declare it "
-                                  f"--categorical {col} or drop the hierarchy")
-            if isinstance(h, str) and h == "auto":
-                if schema.target is None:
-                    raise SchemaError("automatic hierarchies need a target column; pass --target COL")
-                plan[col] = "auto"
-                continue
-            if not isinstance(h, Hierarchy):
-                h = Hierarchy.from_arx_csv(h, column=col)
-            h.validate_against(df[col].unique())
-            leaf_text = set(h.labels[: h.n_leaves])
-            for node in range(h.n_leaves, h.n_nodes):
-                if h.labels[node] in leaf_text and h.n_under[node] > 1:
-                    raise SchemaError(f"hierarchy for '{col}': node '{h.labels[node]}' (level "
-                                      f"{int(h.node_level[node])}) covers several leaves but has the same text as "
-                                      f"a leaf, so the output would be ambiguous; rename the node")
-            plan[col] = h
-        return plan
+        """``{column: Hierarchy or 'auto'}`` from the ``hierarchies`` parameter, validated
+        (:func:`gpuanon.hierarchy.hierarchy_plan`)."""
+        return hierarchy_plan(self.hierarchies, self.rho, df, schema)
 
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
@@ -235,7 +189,7 @@ class Mondrian(BaseEstimator):
         self._transfers = TransferLog(simulate=not be.is_gpu)
         self._fitted_frame = weakref.ref(df)
         t1 = time.perf_counter()
-        orders = {c: [h.leaves[i] for i in h.leaf_order()] for c, h in plan.items() if h != "auto"}
+        orders = leaf_orders(plan)
         with count_transfers(log_=self._transfers), self._stage("encode"):
             table = encode(df, schema, be.xp, orders=orders)
         return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
@@ -255,26 +209,6 @@ class Mondrian(BaseEstimator):
         if self.progress and secs >= self.STAGE_LOG_SECONDS:
             log.info("%s done in %.2f s", name, secs)
 
-    def _attach_hierarchies(self, table: Table, plan: dict, xp) -> dict:
-        """Attach user and fixed-rho hierarchies; returns the frequency tables of auto columns."""
-        from .hierarchy import FrequencyTable  # noqa: PLC0415
-
-        tables = {}
-        for j, col in enumerate(table.columns):
-            col.hierarchy, col.code_levels = None, None
-            h = plan.get(col.name)
-            if h is None:
-                continue
-            if h == "auto":
-                ft = FrequencyTable.from_codes(table.keys[j], col.categories, (table.target, table.target_values),
-                                               name=col.name, xp=xp)
-                tables[col.name] = ft
-                if self.rho is not None:
-                    col.attach_hierarchy(ft.hierarchy(self.rho), xp)
-            else:
-                col.attach_hierarchy(h, xp)
-        return tables
-
     def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0,
                     plan: dict | None = None, _log: TransferLog | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
@@ -293,10 +227,8 @@ class Mondrian(BaseEstimator):
 
     def _fit_encoded(self, schema, table, be, encode_seconds, plan, t0):
         xp = be.xp
-        # the shared table is never modified: hierarchies are attached to this fit's own columns
-        shared = table
-        table = dataclasses.replace(shared, columns=[dataclasses.replace(c) for c in shared.columns])
-        table.__dict__["_metric_cache"] = shared.__dict__.setdefault("_metric_cache", {})
+        # the shared table is never modified: hierarchies are bound to this fit's own copy
+        table = dataclasses.replace(table)
         timings: dict[str, float] = {"encode": encode_seconds}
         crit = self._criteria(table)
         whole_hist = None
@@ -319,7 +251,8 @@ class Mondrian(BaseEstimator):
         if int(self.k) > table.n_rows:
             raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
                                f"choose k <= {table.n_rows}")
-        freq_tables = self._attach_hierarchies(table, plan or {}, xp)
+        bound, freq_tables = initial_hierarchies(table, plan or {}, self.rho, xp)
+        table.bind_hierarchies(bound)
         t1 = time.perf_counter()
         with self._stage("partition"):
             labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
@@ -333,10 +266,12 @@ class Mondrian(BaseEstimator):
                 labels, n_parts, self.optimization_ = optimize_partitions(table, labels, n_parts, crit, xp)
             timings["optimize"] = time.perf_counter() - t1
         self.hierarchies_ = {}
-        if freq_tables or any(c.hierarchy is not None for c in table.columns):
+        if freq_tables or bound:
             t1 = time.perf_counter()
             with self._stage("hierarchies"):
-                self.hierarchies_ = self._choose_rho(table, labels, n_parts, freq_tables, plan or {}, xp)
+                scorer = metrics_mod.HierarchyScorer(table, labels)
+                self.hierarchies_, bound = choose_rho(table, scorer, freq_tables, plan or {}, self.rho, bound, xp)
+                table.bind_hierarchies(bound)
             timings["hierarchies"] = time.perf_counter() - t1
         self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
         self._labels = labels  # stays on the device
@@ -388,7 +323,7 @@ class Mondrian(BaseEstimator):
         try:
             lab, n_parts, info = mondrian_partition(
                 keys,
-                col_info=[c.kernel_info(xp) for c in table.columns],
+                col_info=kernel_specs(table, xp),
                 n_categories=[c.n_categories for c in table.columns],
                 global_range=np.asarray([c.global_range for c in table.columns]),
                 k=crit.k, allowed=crit.satisfied, blocks=blocks, sa=sa,
@@ -402,44 +337,6 @@ class Mondrian(BaseEstimator):
             labels = xp.full(n, -1, dtype=xp.int64)
             labels[keep] = lab
         return labels, n_parts, suppressed, reason, info
-
-    def _choose_rho(self, table: Table, labels, n_classes: int, freq_tables: dict, plan: dict, xp) -> dict:
-        """Per automatic column, the candidate rho whose hierarchy loses least (SPEC section 5.6).
-
-        Every candidate is applied to the final classes (a class's cell: the lowest node
-        covering its codes) and scored by ``U'(target | column)`` of section 7 (each row's mass
-        spread over the original rows of the node's leaves; suppressed rows as ``*``); columns
-        are independent, so the total entropy-coefficient loss is smallest when each column's
-        ``U'`` is largest. Ties go to the smaller rho (finer groups). Every candidate's ``U'``
-        and loss are reported.
-        """
-        from .hierarchy import RHO_CANDIDATES  # noqa: PLC0415
-
-        out = {}
-        scorer = metrics_mod.HierarchyScorer(table, labels)
-        for j, col in enumerate(table.columns):
-            if col.name not in plan:
-                continue
-            u_before = scorer.u_before(j)
-
-            def loss(u):
-                return None if not u_before or u is None else 1.0 - u / u_before
-
-            if col.name in freq_tables:
-                ft = freq_tables[col.name]
-                rhos = [self.rho] if self.rho is not None else list(RHO_CANDIDATES)
-                scores = {r: scorer.u_after(j, ft.hierarchy(r)) for r in rhos}
-                best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
-                col.attach_hierarchy(ft.hierarchy(best), xp)
-                info = {"source": "auto", "rho": best, "rho_fixed": self.rho is not None,
-                        "candidates": {str(r): v for r, v in scores.items()},
-                        "candidate_loss": {str(r): loss(v) for r, v in scores.items()}}
-            else:
-                info = {"source": col.hierarchy.source or "user", "rho": None}
-            u = scorer.u_after(j, col.hierarchy)
-            info.update(u_before=u_before, u_after=u, height=int(col.hierarchy.height), loss=loss(u))
-            out[col.name] = info
-        return out
 
     # ------------------------------------------------------------------ output
     @property
