@@ -101,6 +101,7 @@ class Criteria:
         return bool(self.l) or self.t is not None
 
     def with_q(self, q) -> "Criteria":
+        """The same criteria against the distribution ``q`` (say, ``q`` moved to the device)."""
         return Criteria(self.k, self.l, self.l_kind, self.c, self.t, self.t_distance, q)
 
     def satisfied(self, sizes, hist=None, xp=np):
@@ -120,6 +121,3 @@ class Criteria:
         if self.t is not None:
             ok &= sa_distance(hist, self.q, self.t_distance, xp) <= self.t + TOL
         return ok
-
-    def __call__(self, sizes, hist=None, xp=np):
-        return self.satisfied(sizes, hist, xp)

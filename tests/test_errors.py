@@ -128,7 +128,16 @@ def test_bad_parameters(df, kw, pattern):
 
 
 def test_kl_allows_t_above_one(df):
-    _fit(df, k=2, t=1.5, t_distance="kl", sensitive="disease")
+    """KL is unbounded, so t = 1.5 is a valid threshold for it (the EMDs lie in [0, 1] and refuse it)."""
+    m = Mondrian(k=2, t=1.5, t_distance="kl", sensitive="disease", quasi_identifiers=["age", "city"],
+                 backend="cpu", progress=False)
+    out = m.fit_transform(df)
+    rep = m.report_
+    assert rep["requested"]["t"] == 1.5 and rep["achieved"]["t_distance"] == "kl"
+    assert rep["achieved"]["t"] is not None and 0 <= rep["achieved"]["t"] <= 1.5
+    assert m.verification_.ok and len(out) + rep["n_suppressed"] == len(df)
+    with pytest.raises(SchemaError, match=r"t must be a number in \(0, 1\]"):
+        _fit(df, k=2, t=1.5, t_distance="equal", sensitive="disease")
 
 
 @pytest.mark.parametrize("kw,pattern", [
