@@ -4,7 +4,8 @@ Phase 1 runs :func:`gpuanon.perturb.distpab.local_stats` on the workers (one tas
 pinned to the worker holding that entity's frame) and only the :class:`Stats` come back. The
 coordinator (this process) merges them, searches the angle and axis and draws the translation.
 Phase 2 sends the :class:`PerturbParams` and each entity's seed back to its worker, which
-perturbs and shuffles its own rows. Dask and distributed are imported only when
+perturbs and shuffles its own rows. The cluster helpers are :mod:`gpuanon.distributed.cluster`'s
+(shared with distributed Mondrian); Dask and distributed are imported only when
 :func:`perturb_distributed` runs; ``dask_cuda`` only when ``cluster="cuda"`` is asked for.
 
 Examples
@@ -19,12 +20,12 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 import logging
 import pickle
 import time
 from typing import Any, Sequence
 
+from ..distributed.cluster import make_client
 from ..errors import BackendError, InputError
 from .distpab import (DISTPAB, PerturbParams, Stats, _frame_matrix, _is_frame, local_stats,
                       perturb_entity, validate_frame)
@@ -63,37 +64,6 @@ def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle,
     keep = set(features) | set(carried)
     order = [c for c in df.columns if c in keep]
     return out if order == list(out.columns) else out[order]
-
-
-def make_client(n_workers: int = 2, cluster: str | None = None, processes: bool = False):
-    """Start a local cluster and a client: ``(client, cluster)``.
-
-    ``cluster=None`` or ``"local"``: :class:`distributed.LocalCluster` with one thread per worker,
-    in-process workers by default (``processes=False``: no spawning, no serialization of the
-    frames, starts in about a second -- the reliable choice in CI). ``cluster="cuda"``:
-    ``dask_cuda.LocalCUDACluster`` (one worker per GPU), with a clear error when dask-cuda is
-    missing.
-    """
-    try:
-        from distributed import Client, LocalCluster  # noqa: PLC0415
-    except ImportError as exc:
-        raise BackendError("perturb_distributed needs dask and distributed "
-                           "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
-    kind = (cluster or "local").lower()
-    if kind == "cuda":
-        try:
-            dask_cuda = importlib.import_module("dask_cuda")
-        except ImportError as exc:
-            raise BackendError("cluster='cuda' needs dask-cuda (conda install -c rapidsai dask-cuda, or "
-                               "pip install dask-cuda); or pass client= for a cluster you started") from exc
-        cl = dask_cuda.LocalCUDACluster(dashboard_address=":0")
-    elif kind == "local":
-        cl = LocalCluster(n_workers=max(1, int(n_workers)), threads_per_worker=1, processes=processes,
-                          dashboard_address=":0",  # a free port: never clashes with 8787
-                          silence_logs=logging.ERROR)
-    else:
-        raise InputError(f"cluster must be 'local' or 'cuda', got {cluster!r}")
-    return Client(cl), cl
 
 
 def perturb_distributed(frames: Sequence[Any], features, label=None, noise: float = 0.3, random_state=0,

@@ -1,0 +1,26 @@
+"""Scale-out on Dask: clusters, sharded tables and distributed Mondrian (contract section 12).
+
+* :mod:`~gpuanon.distributed.cluster` -- ``local:N`` / ``cuda:N`` / ``tcp://host:port`` / a
+  ``distributed.Client`` (DISTPAB's entities use the same helpers).
+* :mod:`~gpuanon.distributed.encode` -- the global dictionaries of a sharded table as
+  chunk / combine / finalize reductions, and each shard's keys encoded with them on its worker.
+* :mod:`~gpuanon.distributed.mondrian` -- Mondrian levels over the shards (spans, exact lower
+  medians by radix selection, child sizes and sensitive histograms are reductions), then every
+  partition that fits one worker moves there whole and is finished by the single-node kernel;
+  class statistics, verification, metrics and the Parquet output run where the classes are.
+
+Only :mod:`.cluster` is imported eagerly (it imports nothing from Dask until called).
+"""
+
+from .cluster import ClusterHandle, make_client, open_cluster, parse_cluster
+
+__all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed",
+           "DistributedResult"]
+
+
+def __getattr__(name):
+    if name in ("run_distributed", "DistributedResult"):
+        from . import mondrian  # noqa: PLC0415
+
+        return getattr(mondrian, name)
+    raise AttributeError(name)

@@ -1,0 +1,671 @@
+"""Distributed Mondrian on Dask: the same partitions, output and report as one process.
+
+The rows are sharded across the workers (one shard per Parquet file, read by the worker itself,
+or per piece of a frame scattered from here); every row carries its global row index. Then:
+
+1. **Encode** (:mod:`.encode`): the global dictionaries are chunk / combine / finalize
+   reductions; each worker encodes its shard with them.
+2. **Levels**: all partitions larger than ``local_rows`` advance one level at a time, exactly as
+   in :func:`kernels.mondrian.mondrian_partition`. Per level the workers return, per partition,
+   each column's smallest and largest key and the categorical codes present; the coordinator
+   combines them and takes the spans with the kernel's own :func:`~kernels.mondrian.partition_spans`
+   (on one representative row per value, which gives the same spans). Along the widest column
+   the exact lower median is found by radix selection: per round every worker counts, per
+   partition, its keys in 256 bins of the next 8 bits among those matching the prefix found so
+   far (the bits shared by the partition's smallest and largest key are skipped); the summed
+   counts fix the next 8 bits of the median. Never sampling. In relaxed mode the selected key is
+   ``(value << 32) | global row`` (ties split by row index, as the kernel does). The children's
+   sizes and sensitive histograms are one more reduction; the criteria run here on them; a
+   partition without an allowed cut tries the next widest column, as in the kernel.
+3. **Move**: a partition of at most ``local_rows`` rows (and any final one) becomes a *group*;
+   groups are spread over the workers in balanced runs and every shard sends each group's rows
+   to its home (Dask moves the pieces between workers). A home holds whole groups in global row
+   order and finishes the open ones with the single-node kernel (rows start together per group,
+   so the kernel numbers and cuts them as one process would).
+4. **Labels**: each home numbers its classes by their smallest global row; the coordinator
+   merges these first rows (one integer per class) into the global numbering; labels go back to
+   the shards that own the rows.
+5. **Stages**: class statistics, verification (of the published cells, per home: every class is
+   whole on one home) and the metrics' per-class parts run on the homes; the coordinator
+   combines scalars and class sizes. Each shard writes its anonymized rows, in input order, as
+   one Parquet file of the output directory; nothing of the table passes through this process.
+
+Examples
+--------
+>>> from gpuanon import Mondrian
+>>> from gpuanon.datasets import load_adult
+>>> df = load_adult().head(3000)
+>>> m = Mondrian(k=5, quasi_identifiers=["age", "education"], backend="cpu", progress=False)
+>>> res = run_distributed(m, "local:2", frames=[df.iloc[:1000], df.iloc[1000:]])  # doctest: +SKIP
+>>> (res.labels == m.fit(df).labels_).all()  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernels.mondrian import partition_spans
+
+from ..criteria import Criteria, resolve_t_distance
+from ..errors import BackendError, GpuanonError, InputError, PrivacyError, SchemaError, VerificationError
+from .cluster import open_cluster
+from .encode import GlobalEncoding, combine_profiles, encode_shard, profile_shard
+from .worker import Home, Shard, kernel_col_info, local_table
+
+log = logging.getLogger("gpuanon")
+
+RADIX_BITS = 8
+
+
+@dataclass
+class DistributedResult:
+    """What a cluster run gives back."""
+
+    labels: np.ndarray | None  # class of every input row (-1: suppressed), when gathered
+    output: pd.DataFrame | None  # the anonymized table, when gathered
+    n_classes: int
+    n_partitions: int
+    n_suppressed: int
+    suppression_reason: str
+    verification: Any
+    metrics: dict
+    encoding: GlobalEncoding
+    criteria: Criteria
+    out_files: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------
+
+def _call(obj, name, *args):
+    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker."""
+    return getattr(obj, name)(*args)
+
+
+def _new_shard(index, offset, source, backend, columns):
+    import pandas as _pd  # noqa: PLC0415
+
+    if isinstance(source, str):
+        frame = _pd.read_parquet(source, columns=columns)
+    else:
+        frame = source
+    return Shard(index, offset, frame.reset_index(drop=True), backend)
+
+
+def _profile(shard, qis, kinds, sensitive, target):
+    return profile_shard(shard.frame, qis, kinds, sensitive, target)
+
+
+def _encode(shard, enc):
+    shard.set_encoded(encode_shard(shard.frame, enc, shard.xp))
+    return shard.n
+
+
+def _head(shard, n):
+    return shard.frame.head(n)
+
+
+def _make_home(index, backend, *pieces):
+    return Home(index, list(pieces), backend)
+
+
+def _write(shard, pieces, qis, kinds, columns, fmt, identifiers, path):
+    out = shard.build_output(pieces, qis, kinds, columns, fmt, identifiers)
+    if path is None:
+        return out
+    out.to_parquet(path, index=False)
+    return len(out)
+
+
+def _nbytes(x) -> int:
+    if x is None:
+        return 0
+    if isinstance(x, np.ndarray):
+        return int(x.nbytes)
+    if isinstance(x, dict):
+        return sum(_nbytes(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(_nbytes(v) for v in x)
+    return 8
+
+
+class _Runner:
+    """Tasks pinned to workers, gathered with one clear error when a worker fails."""
+
+    def __init__(self, client, workers):
+        self.client, self.workers = client, workers
+        self.stage = "start"
+        self.bytes_in = 0  # results gathered here
+        self.bytes_out = 0  # parameters sent from here
+
+    def submit(self, w: int, fn, *args):
+        self.bytes_out += sum(_nbytes(a) for a in args if not hasattr(a, "key"))
+        return self.client.submit(fn, *args, workers=[self.workers[w]], allow_other_workers=False, pure=False)
+
+    def gather(self, futs):
+        try:
+            got = self.client.gather(futs)
+        except GpuanonError:
+            raise
+        except Exception as exc:  # a worker died, lost its data, or a task failed
+            raise BackendError(f"the Dask cluster failed during {self.stage} ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else 'no message'}); nothing was written. "
+                               f"Check the workers' logs (and their memory), then run again") from exc
+        self.bytes_in += _nbytes(got)
+        return got
+
+
+# --------------------------------------------------------------------------------------------
+# spans from combined statistics
+# --------------------------------------------------------------------------------------------
+
+def _representative_rows(mn, mx, pres: dict, kinds_by_index):
+    """Keys of one representative segment per partition: each numeric column's smallest then
+    largest key (repeated), each categorical column's present codes (the last repeated).
+
+    A segment's span depends only on these, so the kernel's spans of these segments are the
+    partitions' spans. Returns ``(keys (d, M), sizes (P,))``.
+    """
+    d, P = mn.shape
+    cnt = [pres[j].sum(axis=1) for j in sorted(pres)]
+    m = np.maximum(2, np.max(np.stack(cnt), axis=0) if cnt else np.zeros(P, dtype=np.int64)).astype(np.int64)
+    seg = np.repeat(np.arange(P, dtype=np.int64), m)
+    starts = np.concatenate([[0], np.cumsum(m)[:-1]]).astype(np.int64)
+    r = np.arange(seg.shape[0], dtype=np.int64) - starts[seg]
+    K = np.empty((d, seg.shape[0]), dtype=np.uint32)
+    for j in range(d):  # a loop over columns
+        if j in pres:
+            pp, cc = np.nonzero(pres[j])  # row-major: by partition, then by code
+            c = pres[j].sum(axis=1)
+            off = np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)
+            K[j] = cc[off[seg] + np.minimum(r, c[seg] - 1)].astype(np.uint32)
+        else:
+            K[j] = np.where(r == 0, mn[j][seg], mx[j][seg])
+    return K, m
+
+
+def _radix_select(count_round, lo, hi, rank, bits: int = RADIX_BITS):
+    """The key of rank ``rank`` in every partition, from summed per-shard bin counts.
+
+    ``lo`` / ``hi``: each partition's smallest and largest key (uint64); the bits they share are
+    the selected key's too and are not counted.
+    """
+    diff = int((lo ^ hi).max()) if lo.shape[0] else 0
+    total = max(bits, -(-diff.bit_length() // bits) * bits)
+    prefix = (lo >> np.uint64(total)) if total < 64 else np.zeros_like(lo)
+    rank = rank.astype(np.int64).copy()
+    rounds = 0
+    for shift in range(total - bits, -1, -bits):  # a loop over digits
+        cnt = count_round(prefix, shift, bits)
+        rounds += 1
+        cum = np.cumsum(cnt, axis=1)
+        b = (cum <= rank[:, None]).sum(axis=1)
+        below = np.where(b > 0, cum[np.arange(cum.shape[0]), np.maximum(b - 1, 0)], 0)
+        rank -= below
+        prefix = (prefix << np.uint64(bits)) | b.astype(np.uint64)
+    return prefix, rounds
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------------
+
+def _parquet_files(path) -> list[str]:
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        files = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".parquet") and not f.startswith((".", "_")))
+        if not files:
+            raise InputError(f"directory '{p}' holds no .parquet files; write the table as one or more Parquet "
+                             f"files there (one per shard)")
+        return files
+    if p.endswith(".parquet") and os.path.isfile(p):
+        return [p]
+    raise InputError(f"'{p}' is neither a directory of Parquet files nor a .parquet file; a cluster run reads "
+                     f"Parquet (convert the table with pandas' to_parquet)")
+
+
+def _row_counts(files) -> list[int]:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    return [int(pq.ParquetFile(f).metadata.num_rows) for f in files]
+
+
+def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, local_rows: int | None = None,
+                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> DistributedResult:
+    """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster.
+
+    Parameters
+    ----------
+    est : Mondrian
+        Its parameters (k, l, t, roles, mode, format, suppression budget, backend) are used;
+        hierarchies and the optimization step are single-process only for now.
+    cluster : str or distributed.Client
+        ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
+    frames : list of DataFrame, optional
+        Shards in row order (scattered to the workers round robin).
+    paths : directory or list of Parquet files, optional
+        Shards read by the workers themselves (files in name order give the row order).
+    out_dir : path, optional
+        Write the output there as one Parquet file per shard (``part-00000.parquet`` ...), by
+        the workers; written to a temporary sibling and renamed only when every shard is done.
+    local_rows : int, optional
+        A partition of at most this many rows moves to one worker and is finished there
+        (default: the kept rows divided by the number of workers, rounded up).
+    gather : bool
+        Bring the labels and the output frame back here (the estimator's API); False keeps
+        them on the workers (the command line with ``out_dir``).
+    """
+    if (frames is None) == (paths is None):
+        raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
+    if est.hierarchies is not None or est.optimize:
+        raise InputError("hierarchies and the optimization step run in one process only for now; drop --cluster "
+                         "or drop --hierarchies / --optimize")
+    if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
+                                   or local_rows < 1):
+        raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
+    columns = None
+    if paths is not None:
+        files = _parquet_files(paths) if not isinstance(paths, (list, tuple)) else [os.fspath(p) for p in paths]
+        counts = _row_counts(files)
+        sources = files
+    else:
+        frames = list(frames)
+        if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
+            raise InputError("frames must be a non-empty list of pandas DataFrames (the shards, in row order)")
+        counts = [len(f) for f in frames]
+        sources = frames
+    n_total = int(sum(counts))
+    if n_total == 0:
+        raise SchemaError("the input table is empty (0 rows); give a table with rows")
+    if out_dir is not None:
+        out_dir = os.fspath(out_dir)
+        if os.path.exists(out_dir) and not overwrite:
+            raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    t_all = time.perf_counter()
+    secs: dict[str, float] = {}
+    with open_cluster(cluster, backend=est.backend, processes=processes) as handle:
+        workers = handle.workers
+        W = len(workers)
+        run = _Runner(handle.client, workers)
+        S = len(sources)
+        home_of_shard = [i % W for i in range(S)]
+        t0 = time.perf_counter()
+        run.stage = "loading the shards"
+        shards = []
+        for i, src in enumerate(sources):
+            if isinstance(src, pd.DataFrame):
+                src = handle.client.scatter(src, workers=[workers[home_of_shard[i]]], broadcast=False, hash=False)
+            shards.append(run.submit(home_of_shard[i], _new_shard, i, int(offsets[i]), src, est.backend, columns))
+        sample = run.gather([run.submit(home_of_shard[0], _head, shards[0], 1000)])[0]
+        schema = _validate(est, sample, n_total)
+        qis = list(schema.quasi_identifiers)
+        kinds = {c: schema.kinds[c] for c in qis}
+        run.stage = "encoding"
+        profs = run.gather([run.submit(home_of_shard[i], _profile, s, qis, kinds, schema.sensitive, schema.target)
+                            for i, s in enumerate(shards)])
+        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered)
+        del profs
+        run.gather([run.submit(home_of_shard[i], _encode, s, enc) for i, s in enumerate(shards)])
+        secs["encode"] = time.perf_counter() - t0
+
+        # ------------------------------------------------ criteria, whole-table checks, blocks
+        t0 = time.perf_counter()
+        n_sa = len(enc.sa_values)
+        run.stage = "block statistics"
+        bst = run.gather([run.submit(home_of_shard[i], _call, s, "block_stats", enc.n_blocks, n_sa)
+                          for i, s in enumerate(shards)])
+        bsizes = np.sum([b[0] for b in bst], axis=0)
+        bhist = np.sum([b[1] for b in bst], axis=0) if n_sa else None
+        q = None
+        if n_sa:
+            tot = bhist.sum(axis=0).astype(np.float64)
+            q = tot / max(tot.sum(), 1.0)
+        crit = Criteria(int(est.k), int(est.l or 0), est.l_kind, float(est.c),
+                        None if est.t is None else float(est.t),
+                        resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None)
+        hist_needed = crit.needs_histogram and n_sa > 0
+        if crit.needs_histogram:
+            _whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
+        suppressed, reason, keep_block = _suppression(est, crit, enc, bsizes, bhist if hist_needed else None, n_total)
+        n_kept = n_total - suppressed
+        lr = int(local_rows) if local_rows is not None else max(1, -(-n_kept // W))
+
+        # ------------------------------------------------ distributed levels
+        group_sizes: list = []
+        group_final: list = []
+        present = np.nonzero(keep_block & (bsizes > 0))[0]
+        psz = bsizes[present].astype(np.int64)
+        stay = psz > lr
+        block_part = np.full(enc.n_blocks, -1, dtype=np.int64)
+        block_group = np.full(enc.n_blocks, -1, dtype=np.int64)
+        block_part[present[stay]] = np.arange(int(stay.sum()))
+        block_group[present[~stay]] = np.arange(int((~stay).sum()))
+        group_sizes.append(psz[~stay])
+        group_final.append(np.zeros(int((~stay).sum()), dtype=bool))
+        n_groups = int((~stay).sum())
+        sizes = psz[stay]
+        hist = bhist[present[stay]].astype(np.int64) if hist_needed else None
+        run.gather([run.submit(home_of_shard[i], _call, s, "start", block_part, block_group)
+                    for i, s in enumerate(shards)])
+        table_h = local_table(enc, np.zeros((len(qis), 0), dtype=np.uint32), None, None, np)
+        col_info = kernel_col_info(table_h, np)
+        n_cat = [c.n_categories for c in enc.columns]
+        g_range = np.asarray([c.global_range for c in enc.columns])
+        cat_cols = [j for j, c in enumerate(enc.columns) if c.kind == "categorical"]
+        relaxed = est.mode == "relaxed"
+        levels, attempts, rounds, token = 0, 0, 0, 0
+        level_log = []
+        while sizes.shape[0] > 0:
+            levels += 1
+            b_in, b_out = run.bytes_in, run.bytes_out
+            P = int(sizes.shape[0])
+            run.stage = f"level {levels} (statistics)"
+            st = run.gather([run.submit(home_of_shard[i], _call, s, "level_stats", P, cat_cols,
+                                        [n_cat[j] for j in cat_cols]) for i, s in enumerate(shards)])
+            mn = np.minimum.reduce([x[0] for x in st])
+            mx = np.maximum.reduce([x[1] for x in st])
+            pres = {j: np.logical_or.reduce([x[3][j] for x in st]) for j in cat_cols}
+            del st
+            K_rep, m_rep = _representative_rows(mn, mx, pres, kinds)
+            span = np.asarray(partition_spans(K_rep, m_rep, col_info=col_info, n_categories=n_cat,
+                                              global_range=g_range, xp=np), dtype=np.float64)
+            span[sizes < 2 * crit.k] = 0.0
+            cut = np.zeros(P, dtype=bool)
+            ccol = np.zeros(P, dtype=np.int64)
+            cthr = np.zeros(P, dtype=np.uint64)
+            cuse = np.zeros(P, dtype=bool)
+            cnl = np.zeros(P, dtype=np.int64)
+            chl = np.zeros((P, n_sa), dtype=np.int64) if hist_needed else None
+            pend = np.nonzero(span.max(axis=1) > 0)[0]
+            while pend.shape[0] > 0:  # a loop over "next widest column" attempts
+                sp = span[pend]
+                col = np.argmax(sp, axis=1)
+                live = sp[np.arange(pend.shape[0]), col] > 0
+                pend, col = pend[live], col[live]
+                if pend.shape[0] == 0:
+                    break
+                attempts += 1
+                token += 1
+                lo = mn[col, pend].astype(np.uint64)
+                hi = mx[col, pend].astype(np.uint64)
+                if relaxed:
+                    lo = lo << np.uint64(32)
+                    hi = (hi << np.uint64(32)) | np.uint64(0xFFFFFFFF)
+                run.stage = f"level {levels} (medians)"
+
+                def count_round(prefix, shift, bits, _t=token, _p=pend, _c=col):
+                    got = run.gather([run.submit(home_of_shard[i], _call, s, "radix_counts", _t, _p, _c, relaxed,
+                                                 prefix, shift, bits) for i, s in enumerate(shards)])
+                    return np.sum(got, axis=0)
+
+                thr, nr = _radix_select(count_round, lo, hi, (sizes[pend] - 1) // 2)
+                rounds += nr
+                use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else thr == mx[col, pend].astype(np.uint64)
+                run.stage = f"level {levels} (child sizes)"
+                got = run.gather([run.submit(home_of_shard[i], _call, s, "split_counts", token, pend, col, relaxed,
+                                             thr, use_lt, n_sa if hist_needed else 0) for i, s in enumerate(shards)])
+                nleft = np.sum([g[0] for g in got], axis=0)
+                psizes = sizes[pend]
+                nright = psizes - nleft
+                hl = hr = None
+                if hist_needed:
+                    hl = np.sum([g[1] for g in got], axis=0)
+                    hr = hist[pend] - hl
+                ok = (nleft > 0) & (nright > 0) & crit.satisfied(nleft, hl, np) & crit.satisfied(nright, hr, np)
+                sel = pend[ok]
+                cut[sel], ccol[sel], cthr[sel], cuse[sel], cnl[sel] = True, col[ok], thr[ok], use_lt[ok], nleft[ok]
+                if hist_needed:
+                    chl[sel] = hl[ok]
+                span[pend, col] = -1.0
+                pend = pend[~ok]
+            cidx = np.nonzero(cut)[0]
+            fin = np.nonzero(~cut)[0]
+            C = int(cidx.shape[0])
+            cut_idx = np.full(P, -1, dtype=np.int64)
+            cut_idx[cidx] = np.arange(C)
+            final_group = np.full(P, -1, dtype=np.int64)
+            final_group[fin] = n_groups + np.arange(fin.shape[0])
+            n_groups += int(fin.shape[0])
+            group_sizes.append(sizes[fin])
+            group_final.append(np.ones(fin.shape[0], dtype=bool))
+            csz = np.stack([cnl[cidx], sizes[cidx] - cnl[cidx]], axis=1).reshape(-1)
+            chist = None
+            if hist_needed:
+                chist = np.stack([chl[cidx], hist[cidx] - chl[cidx]], axis=1).reshape(-1, n_sa)
+            keep = csz > lr
+            child_part = np.full(2 * C, -1, dtype=np.int64)
+            child_part[keep] = np.arange(int(keep.sum()))
+            child_group = np.full(2 * C, -1, dtype=np.int64)
+            child_group[~keep] = n_groups + np.arange(int((~keep).sum()))
+            n_groups += int((~keep).sum())
+            group_sizes.append(csz[~keep])
+            group_final.append(np.zeros(int((~keep).sum()), dtype=bool))
+            run.stage = f"level {levels} (regroup)"
+            run.gather([run.submit(home_of_shard[i], _call, s, "apply_level", cut_idx, ccol[cidx], relaxed,
+                                   cthr[cidx], cuse[cidx], final_group, child_part, child_group)
+                        for i, s in enumerate(shards)])
+            sizes = csz[keep]
+            hist = chist[keep] if hist_needed else None
+            level_log.append({"level": levels, "partitions": P, "cut": C, "final": int(fin.shape[0]),
+                              "to_workers": int((~keep).sum()),
+                              "bytes_to_coordinator": run.bytes_in - b_in, "bytes_from_coordinator": run.bytes_out - b_out})
+            if est.progress:
+                log.info("dask level %d: %d partition(s), %d cut, %d final, %d moved to one worker", levels, P, C,
+                         int(fin.shape[0]), int((~keep).sum()))
+        secs["partition_levels"] = time.perf_counter() - t0
+
+        # ------------------------------------------------ move whole groups to their homes
+        t0 = time.perf_counter()
+        gsz = np.concatenate(group_sizes).astype(np.int64) if group_sizes else np.zeros(0, dtype=np.int64)
+        gfin = np.concatenate(group_final) if group_final else np.zeros(0, dtype=bool)
+        before = np.cumsum(gsz) - gsz
+        tot = max(int(gsz.sum()), 1)
+        home_of_group = np.minimum(W - 1, ((before + gsz / 2.0) * W // tot).astype(np.int64))
+        run.stage = "moving partitions to their workers"
+        pieces = {(i, d): run.submit(home_of_shard[i], _call, s, "piece_for", home_of_group, d)
+                  for i, s in enumerate(shards) for d in range(W)}
+        homes = [run.submit(d, _make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
+        sizes_moved = run.gather([handle.client.submit(lambda p: (p["nbytes"], p["source"]), pieces[(i, d)],
+                                                       workers=[workers[home_of_shard[i]]], pure=False)
+                                  for i in range(S) for d in range(W)])
+        moved = sum(nb for (nb, src), (i, d) in zip(sizes_moved, [(i, d) for i in range(S) for d in range(W)])
+                    if home_of_shard[i] != d)
+        del pieces
+        run.stage = "finishing partitions on their workers"
+        crit_w = crit
+        firsts = run.gather([run.submit(d, _call, h, "finish", gfin, enc, crit_w, relaxed, int(est.k))
+                             for d, h in enumerate(homes)])
+        allf = np.concatenate(firsts)
+        n_parts = int(allf.shape[0])
+        gid = np.empty(n_parts, dtype=np.int64)
+        gid[np.argsort(allf)] = np.arange(n_parts, dtype=np.int64)
+        bounds = np.concatenate([[0], np.cumsum([f.shape[0] for f in firsts])])
+        run.gather([run.submit(d, _call, h, "set_labels", gid[bounds[d]:bounds[d + 1]]) for d, h in enumerate(homes)])
+        run.stage = "returning labels"
+        lab_pieces = {(d, i): run.submit(d, _call, h, "label_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+                      for d, h in enumerate(homes) for i in range(S)}
+        run.gather([run.submit(home_of_shard[i], _call, s, "take_labels", [lab_pieces[(d, i)] for d in range(W)])
+                    for i, s in enumerate(shards)])
+        del lab_pieces
+        secs["partition_local"] = time.perf_counter() - t0
+        info = {"levels": levels, "attempts": attempts, "radix_rounds": rounds, "local_rows": lr,
+                "n_workers": W, "n_shards": S, "groups": int(gsz.shape[0]),
+                "shuffle_bytes_between_workers": int(moved), "per_level": level_log,
+                "home_kernel": [None] * W}
+
+        # ------------------------------------------------ stages on the homes
+        t0 = time.perf_counter()
+        run.stage = "class statistics and verification"
+        fmt = est.output_format
+        vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
+                   t_distance=crit.t_distance, sensitive=str(schema.sensitive))
+        cat_domain = {name: int((cnt > 0).sum()) for name, cnt in enc.category_counts.items()}
+        hres = run.gather([run.submit(d, _call, h, "stages", enc, fmt, vkw, q, cat_domain) for d, h in enumerate(homes)])
+        verification, metrics = _combine_stages(hres, est, n_total, suppressed, enc)
+        secs["stages"] = time.perf_counter() - t0
+        if not verification.ok:
+            raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
+
+        # ------------------------------------------------ output, written by the shards' workers
+        t0 = time.perf_counter()
+        run.stage = "writing the output"
+        out_pieces = {(d, i): run.submit(d, _call, h, "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+                      for d, h in enumerate(homes) for i in range(S)}
+        tmp = None
+        files = []
+        if out_dir is not None:
+            parent = os.path.dirname(os.path.abspath(out_dir))
+            tmp = os.path.join(parent, f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
+            os.makedirs(tmp)
+            files = [f"part-{i:05d}.parquet" for i in range(S)]
+        try:
+            wfuts = [run.submit(home_of_shard[i], _write, s, [out_pieces[(d, i)] for d in range(W)], qis, kinds,
+                                enc.columns, fmt, schema.identifiers,
+                                None if tmp is None else os.path.join(tmp, files[i]))
+                     for i, s in enumerate(shards)]
+            written = run.gather(wfuts)
+            output = None
+            if out_dir is not None:
+                if os.path.exists(out_dir):
+                    shutil.rmtree(out_dir)
+                os.replace(tmp, out_dir)
+                tmp = None
+            elif gather:
+                output = pd.concat(written, ignore_index=True)
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        secs["output"] = time.perf_counter() - t0
+        labels = None
+        if gather:
+            labels = np.concatenate(run.gather([run.submit(home_of_shard[i], _call, s, "labels_host")
+                                                for i, s in enumerate(shards)]))
+        info["bytes_to_coordinator"] = run.bytes_in
+        info["bytes_from_coordinator"] = run.bytes_out
+        info["dashboard"] = handle.dashboard
+        info["workers"] = W
+        del shards, homes
+    secs["total"] = time.perf_counter() - t_all
+    info["seconds"] = secs
+    return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
+                             verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
+                             info)
+
+
+def _validate(est, sample: pd.DataFrame, n_total: int):
+    """The estimator's own validation on a sample of the first shard; k against the whole table."""
+    from ..mondrian import _check_int  # noqa: PLC0415
+
+    k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
+    if k > n_total:
+        raise PrivacyError(f"k = {k} is larger than the table ({n_total} rows); choose k <= {n_total}")
+    probe = est.__class__(**{**est.get_params(), "k": 2})
+    return probe._validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
+
+
+def _whole_table_check(est, crit, n_total, whole, sensitive) -> None:
+    """The single-process estimator's check that the whole table meets l and t, same messages."""
+    whole = np.asarray(whole)[None, :]
+    if bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
+        return
+    n_dist = int((whole > 0).sum())
+    if est.l_kind == "recursive" and n_dist >= int(est.l):
+        r = np.sort(whole[0])[::-1]
+        need = float(r[0]) / float(r[int(est.l) - 1:].sum())
+        raise PrivacyError(
+            f"the whole table fails recursive ({est.c:g}, {est.l})-diversity: in '{sensitive}' the most frequent value "
+            f"has {int(r[0])} rows, which is not below c = {est.c:g} times the {int(r[int(est.l) - 1:].sum())} rows of "
+            f"the values from rank {est.l} on; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
+    raise PrivacyError(
+        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s) "
+        f"(l = {est.l}, {est.l_kind}); lower l or pick another sensitive attribute")
+
+
+def _suppression(est, crit, enc, bsizes, bhist, n_total):
+    """Blocks (missing-value patterns) failing the criteria on their own are suppressed, within budget."""
+    keep = np.ones(enc.n_blocks, dtype=bool)
+    suppressed, reason = 0, ""
+    if enc.patterns is not None:
+        bad = ~crit.satisfied(bsizes, bhist, np)
+        if bool(bad.any()):
+            keep = ~bad
+            suppressed = int(bsizes[bad].sum())
+            crit_txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (
+                f", t = {crit.t}" if crit.t is not None else "")
+            reason = (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that fail the criteria "
+                      f"({crit_txt}) on their own")
+    budget = math.floor(float(est.max_suppression) * n_total)
+    if suppressed > budget:
+        raise PrivacyError(
+            f"{suppressed} row(s) ({100.0 * suppressed / n_total:.2f}%) would be suppressed, over the budget "
+            f"max_suppression = {est.max_suppression} ({budget} rows): {reason}; raise --max-suppression or fill the "
+            f"missing values")
+    if suppressed == n_total:
+        raise PrivacyError(f"every row would be suppressed: {reason}")
+    return suppressed, reason, keep
+
+
+def _combine_stages(hres, est, n_total: int, suppressed: int, enc):
+    """Combine the homes' verification and per-class results into the whole output's."""
+    from .. import metrics as metrics_mod  # noqa: PLC0415
+    from ..verify import VerificationResult  # noqa: PLC0415
+
+    hres = [h for h in hres if h is not None]
+    # classes are grouped by their published cells, as the verifier does; a cell tuple shared by
+    # classes of two homes would be one output class split across workers
+    hashes = [np.unique(h["hash"], return_inverse=True) for h in hres]
+    allu = np.concatenate([u for u, _ in hashes])
+    if np.unique(allu).shape[0] != allu.shape[0]:
+        raise VerificationError("two classes finished on different workers publish the same cells, so the output "
+                                "has a class split across workers that the cluster run cannot verify; use --format "
+                                "range or minmax, or run in one process")
+    sizes = np.concatenate([np.bincount(inv.reshape(-1), weights=h["sizes"], minlength=u.shape[0]).astype(np.int64)
+                            for (u, inv), h in zip(hashes, hres)])
+    vs = [h["verify"] for h in hres]
+    failures = []
+    for v in vs:
+        failures += [f for f in v.failures if f not in failures]
+
+    def pick(f, attr):
+        vals = [getattr(v, attr) for v in vs if getattr(v, attr) is not None]
+        return f(vals) if vals else None
+
+    n_cls = int(sizes.shape[0])
+    stats = {}
+    if n_cls:
+        stats = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max()),
+                 "mean": float(sizes.mean())}
+    res = VerificationResult(int(sum(v.n_rows for v in vs)), n_cls, int(sizes.min()) if n_cls else 0,
+                             pick(min, "l"), pick(min, "l_entropy"), pick(max, "t"), stats, failures)
+    summary = metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed)
+    m = metrics_mod.compute_metrics(summary, k=int(est.k))
+    if hres and hres[0]["target_max"] is not None:
+        tmax = sum(float((h["sizes"] - h["target_max"]).sum()) for h in hres)
+        m["cm"] = float((tmax + suppressed) / max(n_total, 1))
+    n_out = int(sizes.sum())
+    per_ncp = {c.name: sum(h["ncp_sum"][c.name] for h in hres) / max(n_out, 1) for c in enc.columns}
+    qis = [c.name for c in enc.columns]
+    w = np.full(len(qis), 1.0 / max(len(qis), 1))
+    m["ncp"] = float(sum(wi * per_ncp[c] for wi, c in zip(w, qis)))
+    m["ncp_per_column"] = per_ncp
+    m["ncp_weights"] = dict(zip(qis, map(float, w)))
+    for key in ("entropy_coefficient_before", "entropy_coefficient_after", "entropy_loss",
+                "entropy_coefficient_before_labels", "entropy_coefficient_after_labels", "entropy_loss_labels",
+                "gionis_tassa"):
+        m[key] = None
+    m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"]
+    return res, m
