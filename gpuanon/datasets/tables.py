@@ -1,0 +1,167 @@
+"""A user's table: CSV, TSV or Parquet, read by extension, with errors that say what is wrong and the fix."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from ..errors import InputError
+
+__all__ = ["TABLE_EXTENSIONS", "load_table"]
+
+TABLE_EXTENSIONS = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq")
+
+
+def _table_kind(path: str) -> str | None:
+    lower = path.lower()
+    if lower.endswith(".csv") or lower.endswith(".csv.gz"):
+        return "csv"
+    if lower.endswith(".tsv"):
+        return "tsv"
+    if lower.endswith(".parquet") or lower.endswith(".pq"):
+        return "parquet"
+    return None
+
+
+def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataFrame:
+    """Read a CSV, TSV or Parquet file into a pandas frame, choosing the reader by extension.
+
+    CSV and TSV files are read with ``skipinitialspace=True`` (so ``"a, b"`` gives ``'b'``);
+    empty cells become NaN. Numbers are parsed exactly (``float_precision="round_trip"``: every
+    value is the double nearest to its text, as Python's ``float()`` gives), so intervals
+    computed from them contain the file's values on every pandas version.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file ending in ``.csv``, ``.csv.gz``, ``.tsv``, ``.parquet`` or ``.pq``
+        (case-insensitive).
+    encoding : str, optional
+        Text encoding of a CSV / TSV file (default UTF-8), e.g. ``"latin-1"``.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    InputError
+        If the extension is not one of :data:`TABLE_EXTENSIONS`, the file is missing, empty,
+        not in the encoding, not a table of its kind, truncated, or has a column name twice;
+        the message says what is wrong and how to fix it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(p, "w").write("a,b\\n1, x\\n2,\\n")
+    >>> load_table(p)
+       a    b
+    0  1    x
+    1  2  NaN
+    """
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        p = os.fsdecode(p)
+    kind = _table_kind(p)
+    if kind is None:
+        raise InputError(
+            f"cannot read input file {p!r}: unknown extension; accepted extensions are "
+            f"{', '.join(TABLE_EXTENSIONS)}"
+        )
+    if not os.path.exists(p):
+        raise InputError(f"cannot read input file {p!r}: no such file; check the path")
+    if os.path.isdir(p):
+        raise InputError(f"cannot read input file {p!r}: it is a directory; give a file")
+    if encoding is not None:
+        import codecs  # noqa: PLC0415
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise InputError(f"--encoding '{encoding}' is not a known text encoding; use e.g. utf-8, "
+                             f"latin-1 or cp1252") from None
+    if os.path.getsize(p) == 0:
+        raise InputError(f"cannot read input file {p!r}: the file is empty (0 bytes); give a table with a "
+                         f"header row")
+    reason = None
+    try:
+        if kind == "parquet":
+            df = pd.read_parquet(p)
+        else:
+            opts = dict(sep="\t" if kind == "tsv" else ",", skipinitialspace=True, encoding=encoding,
+                        encoding_errors="strict")
+            df = pd.read_csv(p, float_precision="round_trip", **opts)
+            if df.shape[1]:
+                _refuse_duplicate_names(p, pd.read_csv(p, header=None, nrows=1, dtype=str,
+                                                       keep_default_na=False, **opts).iloc[0].tolist())
+    except InputError:
+        raise
+    except ImportError as exc:
+        reason = f"reading Parquet needs pyarrow or fastparquet ({exc})"
+    except UnicodeDecodeError as exc:
+        reason = _decode_reason(p, kind, exc, encoding)
+    except EOFError:
+        reason = "the compressed file is truncated (it ends early); copy or download it again"
+    except OSError as exc:
+        text = exc.strerror or str(exc) or type(exc).__name__
+        if "gzip" in text.lower() or "compressed" in text.lower():
+            reason = f"not a valid gzip file ({text}); give a plain .csv or a real .csv.gz"
+        else:
+            reason = f"{text}; check that the file is readable"
+    except pd.errors.EmptyDataError:
+        reason = "the file has no header row (nothing but blank lines); give a table with a header row"
+    except pd.errors.ParserError as exc:
+        reason = (f"not a well-formed {kind.upper()} ({' '.join(str(exc).split())}); check the separator "
+                  f"and quoting of that line")
+    except Exception as exc:  # e.g. pyarrow's own error types
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if kind == "parquet":
+            _refuse_duplicate_names(p, _parquet_names(p))  # pyarrow refuses them with a cryptic message
+            reason = (f"not a Parquet file, or a truncated one ({text}); give the complete file, or a CSV "
+                      f"with the .csv extension")
+        else:
+            reason = text
+    if reason is not None:
+        raise InputError(f"cannot read input file {p!r}: {' '.join(reason.split())}")
+    if kind == "parquet":
+        _refuse_duplicate_names(p, [str(c) for c in df.columns])
+    return df
+
+
+def _parquet_names(p: str) -> list:
+    """The column names a Parquet file's schema holds ([] when it cannot be read)."""
+    try:
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        return list(pq.read_schema(p).names)
+    except Exception:  # not Parquet at all: the caller says so
+        return []
+
+
+def _refuse_duplicate_names(p: str, names: list) -> None:
+    """Duplicate column names are refused (pandas would rename the second ``a`` to ``a.1``)."""
+    seen: dict = {}
+    for i, n in enumerate(names):
+        seen.setdefault(str(n).strip(), []).append(i + 1)
+    dup = {n: pos for n, pos in seen.items() if len(pos) > 1}
+    if dup:
+        what = "; ".join(f"'{n}' (columns {', '.join(map(str, pos))})" for n, pos in dup.items())
+        raise InputError(f"cannot read input file {p!r}: column names appear more than once: {what}; "
+                         f"rename them so that every column name is unique")
+
+
+def _decode_reason(p: str, kind: str, exc: UnicodeDecodeError, encoding: str | None) -> str:
+    with open(p, "rb") as f:
+        head = f.read(8)
+    if head.startswith(b"PAR1"):
+        return "it is a Parquet file, not a CSV; rename it to .parquet"
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a ZIP archive (an Excel .xlsx?), not a CSV; export the sheet as CSV"
+    if head.startswith(b"\x1f\x8b") and not p.lower().endswith(".gz"):
+        return "it is gzip-compressed; rename it to .csv.gz"
+    enc = encoding or "utf-8"
+    return (f"the text is not valid {enc} (byte {exc.object[exc.start:exc.start + 1]!r} at byte offset "
+            f"{exc.start}); pass the file's encoding, e.g. --encoding latin-1 (or cp1252), or re-save it as UTF-8")
+
