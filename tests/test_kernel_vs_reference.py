@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from gpuanon import Mondrian, PrivacyError
 from gpuanon.criteria import Criteria
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
-from gpuanon.encoding import encode
+from gpuanon.encoding import encode, kernel_specs
 from gpuanon.schema import Schema
 from kernels.mondrian import mondrian_partition
 from kernels.reference import _plain_ok, mondrian_reference
@@ -127,7 +127,7 @@ def _reference_inputs(df, qis, table):
 def _kernel_labels(table, crit, relaxed, cell_limit=1 << 25):
     lab, n_parts, info = mondrian_partition(
         table.keys,
-        col_info=[c.info if c.kind == "numeric" else None for c in table.columns],
+        col_info=kernel_specs(table, np),
         n_categories=[c.n_categories for c in table.columns],
         global_range=np.asarray([c.global_range for c in table.columns]),
         k=crit.k, allowed=crit.satisfied, blocks=table.blocks,
