@@ -104,7 +104,7 @@ def run(args) -> int:
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
     from ..io import write_json  # noqa: PLC0415
     from ..perturb.attacks import evaluate_attacks  # noqa: PLC0415
-    from ..schema import _suggest  # noqa: PLC0415
+    from ..schema import suggest  # noqa: PLC0415
 
     if args.frontier:
         return _frontier(args)
@@ -144,7 +144,7 @@ def run(args) -> int:
     for c in feats:
         for name, frame in (("original", orig), ("perturbed", pert)):
             if c not in frame.columns:
-                raise InputError(f"feature '{c}' is not in the {name} table{_suggest(c, list(frame.columns))}")
+                raise InputError(f"feature '{c}' is not in the {name} table{suggest(c, list(frame.columns))}")
     X = orig[feats].to_numpy(dtype=np.float64)[rid]
     Xp = pert[feats].to_numpy(dtype=np.float64)
     res = evaluate_attacks(X, Xp, random_state=args.seed, known_fraction=args.known_fraction)

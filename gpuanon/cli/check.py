@@ -32,7 +32,7 @@ def run(args) -> int:
     from ..datasets import load_table  # noqa: PLC0415
     from ..generalize import resolve_qi_columns  # noqa: PLC0415
     from ..io import write_json  # noqa: PLC0415
-    from ..schema import _suggest  # noqa: PLC0415
+    from ..schema import suggest  # noqa: PLC0415
     from ..verify import verify  # noqa: PLC0415
 
     df, roles, source = read_input(args)
@@ -43,10 +43,10 @@ def run(args) -> int:
         cols = resolve_qi_columns([x.strip() for x in qi.split(",") if x.strip()], df.columns)
     except KeyError as exc:
         c = exc.args[0]
-        raise InputError(f"quasi-identifier '{c}' is not a column{_suggest(c, list(df.columns))}") from None
+        raise InputError(f"quasi-identifier '{c}' is not a column{suggest(c, list(df.columns))}") from None
     sens = args.sensitive or roles.get("sensitive")
     if sens is not None and sens not in df.columns:
-        raise InputError(f"sensitive attribute '{sens}' is not a column{_suggest(sens, list(df.columns))}")
+        raise InputError(f"sensitive attribute '{sens}' is not a column{suggest(sens, list(df.columns))}")
     reference = None
     if args.original:
         orig = load_table(args.original)

@@ -33,14 +33,14 @@ def add_parser(sub):
 def run(args) -> int:
     from ..hierarchy import frequency_hierarchy, masking_hierarchy  # noqa: PLC0415
     from ..io import atomic_path, check_writable  # noqa: PLC0415
-    from ..schema import _suggest  # noqa: PLC0415
+    from ..schema import suggest  # noqa: PLC0415
 
     if args.hierarchy_command != "build":
         raise InputError("say what to do: gpuanon hierarchy build --column COL --out FILE.csv")
     check_writable(args.out, table=False)
     df, roles, source = read_input(args)
     if args.column not in df.columns:
-        raise InputError(f"column '{args.column}' is not in {source}{_suggest(args.column, list(df.columns))}")
+        raise InputError(f"column '{args.column}' is not in {source}{suggest(args.column, list(df.columns))}")
     if args.kind == "masking":
         h = masking_hierarchy(df[args.column], name=args.column)
     else:
@@ -48,7 +48,7 @@ def run(args) -> int:
         if target is None:
             raise InputError("a frequency hierarchy needs a target column; pass --target COL")
         if target not in df.columns:
-            raise InputError(f"target '{target}' is not in {source}{_suggest(target, list(df.columns))}")
+            raise InputError(f"target '{target}' is not in {source}{suggest(target, list(df.columns))}")
         try:
             h = frequency_hierarchy(df[args.column], df[target], rho_value(args.rho), name=args.column)
         except ValueError as exc:

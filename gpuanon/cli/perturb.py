@@ -86,12 +86,12 @@ def run(args) -> int:
                     ", ".join(dropped))
     seed = args.seed
     if args.centralized or args.entities == 1:
-        from ..perturb.distpab import DISTPAB, _frame_matrix, local_stats, validate_frame  # noqa: PLC0415
+        from ..perturb.distpab import DISTPAB, frame_matrix, local_stats, validate_frame  # noqa: PLC0415
 
         tc = time.perf_counter()
         feats, _carried = validate_frame(df, features, label, passengers)
         model = DISTPAB(noise=args.noise, shuffle=args.shuffle, random_state=seed, backend=args.backend)
-        stats = local_stats(_frame_matrix(df, feats), model._xp())
+        stats = local_stats(frame_matrix(df, feats), model.array_module())
         ts = time.perf_counter()
         model.fit_stats([stats], feature_names=feats)
         model.n_entities_ = 1

@@ -163,7 +163,7 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         conf = {"space": space_json, "classes": json.dumps(classes), "entity": node_silo[nid]}
         rd = RecordDict()
         if dp is not None:
-            conf.update(entropy=int(dp._entropy()), noise=float(dp.noise))
+            conf.update(entropy=int(dp.seed_entropy()), noise=float(dp.noise))
             rd["distpab-params"] = P.params_record(dp.params_)
         rd["space"] = ConfigRecord(conf)
         return rd

@@ -219,7 +219,8 @@ class DISTPAB(BaseEstimator):
         self.block_rows = block_rows
 
     # -- helpers
-    def _xp(self):
+    def array_module(self):
+        """``numpy`` or ``cupy``: the array module of the backend (resolved again when ``backend`` changes)."""
         from ..backend import get_backend  # noqa: PLC0415
 
         if getattr(self, "backend_", None) is None or getattr(self, "_backend_asked", None) != self.backend:
@@ -227,7 +228,8 @@ class DISTPAB(BaseEstimator):
             self._backend_asked = self.backend
         return self.backend_.xp
 
-    def _entropy(self):
+    def seed_entropy(self) -> int:
+        """The entropy every random stream derives from (``random_state``, or fresh entropy once per fit)."""
         if getattr(self, "_entropy_", None) is None:
             rs = self.random_state
             if rs is None:
@@ -272,7 +274,7 @@ class DISTPAB(BaseEstimator):
 
     def fit_entities(self, entities: Sequence[Any]):
         """Distributed fit: only :func:`local_stats` of each entity's rows reach :meth:`fit_stats`."""
-        xp = self._xp()
+        xp = self.array_module()
         stats, names = [], None
         for X in entities:
             arr, nm = self._matrix(X, fitting=True)
@@ -286,7 +288,7 @@ class DISTPAB(BaseEstimator):
 
     def fit_stats(self, stats_list: Sequence[Stats], feature_names=None):
         """The coordinator's work: merge, finalize, search, draw the translation, build ``H``."""
-        xp = self._xp()
+        xp = self.array_module()
         stats_list = list(stats_list) if not isinstance(stats_list, Stats) else [stats_list]
         if not stats_list:
             raise InputError("fit needs at least one entity")
@@ -302,7 +304,7 @@ class DISTPAB(BaseEstimator):
             raise InputError(f"{len(feature_names)} feature names for {d} columns")
         merged = merge_all(stats_list)
         self._entropy_ = None  # a refit reads random_state again (None: fresh entropy)
-        self._entropy()
+        self.seed_entropy()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             mean, sigma, S, const = finalize(merged, names=feature_names)
@@ -313,7 +315,7 @@ class DISTPAB(BaseEstimator):
             raise InputError("every feature column is constant; there is nothing to perturb")
         res = search(S[np.ix_(active, active)], self.angles, self.selection, xp)
 
-        central = np.random.default_rng(np.random.SeedSequence(self._entropy(), spawn_key=(0,)))
+        central = np.random.default_rng(np.random.SeedSequence(self.seed_entropy(), spawn_key=(0,)))
         t = central.uniform(0.0, 1.0, size=d)
         t[const] = 0.0
         na = active.size
@@ -356,7 +358,7 @@ class DISTPAB(BaseEstimator):
     # -- applying
     def entity_seed(self, entity: int) -> np.random.SeedSequence:
         """The random stream of ``entity`` (noise and shuffle)."""
-        return entity_seed(self._entropy(), entity)
+        return entity_seed(self.seed_entropy(), entity)
 
     def perturb(self, X, entity: int = 0):
         """Perturb one entity's rows with the fitted parameters: ``(Xp, perm)``.
@@ -371,7 +373,7 @@ class DISTPAB(BaseEstimator):
             raise InputError(f"X has {int(arr.shape[1])} feature columns; the model was fitted on "
                              f"{self.n_features_in_}")
         return perturb_entity(arr, self.params_, self.entity_seed(entity), shuffle=self.shuffle,
-                              block_rows=self.block_rows, xp=self._xp())
+                              block_rows=self.block_rows, xp=self.array_module())
 
     def fit_perturb(self, X):
         """``fit(X)`` then ``perturb(X, entity=0)``: ``(Xp, perm)``."""
@@ -448,7 +450,7 @@ def perturb_frame(df, features, label=None, passengers=None, noise: float = 0.3,
     if model is None:
         model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
                         random_state=random_state, backend=backend, block_rows=block_rows)
-        model.fit_stats([local_stats(X, model._xp())], feature_names=feats)
+        model.fit_stats([local_stats(X, model.array_module())], feature_names=feats)
     Xp, perm = model.perturb(X, entity=entity)
     out = pd.DataFrame(Xp, columns=feats, copy=False)
     for c in carried:
