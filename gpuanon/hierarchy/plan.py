@@ -20,7 +20,7 @@ A bound hierarchy is attached to the fit's own copy of the table with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +158,9 @@ def choose_rho(table, scorer, freq_tables: dict, plan: dict, rho, bound: dict, x
         if col.name not in plan:
             continue
         u_before = scorer.u_before(j)
-        loss: Callable = lambda u, ub=u_before: None if not ub or u is None else 1.0 - u / ub  # noqa: E731
+
+        def loss(u, ub=u_before):
+            return None if not ub or u is None else 1.0 - u / ub
 
         if col.name in freq_tables:
             ft = freq_tables[col.name]
