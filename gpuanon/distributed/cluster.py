@@ -32,7 +32,7 @@ from ..errors import BackendError, InputError
 
 log = logging.getLogger("gpuanon")
 
-__all__ = ["make_client", "open_cluster", "parse_cluster", "ClusterHandle"]
+__all__ = ["make_client", "open_cluster", "parse_cluster", "ClusterHandle", "worker_addresses"]
 
 _DASK_HINT = "pip install dask==2025.9.1 distributed==2025.9.1"
 
@@ -55,6 +55,11 @@ def _cuda_cluster(n_workers: int | None):
     if n_workers:
         kw["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(n_workers)))
     return dask_cuda.LocalCUDACluster(**kw)
+
+
+def worker_addresses(client) -> list[str]:
+    """Every worker's address, sorted (``scheduler_info`` lists only a few unless asked for all)."""
+    return sorted(client.scheduler_info(n_workers=-1)["workers"])
 
 
 def parse_cluster(spec) -> tuple[str, int | None]:
@@ -116,7 +121,7 @@ class ClusterHandle:
     @property
     def workers(self) -> list[str]:
         """Worker addresses, sorted (the order shards are placed in)."""
-        return sorted(self.client.scheduler_info()["workers"])
+        return worker_addresses(self.client)
 
     @property
     def dashboard(self) -> str | None:

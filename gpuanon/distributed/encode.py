@@ -152,6 +152,7 @@ def combine_profiles(profiles: list, qis, kinds: dict, sensitive, target, sa_ord
                 counts = pd.concat([q["values"] for q in parts]).groupby(level=0, dropna=False, sort=False).sum()
                 cats, cnt = _order_categories(None, counts, target_values)
             n_missing = int(sum(c for v, c in zip(cats, cnt) if _isna(v)))
+            cats = [np.nan if _isna(v) else v for v in cats]  # as pd.factorize gives it (None -> nan)
             columns.append(Column(name, "categorical", None, cats, n_missing=n_missing))
             cat_counts[name] = np.asarray(cnt, dtype=np.int64)
             continue
@@ -188,7 +189,20 @@ def _pattern_bits(miss: np.ndarray) -> np.ndarray:
 
 
 def _codes(values: pd.Series, dictionary: list) -> np.ndarray:
-    return pd.Index(dictionary, dtype=object).get_indexer(pd.Index(values.astype(object), dtype=object))
+    """Codes of ``values`` in ``dictionary`` (every missing value is the dictionary's missing entry)."""
+    miss = values.isna().to_numpy()
+    real = [i for i, v in enumerate(dictionary) if not _isna(v)]
+    idx = pd.Index([dictionary[i] for i in real], dtype=object)
+    pos = idx.get_indexer(pd.Index(values.astype(object), dtype=object))
+    codes = np.where(pos >= 0, np.asarray(real, dtype=np.int64)[np.maximum(pos, 0)] if real else -1, -1)
+    if miss.any():
+        na = [i for i, v in enumerate(dictionary) if _isna(v)]
+        codes[miss] = na[0] if na else -1
+    if (codes < 0).any():
+        bad = values[codes < 0].iloc[0]
+        raise SchemaError(f"value {bad!r} of column '{values.name}' is missing from the table's dictionary; the "
+                          f"shards changed while the run read them")
+    return codes
 
 
 def encode_shard(df: pd.DataFrame, enc: GlobalEncoding, xp=np) -> dict:

@@ -84,15 +84,33 @@ class DistributedResult:
     criteria: Criteria
     out_files: list = field(default_factory=list)
     info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
+    schema: Any = None
+    backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
 
 
 # --------------------------------------------------------------------------------------------
 # small helpers
 # --------------------------------------------------------------------------------------------
 
-def _call(obj, name, *args):
-    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker."""
+def _call(obj, serial, name, *args):
+    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker.
+
+    A worker that died and came back would rebuild a shard from its source, empty: the serial
+    number tells it apart from the one this run filled, and the run stops.
+    """
+    if obj.serial != serial:
+        raise BackendError(f"{type(obj).__name__.lower()} {obj.index} was rebuilt after its worker was lost")
     return getattr(obj, name)(*args)
+
+
+def _backend_of(name):
+    from ..backend import get_backend  # noqa: PLC0415
+
+    return get_backend(name, quiet=True)
+
+
+def _serial(obj):
+    return obj.serial
 
 
 def _new_shard(index, offset, source, backend, columns):
@@ -122,7 +140,9 @@ def _make_home(index, backend, *pieces):
     return Home(index, list(pieces), backend)
 
 
-def _write(shard, pieces, qis, kinds, columns, fmt, identifiers, path):
+def _write(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, path):
+    if shard.serial != serial:
+        raise BackendError(f"shard {shard.index} was rebuilt after its worker was lost")
     out = shard.build_output(pieces, qis, kinds, columns, fmt, identifiers)
     if path is None:
         return out
@@ -143,7 +163,10 @@ def _nbytes(x) -> int:
 
 
 class _Runner:
-    """Tasks pinned to workers, gathered with one clear error when a worker fails."""
+    """Tasks pinned to workers, gathered with one clear error when a worker fails or leaves."""
+
+    #: seconds between checks that every worker of the run is still there
+    POLL_SECONDS = 2.0
 
     def __init__(self, client, workers):
         self.client, self.workers = client, workers
@@ -155,15 +178,33 @@ class _Runner:
         self.bytes_out += sum(_nbytes(a) for a in args if not hasattr(a, "key"))
         return self.client.submit(fn, *args, workers=[self.workers[w]], allow_other_workers=False, pure=False)
 
+    def call(self, w: int, obj, serial: str, name: str, *args):
+        """``obj.name(*args)`` on worker ``w``; ``serial`` proves it is the object this run made."""
+        return self.submit(w, _call, obj, serial, name, *args)
+
+    def _fail(self, why: str):
+        raise BackendError(f"the Dask cluster failed during {self.stage} ({why}); nothing was written. Check the "
+                           f"workers' logs (and their memory), then run again")
+
     def gather(self, futs):
+        from distributed import wait  # noqa: PLC0415
+
+        while True:  # tasks pinned to a worker that left would wait forever: look for it
+            try:
+                wait(futs, timeout=self.POLL_SECONDS)
+                break
+            except TimeoutError:
+                from .cluster import worker_addresses  # noqa: PLC0415
+
+                lost = sorted(set(self.workers) - set(worker_addresses(self.client)))
+                if lost:
+                    self._fail(f"worker {', '.join(lost)} left the cluster")
         try:
             got = self.client.gather(futs)
         except GpuanonError:
             raise
         except Exception as exc:  # a worker died, lost its data, or a task failed
-            raise BackendError(f"the Dask cluster failed during {self.stage} ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0] if str(exc) else 'no message'}); nothing was written. "
-                               f"Check the workers' logs (and their memory), then run again") from exc
+            self._fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}")
         self.bytes_in += _nbytes(got)
         return got
 
@@ -310,6 +351,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             if isinstance(src, pd.DataFrame):
                 src = handle.client.scatter(src, workers=[workers[home_of_shard[i]]], broadcast=False, hash=False)
             shards.append(run.submit(home_of_shard[i], _new_shard, i, int(offsets[i]), src, est.backend, columns))
+        ss = run.gather([run.submit(home_of_shard[i], _serial, s) for i, s in enumerate(shards)])
         sample = run.gather([run.submit(home_of_shard[0], _head, shards[0], 1000)])[0]
         schema = _validate(est, sample, n_total)
         qis = list(schema.quasi_identifiers)
@@ -326,7 +368,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         t0 = time.perf_counter()
         n_sa = len(enc.sa_values)
         run.stage = "block statistics"
-        bst = run.gather([run.submit(home_of_shard[i], _call, s, "block_stats", enc.n_blocks, n_sa)
+        bst = run.gather([run.call(home_of_shard[i], s, ss[i], "block_stats", enc.n_blocks, n_sa)
                           for i, s in enumerate(shards)])
         bsizes = np.sum([b[0] for b in bst], axis=0)
         bhist = np.sum([b[1] for b in bst], axis=0) if n_sa else None
@@ -359,7 +401,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         n_groups = int((~stay).sum())
         sizes = psz[stay]
         hist = bhist[present[stay]].astype(np.int64) if hist_needed else None
-        run.gather([run.submit(home_of_shard[i], _call, s, "start", block_part, block_group)
+        run.gather([run.call(home_of_shard[i], s, ss[i], "start", block_part, block_group)
                     for i, s in enumerate(shards)])
         table_h = local_table(enc, np.zeros((len(qis), 0), dtype=np.uint32), None, None, np)
         col_info = kernel_col_info(table_h, np)
@@ -374,7 +416,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             b_in, b_out = run.bytes_in, run.bytes_out
             P = int(sizes.shape[0])
             run.stage = f"level {levels} (statistics)"
-            st = run.gather([run.submit(home_of_shard[i], _call, s, "level_stats", P, cat_cols,
+            st = run.gather([run.call(home_of_shard[i], s, ss[i], "level_stats", P, cat_cols,
                                         [n_cat[j] for j in cat_cols]) for i, s in enumerate(shards)])
             mn = np.minimum.reduce([x[0] for x in st])
             mx = np.maximum.reduce([x[1] for x in st])
@@ -408,7 +450,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                 run.stage = f"level {levels} (medians)"
 
                 def count_round(prefix, shift, bits, _t=token, _p=pend, _c=col):
-                    got = run.gather([run.submit(home_of_shard[i], _call, s, "radix_counts", _t, _p, _c, relaxed,
+                    got = run.gather([run.call(home_of_shard[i], s, ss[i], "radix_counts", _t, _p, _c, relaxed,
                                                  prefix, shift, bits) for i, s in enumerate(shards)])
                     return np.sum(got, axis=0)
 
@@ -416,7 +458,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                 rounds += nr
                 use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else thr == mx[col, pend].astype(np.uint64)
                 run.stage = f"level {levels} (child sizes)"
-                got = run.gather([run.submit(home_of_shard[i], _call, s, "split_counts", token, pend, col, relaxed,
+                got = run.gather([run.call(home_of_shard[i], s, ss[i], "split_counts", token, pend, col, relaxed,
                                              thr, use_lt, n_sa if hist_needed else 0) for i, s in enumerate(shards)])
                 nleft = np.sum([g[0] for g in got], axis=0)
                 psizes = sizes[pend]
@@ -455,7 +497,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             group_sizes.append(csz[~keep])
             group_final.append(np.zeros(int((~keep).sum()), dtype=bool))
             run.stage = f"level {levels} (regroup)"
-            run.gather([run.submit(home_of_shard[i], _call, s, "apply_level", cut_idx, ccol[cidx], relaxed,
+            run.gather([run.call(home_of_shard[i], s, ss[i], "apply_level", cut_idx, ccol[cidx], relaxed,
                                    cthr[cidx], cuse[cidx], final_group, child_part, child_group)
                         for i, s in enumerate(shards)])
             sizes = csz[keep]
@@ -476,9 +518,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         tot = max(int(gsz.sum()), 1)
         home_of_group = np.minimum(W - 1, ((before + gsz / 2.0) * W // tot).astype(np.int64))
         run.stage = "moving partitions to their workers"
-        pieces = {(i, d): run.submit(home_of_shard[i], _call, s, "piece_for", home_of_group, d)
+        pieces = {(i, d): run.call(home_of_shard[i], s, ss[i], "piece_for", home_of_group, d)
                   for i, s in enumerate(shards) for d in range(W)}
         homes = [run.submit(d, _make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
+        hs = run.gather([run.submit(d, _serial, h) for d, h in enumerate(homes)])
         sizes_moved = run.gather([handle.client.submit(lambda p: (p["nbytes"], p["source"]), pieces[(i, d)],
                                                        workers=[workers[home_of_shard[i]]], pure=False)
                                   for i in range(S) for d in range(W)])
@@ -487,18 +530,18 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         del pieces
         run.stage = "finishing partitions on their workers"
         crit_w = crit
-        firsts = run.gather([run.submit(d, _call, h, "finish", gfin, enc, crit_w, relaxed, int(est.k))
+        firsts = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k))
                              for d, h in enumerate(homes)])
         allf = np.concatenate(firsts)
         n_parts = int(allf.shape[0])
         gid = np.empty(n_parts, dtype=np.int64)
         gid[np.argsort(allf)] = np.arange(n_parts, dtype=np.int64)
         bounds = np.concatenate([[0], np.cumsum([f.shape[0] for f in firsts])])
-        run.gather([run.submit(d, _call, h, "set_labels", gid[bounds[d]:bounds[d + 1]]) for d, h in enumerate(homes)])
+        run.gather([run.call(d, h, hs[d], "set_labels", gid[bounds[d]:bounds[d + 1]]) for d, h in enumerate(homes)])
         run.stage = "returning labels"
-        lab_pieces = {(d, i): run.submit(d, _call, h, "label_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+        lab_pieces = {(d, i): run.call(d, h, hs[d], "label_piece", int(offsets[i]), int(offsets[i] + counts[i]))
                       for d, h in enumerate(homes) for i in range(S)}
-        run.gather([run.submit(home_of_shard[i], _call, s, "take_labels", [lab_pieces[(d, i)] for d in range(W)])
+        run.gather([run.call(home_of_shard[i], s, ss[i], "take_labels", [lab_pieces[(d, i)] for d in range(W)])
                     for i, s in enumerate(shards)])
         del lab_pieces
         secs["partition_local"] = time.perf_counter() - t0
@@ -514,7 +557,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
                    t_distance=crit.t_distance, sensitive=str(schema.sensitive))
         cat_domain = {name: int((cnt > 0).sum()) for name, cnt in enc.category_counts.items()}
-        hres = run.gather([run.submit(d, _call, h, "stages", enc, fmt, vkw, q, cat_domain) for d, h in enumerate(homes)])
+        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain) for d, h in enumerate(homes)])
         verification, metrics = _combine_stages(hres, est, n_total, suppressed, enc)
         secs["stages"] = time.perf_counter() - t0
         if not verification.ok:
@@ -523,7 +566,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         # ------------------------------------------------ output, written by the shards' workers
         t0 = time.perf_counter()
         run.stage = "writing the output"
-        out_pieces = {(d, i): run.submit(d, _call, h, "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
                       for d, h in enumerate(homes) for i in range(S)}
         tmp = None
         files = []
@@ -533,7 +576,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             os.makedirs(tmp)
             files = [f"part-{i:05d}.parquet" for i in range(S)]
         try:
-            wfuts = [run.submit(home_of_shard[i], _write, s, [out_pieces[(d, i)] for d in range(W)], qis, kinds,
+            wfuts = [run.submit(home_of_shard[i], _write, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
                                 enc.columns, fmt, schema.identifiers,
                                 None if tmp is None else os.path.join(tmp, files[i]))
                      for i, s in enumerate(shards)]
@@ -552,18 +595,19 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         secs["output"] = time.perf_counter() - t0
         labels = None
         if gather:
-            labels = np.concatenate(run.gather([run.submit(home_of_shard[i], _call, s, "labels_host")
+            labels = np.concatenate(run.gather([run.call(home_of_shard[i], s, ss[i], "labels_host")
                                                 for i, s in enumerate(shards)]))
         info["bytes_to_coordinator"] = run.bytes_in
         info["bytes_from_coordinator"] = run.bytes_out
         info["dashboard"] = handle.dashboard
+        worker_backend = run.gather([run.submit(0, _backend_of, est.backend)])[0]
         info["workers"] = W
         del shards, homes
     secs["total"] = time.perf_counter() - t_all
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info)
+                             info, schema, worker_backend)
 
 
 def _validate(est, sample: pd.DataFrame, n_total: int):

@@ -13,6 +13,8 @@ as first argument; they return host arrays only.
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 
 from kernels.segmented import group_starts, segment_reduce
@@ -31,6 +33,7 @@ class Shard:
 
     def __init__(self, index: int, offset: int, frame, backend):
         self.index, self.offset, self.frame, self.backend = index, int(offset), frame, backend
+        self.serial = uuid.uuid4().hex  # a shard rebuilt after its worker died gets another
         self.n = int(len(frame))
         self.xp = _xp(backend)
         self.keys = self.sa = self.target = self.blocks = None
@@ -281,6 +284,7 @@ class Home:
 
     def __init__(self, index: int, pieces, backend):
         self.index, self.backend = index, backend
+        self.serial = uuid.uuid4().hex
         xp = self.xp = _xp(backend)
         pieces = sorted(pieces, key=lambda p: p["source"])  # shards hold consecutive global rows
         self.received_bytes = int(sum(p["nbytes"] for p in pieces))

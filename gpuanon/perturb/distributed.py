@@ -25,7 +25,7 @@ import pickle
 import time
 from typing import Any, Sequence
 
-from ..distributed.cluster import make_client
+from ..distributed.cluster import make_client, worker_addresses
 from ..errors import BackendError, InputError
 from .distpab import (DISTPAB, PerturbParams, Stats, _frame_matrix, _is_frame, local_stats,
                       perturb_entity, validate_frame)
@@ -136,7 +136,7 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
         dlog.setLevel(max(logging.WARNING, dlog.getEffectiveLevel()))  # our own cluster's start/stop chatter
         client, cl = make_client(n_workers or min(k, 2), cluster=cluster)
     try:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = worker_addresses(client)
         if not workers:
             raise BackendError("the Dask cluster has no workers")
         where = [workers[i % len(workers)] for i in range(k)]
