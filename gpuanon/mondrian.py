@@ -99,6 +99,11 @@ class Mondrian(BaseEstimator):
         candidate with the smallest entropy-coefficient loss).
     optimize : bool
         The optimization step: tuples occurring at least k times keep their original values.
+    cluster : None, str or distributed.Client
+        Run on a Dask cluster (:mod:`gpuanon.distributed`): ``'local:N'``, ``'cuda:N'``, a
+        scheduler address ``'tcp://host:8786'`` or a client. The partitions, output and
+        verification are those of one process; ``fit`` then runs the whole pipeline and
+        ``transform`` returns its output.
 
     Attributes
     ----------
@@ -120,7 +125,8 @@ class Mondrian(BaseEstimator):
                  target=None, identifiers=None, numeric=None, categorical=None,
                  sensitive_ordered: bool | None = None, mode: str = "strict",
                  output_format: str = "range", max_suppression: float = 0.01, backend: str | None = None,
-                 progress: bool = True, hierarchies=None, rho=None, optimize: bool = False):
+                 progress: bool = True, hierarchies=None, rho=None, optimize: bool = False,
+                 cluster=None):
         self.k, self.l, self.t = k, l, t
         self.l_kind, self.c, self.t_distance = l_kind, c, t_distance
         self.quasi_identifiers, self.sensitive, self.target = quasi_identifiers, sensitive, target
@@ -129,6 +135,7 @@ class Mondrian(BaseEstimator):
         self.mode, self.output_format, self.max_suppression = mode, output_format, max_suppression
         self.backend, self.progress = backend, progress
         self.hierarchies, self.rho, self.optimize = hierarchies, rho, optimize
+        self.cluster = cluster
 
     # ------------------------------------------------------------------ validation
     def _validate(self, df: pd.DataFrame) -> Schema:
@@ -183,6 +190,11 @@ class Mondrian(BaseEstimator):
 
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
+        self._cluster_output = None
+        if self.cluster is not None:  # scale-out on Dask: gpuanon.distributed runs the whole pipeline
+            from .distributed.estimator import fit_on_cluster  # noqa: PLC0415
+
+            return fit_on_cluster(self, df)
         schema = self._validate(df)
         plan = self.hierarchy_plan(df, schema)
         be = get_backend(self.backend, n_rows=len(df))
@@ -370,6 +382,8 @@ class Mondrian(BaseEstimator):
         """
         if getattr(self, "_labels", None) is None:
             raise RuntimeError("call fit() before transform()")
+        if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
+            return self._cluster_output
         self._check_frame(df)
         with count_transfers(log_=self._transfers):
             out, res = self.run_stages(df, build_output=True)
