@@ -233,17 +233,22 @@ class Shard:
         by_col = {c.name: c for c in columns}
         new = {}
         for name in (pieces[0][1] if pieces else {}):
-            vals = np.concatenate([p[1][name] for p in pieces])[order]
+            kind = pieces[0][1][name][0]
+            if kind == "text":  # each home's codes into its own dictionary: one dictionary here
+                cats = pd.api.types.union_categoricals(
+                    [pd.Categorical.from_codes(p[1][name][1], categories=pd.Index(p[1][name][2], dtype=object),
+                                               validate=False) for p in pieces], ignore_order=True)
+                new[name] = cats[order] if len(order) else cats
+                continue
+            vals = np.concatenate([p[1][name][1] for p in pieces])[order]
             base = name[:-4] if name.endswith(("_min", "_max")) and name[:-4] in by_col else name
             col = by_col.get(base)
             if fmt == "minmax" and col is not None and col.kind == "numeric":
                 src = df[base].dtype
                 dt = src if col.n_missing == 0 and (col.integer or src == np.float32) else np.float64
                 new[name] = vals.astype(dt)
-            elif fmt == "mean" and col is not None and col.kind == "numeric":
-                new[name] = vals.astype(np.float64)
             else:
-                new[name] = pd.Categorical(vals)
+                new[name] = vals.astype(np.float64)
         drop = set(identifiers or ())
         qi = set(qis)
         frames = {}
@@ -391,7 +396,15 @@ class Home:
                 v = np.where(cnt > 1, cnt / dom, 0.0)
             ncp[col.name] = float((v * out["sizes"]).sum())
         out["ncp_sum"] = ncp
-        self.values = class_values(cs, fmt)
+        import pandas as pd  # noqa: PLC0415
+
+        self.values = {}
+        for name, v in class_values(cs, fmt).items():  # text: a dictionary and a code per class
+            if v.dtype == object:
+                codes, uniq = pd.factorize(pd.Series(v, dtype=object), use_na_sentinel=True)
+                self.values[name] = ("text", codes.astype(np.int32), np.asarray(uniq, dtype=object))
+            else:
+                self.values[name] = ("number", v, None)
         self.row_pos = to_host(cs.row_pos)
         return out
 
@@ -401,4 +414,4 @@ class Home:
         xp = self.xp
         a = int(xp.searchsorted(self.gidx, xp.asarray(lo, dtype=xp.int64)))
         pos = self.row_pos[a:a + gi.shape[0]]
-        return gi, {c: v[pos] for c, v in self.values.items()}
+        return gi, {c: (kind, v[pos], uniq) for c, (kind, v, uniq) in self.values.items()}
