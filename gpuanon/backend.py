@@ -266,6 +266,91 @@ def gpu_usable() -> bool:
     return gpu_status()[0]
 
 
+# ---------------------------------------------------------------------------------------------
+# cuDF frames: read, built and written on the device; every trip to the host counted
+# ---------------------------------------------------------------------------------------------
+
+def is_device_frame(obj: Any) -> bool:
+    """True for a cuDF DataFrame or Series (without importing cuDF)."""
+    return type(obj).__module__.split(".")[0] == "cudf"
+
+
+def cudf_module() -> ModuleType | None:
+    """cuDF when it is installed and a GPU is usable, else None."""
+    if not gpu_usable():
+        return None
+    try:
+        import cudf  # noqa: PLC0415
+    except Exception:
+        return None
+    return cudf
+
+
+def frame_to_host(df: Any):
+    """A pandas copy of a cuDF frame (counted: the frame's bytes); a pandas frame is returned as is."""
+    if not is_device_frame(df):
+        return df
+    _count("to_host", _Sized(int(df.memory_usage(deep=True).sum())), True)
+    return df.to_pandas()
+
+
+def frame_to_device(df: Any):
+    """A cuDF copy of a pandas frame (counted); a cuDF frame is returned as is."""
+    if is_device_frame(df):
+        return df
+    cudf = cudf_module()
+    if cudf is None:
+        raise BackendError("a cuDF frame was asked for but cuDF is not usable here; install the gpu-cu12 or "
+                           "gpu-cu13 extra on a machine with a GPU, or pass a pandas DataFrame")
+    _count("to_device", _Sized(int(df.memory_usage(deep=True).sum())), True)
+    return cudf.DataFrame.from_pandas(df)
+
+
+def frame_to_arrow(df: Any):
+    """A pyarrow Table of a cuDF frame (counted: the frame's bytes come to the host)."""
+    _count("to_host", _Sized(int(df.memory_usage(deep=True).sum())), True)
+    return df.to_arrow(preserve_index=False)
+
+
+class _Sized:
+    """A byte count for the transfer log (frames are not arrays)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def device_column(values, categories=None):
+    """A cuDF Series from a CuPy array, no host trip; with ``categories`` (a host list or Index,
+    one entry per class-level value) ``values`` are int32 codes (-1: missing) of a categorical."""
+    cudf = cudf_module()
+    if cudf is None:
+        raise BackendError("building a cuDF column needs cuDF and a usable GPU")
+    if categories is None:
+        return cudf.Series(values)
+    import pandas as pd  # noqa: PLC0415
+
+    cats = pd.Index(categories, dtype=object)
+    _count("to_device", _Sized(int(cats.memory_usage(deep=True))), True)
+    proto = pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=cats, validate=False)
+    return cudf.Series.from_categorical(proto, codes=values)
+
+
+def device_frame(columns: dict):
+    """A cuDF DataFrame from cuDF Series (column order kept)."""
+    cudf = cudf_module()
+    if cudf is None:
+        raise BackendError("building a cuDF frame needs cuDF and a usable GPU")
+    return cudf.DataFrame({name: col.reset_index(drop=True) for name, col in columns.items()})
+
+
+def read_parquet_device(path) -> Any:
+    """``cudf.read_parquet``: the file is read straight into device memory."""
+    cudf = cudf_module()
+    if cudf is None:
+        raise BackendError("reading Parquet on the device needs cuDF and a usable GPU")
+    return cudf.read_parquet(path)
+
+
 def _frame_module(gpu: bool) -> ModuleType:
     import pandas  # noqa: PLC0415
 

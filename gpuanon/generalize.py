@@ -21,10 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import group_starts, segment_reduce
 
-from .backend import stage, to_host
+from .backend import device_column, device_frame, is_device_frame, stage, to_device, to_host
 from .cells import is_missing, needs_escape, range_texts, set_text
 from .encoding import Table
 
@@ -104,9 +105,7 @@ class ClassStats:
 
         def f():
             lo, hi = self.code_minmax(j)
-            a, b = lv[lo], lv[hi]
-            level = xp.argmax(a == b, axis=1)
-            return a[xp.arange(a.shape[0]), level], level
+            return lowest_common_node(lv, lo, hi, xp)
         if code_levels is not None:
             return f()
         return self._memo(("nodes", j, id(lv)), f)
@@ -202,76 +201,128 @@ def _categorical(class_values: np.ndarray, row_pos: np.ndarray) -> pd.Categorica
 
 def class_values(cs: ClassStats, fmt: str) -> dict:
     """Per-class output values of every QI (host arrays): ``{output column: values per class}``."""
-    table = cs.table
     out: dict[str, np.ndarray] = {}
-    for j, col in enumerate(table.columns):
-        if col.kind == "categorical" and col.hierarchy is not None:
-            node, level = (to_host(a) for a in cs.hierarchy_nodes(j))
-            h = col.hierarchy
-            text = h.labels_of(node)
-            leaf = level == 0  # a single value stays the original value (with its type)
-            if leaf.any():
-                leaf_value = np.empty(h.n_nodes, dtype=object)
-                cats = np.empty(len(col.categories), dtype=object)
-                cats[:] = [set_text([v]) if needs_escape(v) else v for v in col.categories]
-                leaf_value[to_host(col.code_levels[:, 0])] = cats
-                text[leaf] = leaf_value[node[leaf]]
-            out[col.name] = text
-        elif col.kind == "categorical":
-            out[col.name] = _mask_texts(to_host(cs.category_masks(j)), col.categories)
+    for j, col in enumerate(cs.table.columns):
+        if col.kind == "categorical" or fmt == "range":
+            out[col.name] = class_texts(cs, j, fmt)
         elif fmt == "mean":
             out[col.name] = to_host(cs.numeric_mean(j))
         else:
             lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
-            if fmt == "minmax":
-                out[col.name + "_min"], out[col.name + "_max"] = lo, hi
-            else:
-                out[col.name] = range_texts(lo, hi, col.integer)
+            out[col.name + "_min"], out[col.name + "_max"] = lo, hi
     return out
 
 
-def generalize(df: pd.DataFrame, table: Table, labels, n_classes: int, fmt: str, identifiers=(),
-               stats: ClassStats | None = None) -> pd.DataFrame:
-    """The anonymized frame: kept rows in input order, QIs generalized per class."""
+class _HostColumns:
+    """Output columns as pandas objects: per-class values come to the host once and are gathered
+    there by each row's class (text as a ``Categorical`` whose codes index the classes' texts)."""
+
+    def __init__(self, cs: ClassStats, n_rows_in: int):
+        row_pos = to_host(cs.row_pos)
+        self.row_pos = row_pos.astype(np.int32) if cs.n < 2**31 - 1 else row_pos  # half the index to gather
+        self.kept = to_host(cs.kept) if cs.n_kept != n_rows_in else None
+
+    def text(self, class_texts: np.ndarray):
+        return _categorical(class_texts, self.row_pos)
+
+    def values(self, per_class, dtype):
+        return to_host(per_class).astype(dtype)[self.row_pos]
+
+    def passthrough(self, series):
+        return (series.take(self.kept) if self.kept is not None else series).reset_index(drop=True)
+
+    def frame(self, columns: dict):
+        return pd.DataFrame(columns, columns=list(columns), copy=False)
+
+
+class _DeviceColumns:
+    """Output columns as cuDF objects built on the device: per-class values are gathered by each
+    row's class where they are; only the classes' texts (one per distinct cell) go up."""
+
+    def __init__(self, cs: ClassStats, n_rows_in: int):
+        self.cs = cs
+        self.xp = cs.xp
+        self.kept = cs.kept if cs.n_kept != n_rows_in else None
+
+    def text(self, class_texts: np.ndarray):
+        codes, uniq = pd.factorize(pd.Series(class_texts, dtype=object), use_na_sentinel=True)
+        row_codes = to_device(codes.astype(np.int32), self.xp)[self.cs.row_pos]
+        return device_column(row_codes, categories=uniq)
+
+    def values(self, per_class, dtype):
+        return device_column(per_class.astype(dtype)[self.cs.row_pos])
+
+    def passthrough(self, series):
+        return (series.take(self.kept) if self.kept is not None else series).reset_index(drop=True)
+
+    def frame(self, columns: dict):
+        return device_frame(columns)
+
+
+def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
+    """The published text of every class on QI ``j`` (host, one entry per class)."""
+    col = cs.table.columns[j]
+    if col.kind == "categorical" and col.hierarchy is not None:
+        node, level = (to_host(a) for a in cs.hierarchy_nodes(j))
+        h = col.hierarchy
+        text = h.labels_of(node)
+        leaf = level == 0  # a single value stays the original value (with its type)
+        if leaf.any():
+            leaf_value = np.empty(h.n_nodes, dtype=object)
+            cats = np.empty(len(col.categories), dtype=object)
+            cats[:] = [set_text([v]) if needs_escape(v) else v for v in col.categories]
+            leaf_value[to_host(col.code_levels[:, 0])] = cats
+            text[leaf] = leaf_value[node[leaf]]
+        return text
+    if col.kind == "categorical":
+        return _mask_texts(to_host(cs.category_masks(j)), col.categories)
+    lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
+    return range_texts(lo, hi, col.integer)
+
+
+def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(),
+               stats: ClassStats | None = None):
+    """The anonymized frame: kept rows in input order, QIs generalized per class.
+
+    A pandas input gives a pandas output; a cuDF input (on the GPU backend) gives a cuDF output
+    built on the device: the ``minmax`` / ``mean`` columns never leave it, text columns send one
+    text per distinct cell up, and the other columns are gathered from the input where it is.
+    """
     if fmt not in FORMATS:
         raise ValueError(f"format '{fmt}' is not one of {', '.join(FORMATS)}")
     cs = stats if stats is not None else ClassStats(table, labels, n_classes)
-    with stage("output"):
-        vals = class_values(cs, fmt)
-        row_pos = to_host(cs.row_pos)
-        if cs.n < 2**31 - 1:
-            row_pos = row_pos.astype(np.int32)  # half the index for the gathers below
-        kept_host = to_host(cs.kept) if cs.n_kept != len(df) else None
     drop = set(c for c in identifiers if c in df.columns)
-    new_cols: dict[str, object] = {}
-    for col in table.columns:
-        if col.kind == "categorical" or fmt == "range":
-            new_cols[col.name] = _categorical(vals[col.name], row_pos)
-        elif fmt == "mean":
-            new_cols[col.name] = vals[col.name][row_pos]
-        else:
-            src_dtype = df[col.name].dtype
-            if col.n_missing == 0 and (col.integer or src_dtype == np.float32):
-                dt = src_dtype  # keep int / float32 columns as they are
+    frames: dict[str, object] = {}
+    with stage("output"):
+        build = _DeviceColumns(cs, len(df)) if is_device_frame(df) else _HostColumns(cs, len(df))
+        new_cols: dict[str, object] = {}
+        for j, col in enumerate(table.columns):
+            if col.kind == "categorical" or fmt == "range":
+                new_cols[col.name] = build.text(class_texts(cs, j, fmt))
+            elif fmt == "mean":
+                new_cols[col.name] = build.values(cs.numeric_mean(j), np.float64)
             else:
-                dt = np.float64
-            new_cols[col.name + "_min"] = vals[col.name + "_min"].astype(dt)[row_pos]
-            new_cols[col.name + "_max"] = vals[col.name + "_max"].astype(dt)[row_pos]
-    # assemble in the input's column order (minmax pairs at their column's place), no copies
-    qi = set(table.qi_names)
-    frames = {}
-    for c in df.columns:
-        if c in drop:
-            continue
-        if c in new_cols:
-            frames[c] = new_cols[c]
-        elif c in qi and c + "_min" in new_cols:
-            frames[c + "_min"] = new_cols[c + "_min"]
-            frames[c + "_max"] = new_cols[c + "_max"]
-        else:
-            s = df[c]
-            frames[c] = (s.take(kept_host) if kept_host is not None else s).reset_index(drop=True)
-    return pd.DataFrame(frames, columns=list(frames), copy=False)
+                src_dtype = df[col.name].dtype
+                if col.n_missing == 0 and (col.integer or src_dtype == np.float32):
+                    dt = src_dtype  # keep int / float32 columns as they are
+                else:
+                    dt = np.float64
+                lo, hi = cs.numeric_minmax(j)
+                new_cols[col.name + "_min"] = build.values(lo, dt)
+                new_cols[col.name + "_max"] = build.values(hi, dt)
+        # assemble in the input's column order (minmax pairs at their column's place), no copies
+        qi = set(table.qi_names)
+        for c in df.columns:
+            if c in drop:
+                continue
+            if c in new_cols:
+                frames[c] = new_cols[c]
+            elif c in qi and c + "_min" in new_cols:
+                frames[c + "_min"] = new_cols[c + "_min"]
+                frames[c + "_max"] = new_cols[c + "_max"]
+            else:
+                frames[c] = build.passthrough(df[c])
+        return build.frame(frames)
 
 
 def output_qi_columns(qi_names, fmt: str, kinds: dict) -> list[str]:

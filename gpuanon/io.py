@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .backend import frame_to_arrow, frame_to_host, is_device_frame
 from .errors import InputError
 
 OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")
@@ -76,17 +77,27 @@ def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_table(df: pd.DataFrame, path: str | os.PathLike, metadata: dict | None = None) -> None:
-    """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) atomically."""
+def write_table(df, path: str | os.PathLike, metadata: dict | None = None) -> None:
+    """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) atomically.
+
+    ``df`` is a pandas or a cuDF frame. A cuDF frame's Parquet file is written from its Arrow
+    form (one counted copy of the output columns, dictionary columns kept as such); its plain
+    CSV by cuDF's device writer.
+    """
     kind = output_kind(path)
+    gz = str(path).lower().endswith(".gz")
+    device = is_device_frame(df)
     with atomic_path(path) as tmp:
         if kind == "csv":
-            df.to_csv(tmp, index=False, compression="gzip" if str(path).lower().endswith(".gz") else None)
+            if device and not gz:
+                df.to_csv(tmp, index=False)
+            else:
+                frame_to_host(df).to_csv(tmp, index=False, compression="gzip" if gz else None)
         else:
             import pyarrow as pa  # noqa: PLC0415
             import pyarrow.parquet as pq  # noqa: PLC0415
 
-            tbl = pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
+            tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
             if metadata:
                 meta = dict(tbl.schema.metadata or {})
                 meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()

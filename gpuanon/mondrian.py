@@ -31,7 +31,8 @@ from kernels.mondrian import mondrian_partition
 
 from . import metrics as metrics_mod
 from . import verify as verify_mod
-from .backend import TransferLog, count_transfers, get_backend, stage, synchronize, to_device, to_host
+from .backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
+                      stage, synchronize, to_device, to_host)
 from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
 from .encoding import Table, encode, kernel_specs
 from .errors import PrivacyError, SchemaError, VerificationError
@@ -189,21 +190,31 @@ class Mondrian(BaseEstimator):
         return hierarchy_plan(self.hierarchies, self.rho, df, schema)
 
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
-        """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``."""
+        """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``.
+
+        ``df`` is a pandas or a cuDF DataFrame; a cuDF frame is validated and encoded from one
+        counted copy on the host (stage ``input``), and ``transform`` returns a cuDF frame built
+        on the device.
+        """
         self._cluster_output = None
         if self.cluster is not None:  # scale-out on Dask: gpuanon.distributed runs the whole pipeline
             from .distributed.estimator import fit_on_cluster  # noqa: PLC0415
 
             return fit_on_cluster(self, df)
-        schema = self._validate(df)
-        plan = self.hierarchy_plan(df, schema)
-        be = get_backend(self.backend, n_rows=len(df))
-        self._transfers = TransferLog(simulate=not be.is_gpu)
+        self._transfers = TransferLog(simulate=False)
+        host = df
+        if is_device_frame(df):
+            with count_transfers(log_=self._transfers), stage("input"):
+                host = frame_to_host(df)
+        schema = self._validate(host)
+        plan = self.hierarchy_plan(host, schema)
+        be = get_backend(self.backend, n_rows=len(host))
+        self._transfers.simulate = not be.is_gpu
         self._fitted_frame = weakref.ref(df)
         t1 = time.perf_counter()
         orders = leaf_orders(plan)
         with count_transfers(log_=self._transfers), self._stage("encode"):
-            table = encode(df, schema, be.xp, orders=orders)
+            table = encode(host, schema, be.xp, orders=orders)
         return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
                                 _log=self._transfers)
 
@@ -385,10 +396,21 @@ class Mondrian(BaseEstimator):
         if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
             return self._cluster_output
         self._check_frame(df)
+        on_device = is_device_frame(df)
         with count_transfers(log_=self._transfers):
-            out, res = self.run_stages(df, build_output=True)
+            src = df
+            if on_device and not self.backend_.is_gpu:  # a cuDF frame on the CPU backend
+                with stage("input"):
+                    src = frame_to_host(df)
+            out, res = self.run_stages(src, build_output=True)
+            if on_device and not is_device_frame(out):
+                with stage("output"):
+                    out = frame_to_device(out)
         self.report_ = self._report(df, out, res)
-        out.attrs["gpuanon"] = {"encoding": self.table_.encoding_metadata(), "format": self.output_format}
+        #: what a written output file carries beside its rows (the encoding and the cell format)
+        self.output_metadata_ = {"encoding": self.table_.encoding_metadata(), "format": self.output_format}
+        if not is_device_frame(out):
+            out.attrs["gpuanon"] = self.output_metadata_
         return out
 
     def run_stages(self, df: pd.DataFrame | None, *, build_output: bool = True, fmt: str | None = None):
@@ -420,7 +442,7 @@ class Mondrian(BaseEstimator):
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
         t1 = time.perf_counter()
         with self._stage("metrics"):
-            summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_)
+            summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_, stats=cs)
             self.metrics_ = metrics_mod.compute_metrics(summary, k=int(self.k))
         self._timings["metrics"] = time.perf_counter() - t1
         return out, res
@@ -442,8 +464,9 @@ class Mondrian(BaseEstimator):
                                         sensitive=str(schema.sensitive), xp=xp, **kw)
         if res.ok and out is not None and len(out) <= self.TEXT_CHECK_ROWS:
             qcols = output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds)
-            reference = df[schema.sensitive] if schema.sensitive is not None else None
-            text = verify_mod.verify(out, qcols, schema.sensitive, reference=reference,
+            s = schema.sensitive
+            reference = frame_to_host(df[[s]])[s] if s is not None else None
+            text = verify_mod.verify(frame_to_host(out), qcols, schema.sensitive, reference=reference,
                                      sensitive_ordered=schema.sensitive_ordered, **kw)
             if (text.n_classes, text.k) != (res.n_classes, res.k):
                 text.failures.append(f"the published text has {text.n_classes} classes (smallest {text.k}) but "

@@ -100,3 +100,16 @@ def test_estimator_reports_its_backend(monkeypatch):
     m.fit_transform(df)
     assert m.backend_.name == "cpu" and m.report_["backend"] == "cpu"
     assert m.report_["backend_reason"] == "cpu requested"
+
+
+def test_frames_on_a_machine_without_cudf():
+    import pandas as pd
+
+    from gpuanon import backend as B
+    from gpuanon.errors import BackendError
+
+    df = pd.DataFrame({"a": [1, 2]})
+    assert not B.is_device_frame(df) and B.frame_to_host(df) is df
+    if B.cudf_module() is None:
+        with pytest.raises(BackendError, match="cuDF is not usable"):
+            B.frame_to_device(df)

@@ -49,8 +49,12 @@ def hierarchy_spec(args):
     return spec or None
 
 
-def read_input(args):
-    """``(frame, roles, source)`` from the input file or ``--dataset``, with ``--target-expr`` applied."""
+def read_input(args, device_ok: bool = False):
+    """``(frame, roles, source)`` from the input file or ``--dataset``, with ``--target-expr`` applied.
+
+    ``device_ok``: a Parquet file read by cuDF (GPU backend) stays a cuDF frame on the device
+    (``gpuanon anonymize``); otherwise every frame is a pandas frame.
+    """
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
 
     inp, ds = args.input, args.dataset
@@ -68,10 +72,14 @@ def read_input(args):
         from ..backend import get_backend  # noqa: PLC0415
 
         be = get_backend(backend, quiet=True)
-        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's reader, then a host frame
+        if be.is_gpu and be.frame.__name__ == "cudf":  # cuDF's reader: the file goes straight to the device
+            from ..backend import frame_to_host, read_parquet_device  # noqa: PLC0415
+
             try:
-                df = be.frame.read_parquet(inp).to_pandas()
+                df = read_parquet_device(inp)
                 if not df.columns.duplicated().any():
+                    if not device_ok or getattr(args, "target_expr", None):
+                        df = frame_to_host(df)  # one counted copy for commands that work on the host
                     return with_target_expr(df, {}, args) + (str(inp),)
             except Exception as exc:  # fall back to pandas, which gives the usual clear errors
                 log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
@@ -418,9 +419,7 @@ class HierarchyScorer:
         lo, hi, full, _ = self._column(j)
         leaf = np.asarray(hierarchy.leaf_codes(col.categories))
         lv = to_device(np.ascontiguousarray(hierarchy.levels[leaf]), xp)  # node of every code at every level
-        a, b = lv[lo], lv[hi]
-        level = xp.argmax(a == b, axis=1)
-        node = a[xp.arange(a.shape[0]), level]
+        node, level = lowest_common_node(lv, lo, hi, xp)
         q = hierarchy_joint(lv, node, level, full, self.thist, int(hierarchy.n_nodes), xp)
         if self._any_suppressed:
             q = q + suppressed_joint(full.astype(xp.float64), self.tsup)
