@@ -249,7 +249,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None)
 
     xp = table.xp
     if stats is None:
-        labels = xp.asarray(labels)
+        labels = to_device(labels, xp)
         if n_classes is None:
             n_classes = int(to_scalar(labels.max())) + 1 if labels.shape[0] else 0
         stats = ClassStats(table, labels, max(int(n_classes), 0))
@@ -382,7 +382,7 @@ class HierarchyScorer:
         xp = table.xp
         self.table, self.xp = table, xp
         if stats is None:
-            labels = xp.asarray(labels)
+            labels = to_device(labels, xp)
             n_classes = int(to_scalar(labels.max())) + 1 if labels.shape[0] else 0
             stats = ClassStats(table, labels, max(n_classes, 0))
         self.stats = stats
