@@ -93,6 +93,8 @@ CASES = {
     "entropy-l": dict(k=4, l=3, l_kind="entropy", sensitive="occupation"),
     "relaxed": dict(k=6, mode="relaxed"),
     "minmax": dict(k=5, output_format="minmax"),
+    "mean": dict(k=5, output_format="mean"),
+    "recursive-l": dict(k=5, l=2, l_kind="recursive", c=3.0, sensitive="occupation"),
 }
 
 

@@ -138,11 +138,13 @@ class ClusterHandle:
 
 
 @contextmanager
-def open_cluster(spec, *, backend: str | None = None, processes: bool = False, quiet_logs: bool = True):
+def open_cluster(spec, *, backend: str | None = None, processes: bool = False, quiet_logs: bool = True,
+                 connect_timeout: float = 20.0):
     """Yield a :class:`ClusterHandle` for ``spec`` (see the module's docstring); close what it started.
 
     ``backend`` decides what ``local:N`` means: with the GPU backend (``gpu``, or ``auto`` where
-    a GPU is usable) a ``LocalCUDACluster``. The dashboard's address is logged.
+    a GPU is usable) a ``LocalCUDACluster``. A scheduler address is given ``connect_timeout``
+    seconds to answer. The dashboard's address is logged.
     """
     dist = _distributed()
     dlog = logging.getLogger("distributed")
@@ -160,7 +162,7 @@ def open_cluster(spec, *, backend: str | None = None, processes: bool = False, q
             dlog.setLevel(max(logging.WARNING, dlog.getEffectiveLevel()))
         if kind == "address":
             try:
-                client = dist.Client(spec, timeout="20s")
+                client = dist.Client(spec, timeout=f"{float(connect_timeout)}s")
             except OSError as exc:
                 raise BackendError(f"cannot reach the Dask scheduler at {spec} ({exc}); start it with "
                                    f"'dask scheduler' and check the address, or use --cluster local:N") from None

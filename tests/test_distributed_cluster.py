@@ -1,0 +1,44 @@
+"""The cluster helpers shared by DISTPAB and distributed Mondrian."""
+
+import warnings
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from gpuanon.distributed import open_cluster, parse_cluster  # noqa: E402
+from gpuanon.distributed.cluster import worker_addresses  # noqa: E402
+from gpuanon.errors import BackendError, InputError  # noqa: E402
+
+
+@pytest.mark.parametrize("spec,want", [("local:3", ("local", 3)), ("LOCAL", ("local", None)),
+                                       ("cuda:2", ("cuda", 2)), ("tcp://10.0.0.5:8786", ("address", None)),
+                                       ("tls://sched:8786", ("address", None))])
+def test_parse_cluster(spec, want):
+    assert parse_cluster(spec) == want
+
+
+@pytest.mark.parametrize("spec,msg", [("local:x", "whole number"), ("local:0", "whole number"),
+                                      ("yarn:3", "not understood"), ("", "local:N"), (3, "local:N")])
+def test_parse_cluster_errors(spec, msg):
+    with pytest.raises(InputError, match=msg):
+        parse_cluster(spec)
+
+
+def test_local_cluster_and_an_existing_client(caplog):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with caplog.at_level("INFO", logger="gpuanon"), open_cluster("local:3", backend="cpu") as h:
+            assert len(h.workers) == 3 and h.owned
+            assert h.workers == worker_addresses(h.client)
+            with open_cluster(h.client) as inner:  # a client handed in is used, never closed
+                assert inner.workers == h.workers and not inner.owned
+            assert h.client.status == "running"
+        assert h.client.status == "closed"
+    assert any("dask: LocalCluster (3 CPU workers), 3 worker(s)" in r.message for r in caplog.records)
+
+
+def test_unreachable_scheduler_is_a_clear_error():
+    with pytest.raises(BackendError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        with open_cluster("tcp://127.0.0.1:9", connect_timeout=1):
+            pass
