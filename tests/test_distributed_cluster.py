@@ -1,5 +1,6 @@
 """The cluster helpers shared by DISTPAB and distributed Mondrian."""
 
+import logging
 import warnings
 
 import pytest
@@ -25,17 +26,33 @@ def test_parse_cluster_errors(spec, msg):
         parse_cluster(spec)
 
 
-def test_local_cluster_and_an_existing_client(caplog):
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_local_cluster_and_an_existing_client():
+    got = _Lines()
+    lg = logging.getLogger("gpuanon")
+    old = lg.level
+    lg.addHandler(got)
+    lg.setLevel(logging.INFO)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with caplog.at_level("INFO", logger="gpuanon"), open_cluster("local:3", backend="cpu") as h:
+        with open_cluster("local:3", backend="cpu") as h:
             assert len(h.workers) == 3 and h.owned
             assert h.workers == worker_addresses(h.client)
             with open_cluster(h.client) as inner:  # a client handed in is used, never closed
                 assert inner.workers == h.workers and not inner.owned
             assert h.client.status == "running"
         assert h.client.status == "closed"
-    assert any("dask: LocalCluster (3 CPU workers), 3 worker(s)" in r.message for r in caplog.records)
+    lg.removeHandler(got)
+    lg.setLevel(old)
+    assert any("dask: LocalCluster (3 CPU workers), 3 worker(s)" in line for line in got.lines)
 
 
 def test_unreachable_scheduler_is_a_clear_error():
