@@ -566,10 +566,13 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         # ------------------------------------------------ output, written by the shards' workers
         t0 = time.perf_counter()
         run.stage = "writing the output"
-        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
-                      for d, h in enumerate(homes) for i in range(S)}
-        tmp = None
+        output = None
         files = []
+        # without an output directory nor gather: verified, nothing to write nor to bring back
+        sources_out = [] if out_dir is None and not gather else list(range(S))
+        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+                      for d, h in enumerate(homes) for i in sources_out}
+        tmp = None
         if out_dir is not None:
             parent = os.path.dirname(os.path.abspath(out_dir))
             tmp = os.path.join(parent, f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
@@ -579,9 +582,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             wfuts = [run.submit(home_of_shard[i], _write, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
                                 enc.columns, fmt, schema.identifiers,
                                 None if tmp is None else os.path.join(tmp, files[i]))
-                     for i, s in enumerate(shards)]
+                     for i, s in enumerate(shards) if i in sources_out]
             written = run.gather(wfuts)
-            output = None
             if out_dir is not None:
                 if os.path.exists(out_dir):
                     shutil.rmtree(out_dir)
