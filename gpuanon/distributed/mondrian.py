@@ -420,7 +420,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                                         [n_cat[j] for j in cat_cols]) for i, s in enumerate(shards)])
             mn = np.minimum.reduce([x[0] for x in st])
             mx = np.maximum.reduce([x[1] for x in st])
-            pres = {j: np.logical_or.reduce([x[3][j] for x in st]) for j in cat_cols}
+            pres = {j: np.logical_or.reduce([x[2][j] for x in st]) for j in cat_cols}
             del st
             K_rep, m_rep = _representative_rows(mn, mx, pres, kinds)
             span = np.asarray(partition_spans(K_rep, m_rep, col_info=col_info, n_categories=n_cat,

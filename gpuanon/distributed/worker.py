@@ -82,21 +82,19 @@ class Shard:
         return self._level
 
     def level_stats(self, P: int, cat_cols, n_cats):
-        """Chunk: per partition, every column's smallest and largest key, the categorical codes
-        present, and the smallest global row index."""
+        """Chunk: per partition, every column's smallest and largest key and the categorical codes
+        present (the span's inputs)."""
         xp = self.xp
         rows, starts, ids = self._segments()
         d = self.keys.shape[0]
         mn = np.full((d, P), _U32_MAX, dtype=np.uint32)
         mx = np.zeros((d, P), dtype=np.uint32)
-        first = np.full(P, np.iinfo(np.int64).max, dtype=np.int64)
         pres = {}
         if rows.shape[0]:
             K = self.keys[:, rows]
             ih = to_host(ids)
             mn[:, ih] = to_host(segment_reduce("minimum", K, starts, xp, axis=1))
             mx[:, ih] = to_host(segment_reduce("maximum", K, starts, xp, axis=1))
-            first[ih] = to_host(segment_reduce("minimum", self.gidx[rows], starts, xp, axis=0))
             sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
             loc = xp.repeat(ids, sizes)
             for j, nc in zip(cat_cols, n_cats):  # a loop over categorical columns
@@ -105,7 +103,7 @@ class Shard:
         else:
             for j, nc in zip(cat_cols, n_cats):
                 pres[j] = np.zeros((P, nc), dtype=bool)
-        return mn, mx, first, pres
+        return mn, mx, pres
 
     def _pending_rows(self, token, pend):
         """Rows of the pending partitions and each one's index into ``pend`` (kept per attempt)."""
