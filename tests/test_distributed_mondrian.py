@@ -17,7 +17,7 @@ from gpuanon.distributed import make_client  # noqa: E402
 from gpuanon.distributed.encode import combine_profiles, encode_shard, profile_shard  # noqa: E402
 from gpuanon.distributed.mondrian import _radix_select, run_distributed  # noqa: E402
 from gpuanon.encoding import encode  # noqa: E402
-from gpuanon.errors import BackendError, InputError  # noqa: E402
+from gpuanon.errors import BackendError, InputError, SchemaError  # noqa: E402
 from gpuanon.schema import Schema  # noqa: E402
 
 ADULT_QI = ["age", "education", "marital-status", "gender", "race", "hours-per-week"]
@@ -226,6 +226,15 @@ def test_whole_table_failing_l_is_the_same_error(clients, adult):
     with pytest.raises(type(one.value)) as dist:
         run_distributed(m, clients[2], frames=shards(adult, [2000]))
     assert str(dist.value) == str(one.value)
+
+
+def test_every_shard_is_checked_not_only_the_sample(clients, adult):
+    df = adult.copy()
+    df["hours-per-week"] = df["hours-per-week"].astype("float64")
+    df.loc[4500, "hours-per-week"] = np.inf  # far beyond the first shard's sample
+    m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False)
+    with pytest.raises(SchemaError, match="'hours-per-week' holds infinite values"):
+        run_distributed(m, clients[2], frames=shards(df, [3000]))
 
 
 def test_estimator_with_cluster(adult):

@@ -68,10 +68,19 @@ def profile_shard(df: pd.DataFrame, qis, kinds: dict, sensitive, target) -> dict
             else:
                 out["columns"][name] = {"values": s.astype(object).value_counts(dropna=False, sort=False)}
             continue
+        raw = s
         s = _numeric_series(s)
+        if raw is not s:  # the sample the schema was checked on may not have shown a bad value
+            bad = raw[s.isna() & raw.notna()]
+            if len(bad):
+                raise SchemaError(f"quasi-identifier '{name}' is declared numeric but holds non-numeric values such "
+                                  f"as {str(bad.iloc[0])!r}; declare it categorical or clean the column")
         arr = _numeric_array(s)
         miss = np.isnan(arr)
         real = arr[~miss]
+        if np.isinf(real).any():
+            raise SchemaError(f"quasi-identifier '{name}' holds infinite values; replace them (or mark them missing) "
+                              f"or declare the column categorical")
         info = {"f32": arr.dtype == np.float32, "integer": bool(pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)),
                 "n_missing": int(miss.sum()),
                 "lo": float(real.min()) if real.size else np.nan, "hi": float(real.max()) if real.size else np.nan}
