@@ -24,7 +24,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -42,10 +42,8 @@ from .schema import Schema
 class Column:
     """How one QI is encoded and decoded.
 
-    ``hierarchy`` / ``code_levels`` are set only on the columns of a table that
-    :meth:`Table.bind_hierarchies` made (new Column objects: a Column is never changed after
-    encode, save its device cache ``info_x``); ``Table.hierarchies`` holds the same bound
-    hierarchies by column name.
+    A Column is never changed after encode (save its device cache ``info_x``); hierarchies bound
+    in a fit live in that fit's ``Table.hierarchies``, by column name.
     """
 
     name: str
@@ -56,8 +54,6 @@ class Column:
     hi: float = float("nan")
     n_missing: int = 0
     integer: bool = False
-    hierarchy: Any = None  # bound columns: the gpuanon.hierarchy.Hierarchy over the categories
-    code_levels: Any = None  # bound columns: (n_categories, height + 1) node of every code at every level
     info_x: Any = None  # the same sorted values on the table's device (made once by encode)
 
     @property
@@ -135,16 +131,13 @@ class Table:
 
         ``bound`` maps a QI name to a ``gpuanon.hierarchy.ColumnHierarchy`` (``.hierarchy``,
         ``.code_levels``) and replaces whatever was bound before. Call it on a fit's own copy of
-        the table (``dataclasses.replace``): the columns are replaced by new Column objects, so a
-        table shared with other fits is never affected.
+        the table (``dataclasses.replace``): a table shared with other fits is never affected.
         """
         bound = dict(bound)
         unknown = sorted(set(bound) - {c.name for c in self.columns if c.kind == "categorical"})
         if unknown:
             raise ValueError(f"hierarchies bound to {unknown}, which are not categorical QIs of the table")
         self.hierarchies = MappingProxyType(bound)
-        self.columns = [replace(c, hierarchy=bound[c.name].hierarchy, code_levels=bound[c.name].code_levels)
-                        if c.name in bound else replace(c, hierarchy=None, code_levels=None) for c in self.columns]
 
     @property
     def n_sa(self) -> int:

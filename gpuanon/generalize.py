@@ -100,7 +100,7 @@ class ClassStats:
         Codes follow the hierarchy's leaf order, so the node covering a class covers its smallest
         and largest code: the first level where their paths meet.
         """
-        lv = self.table.columns[j].code_levels if code_levels is None else code_levels
+        lv = self.table.hierarchies[self.table.columns[j].name].code_levels if code_levels is None else code_levels
         xp = self.xp
 
         def f():
@@ -166,7 +166,7 @@ class ClassStats:
         out = []
         for j, col in enumerate(self.table.columns):
             if col.kind == "categorical":
-                if col.hierarchy is not None:
+                if col.name in self.table.hierarchies:
                     out.append(self.hierarchy_nodes(j)[0].astype(xp.uint64))
                 else:
                     out.append(self.set_ids(j))
@@ -262,16 +262,17 @@ class _DeviceColumns:
 def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
     """The published text of every class on QI ``j`` (host, one entry per class)."""
     col = cs.table.columns[j]
-    if col.kind == "categorical" and col.hierarchy is not None:
+    bound = cs.table.hierarchies.get(col.name)
+    if bound is not None:
         node, level = (to_host(a) for a in cs.hierarchy_nodes(j))
-        h = col.hierarchy
+        h = bound.hierarchy
         text = h.labels_of(node)
         leaf = level == 0  # a single value stays the original value (with its type)
         if leaf.any():
             leaf_value = np.empty(h.n_nodes, dtype=object)
             cats = np.empty(len(col.categories), dtype=object)
             cats[:] = [set_text([v]) if needs_escape(v) else v for v in col.categories]
-            leaf_value[to_host(col.code_levels[:, 0])] = cats
+            leaf_value[to_host(bound.code_levels[:, 0])] = cats
             text[leaf] = leaf_value[node[leaf]]
         return text
     if col.kind == "categorical":

@@ -215,7 +215,7 @@ def test_hierarchy_output_summary_equals_the_anonymizer_summary():
     m = Mondrian(k=5, quasi_identifiers=qis, sensitive="income", target="income", hierarchies="auto",
                  backend="cpu", progress=False)
     out = m.fit_transform(df)
-    hmap = {c.name: c.hierarchy for c in m.table_.columns if c.hierarchy is not None}
+    hmap = {name: b.hierarchy for name, b in m.table_.hierarchies.items()}
     b = compute_metrics(summary_from_output(out, df, qis, m.schema_.kinds, target="income", hierarchies=hmap), k=5)
     a = m.report_["metrics"]
     for key in ("entropy_loss", "entropy_coefficient_before", "entropy_coefficient_after"):

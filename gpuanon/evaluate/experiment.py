@@ -296,7 +296,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
         else:
             m = mondrian_for(p)
             out = m.fit_transform(train)  # verified independently before it is used
-            hmap = {c.name: c.hierarchy for c in m.table_.columns if c.hierarchy is not None}
+            hmap = {name: b.hierarchy for name, b in m.table_.hierarchies.items()}
             X_tr = space.transform_generalized(out, hmap)
             y_tr = pd.Index(classes).get_indexer(out[target])
             X_te = x_test_raw

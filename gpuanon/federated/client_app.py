@@ -95,7 +95,7 @@ def protect(cfg: dict, rows):
                  hierarchies=kw.pop("hierarchies", None), **kw)
     out = m.fit_transform(rows)
     met = mondrian_metrics(m)
-    hmap = {c.name: c.hierarchy for c in m.table_.columns if c.hierarchy is not None}
+    hmap = {name: b.hierarchy for name, b in m.table_.hierarchies.items()}
     info.update(rows=int(len(out)), classes=met.get("n_classes"), suppressed=int(met.get("n_suppressed") or 0),
                 entropy_loss=met.get("entropy_loss"), ncp=met.get("ncp"))
     if cfg.get("test_mapping"):

@@ -273,17 +273,18 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None)
     def column(j: int) -> ColumnSummary:
         c = table.columns[j]
         st = before_stats(table, j, tcounts)
-        if c.kind == "categorical" and c.hierarchy is not None:
+        bound = table.hierarchies.get(c.name)
+        if bound is not None:
             node, level = stats.hierarchy_nodes(j)
             set_id, n_used = dense_ids(node)
             used = xp.zeros(n_used, dtype=xp.int64)
             used[set_id] = node
             used_level = xp.zeros(n_used, dtype=xp.int64)
             used_level[set_id] = level
-            lv = c.code_levels  # node above every code at every level
+            lv = bound.code_levels  # node above every code at every level
             sets = lv[:, used_level].T == used[:, None]  # leaves (codes) under each used node
             return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp),
-                               levels=level.astype(xp.int64), height=int(c.hierarchy.height))
+                               levels=level.astype(xp.int64), height=int(bound.hierarchy.height))
         if c.kind == "categorical":
             set_id, sets = category_sets(stats, j, c.n_categories)
             return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
