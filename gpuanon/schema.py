@@ -108,11 +108,6 @@ def as_list(x) -> list:
     return list(x)
 
 
-# The old private spellings, for callers not yet switched to the public names.
-_suggest = suggest
-_as_list = as_list
-
-
 @dataclass
 class Schema:
     """Roles (quasi-identifiers, sensitive, target, identifiers) and QI kinds."""

@@ -163,11 +163,6 @@ def is_frame(X) -> bool:
     return hasattr(X, "columns") and hasattr(X, "iloc")
 
 
-# The old private spellings, for callers not yet switched to the public names.
-_frame_matrix = frame_matrix
-_is_frame = is_frame
-
-
 # --------------------------------------------------------------------------- estimator
 
 class DISTPAB(BaseEstimator):

@@ -27,8 +27,9 @@ from typing import Any, Sequence
 
 from ..distributed.cluster import make_client, worker_addresses
 from ..errors import BackendError, InputError
-from .distpab import (DISTPAB, PerturbParams, Stats, _frame_matrix, _is_frame, local_stats,
-                      perturb_entity, validate_frame)
+from .distpab import DISTPAB, PerturbParams, Stats, local_stats, perturb_entity, validate_frame
+from .distpab import frame_matrix as _frame_matrix
+from .distpab import is_frame as _is_frame
 
 __all__ = ["perturb_distributed", "make_client"]
 
@@ -116,7 +117,7 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     except ImportError as exc:
         raise BackendError("perturb_distributed needs dask and distributed "
                            "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
-    from ..schema import _as_list  # noqa: PLC0415
+    from ..schema import as_list as _as_list  # noqa: PLC0415
 
     feats = _as_list(features)
     for f in frames:
