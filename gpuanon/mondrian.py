@@ -478,31 +478,6 @@ class Mondrian(BaseEstimator):
         return self.fit(df).transform(df)
 
     def _report(self, df, out, res) -> dict[str, Any]:
-        s = self.schema_
-        secs = {k: round(v, 6) for k, v in self._timings.items()}
-        return {
-            "backend": self.backend_.name,
-            "backend_reason": self.backend_.reason,
-            "device": self.backend_.device,
-            "n_rows_in": int(len(df)),
-            "n_rows_out": int(len(out)),
-            "n_suppressed": int(self.n_suppressed_),
-            "suppression_reason": self._suppression_reason,
-            "n_missing": {c.name: c.n_missing for c in self.table_.columns if c.n_missing},
-            "n_partitions": int(self.n_partitions_),
-            "n_classes": int(res.n_classes),
-            "requested": {"k": int(self.k), "l": int(self.l or 0), "l_kind": self.l_kind,
-                          "t": self.t, "t_distance": self.t_distance},
-            "achieved": {"k": res.k, "l": res.l, "t": res.t, "t_distance": self.criteria_.t_distance},
-            "class_size": res.size_stats,
-            "mode": self.mode,
-            "format": self.output_format,
-            "roles": s.to_dict(),
-            "partition": dict(self.partition_info_),
-            "metrics": self.metrics_,
-            "hierarchies": self.hierarchies_,
-            "optimization": self.optimization_,
-            "encoding": self.table_.encoding_metadata(),
-            "seconds": secs,
-            "transfers": self._transfers.to_dict(),
-        }
+        from .report.assemble import anonymization_report  # noqa: PLC0415
+
+        return anonymization_report(self, df, out, res)

@@ -197,3 +197,48 @@ def test_raw_json_in_the_page_is_strict(report):
     page = render_html(r)
     raw = page.split("<pre>")[-1].split("</pre>")[0]
     assert "NaN" not in raw and "Infinity" not in raw and "null" in raw
+
+
+def test_pages_are_rendered_templates(html):
+    """The page comes from the packaged templates: no template syntax left, the packaged style sheet inside."""
+    from importlib import resources
+
+    css = resources.files("gpuanon.report").joinpath("templates", "style.css").read_text()
+    assert "{{" not in html and "{%" not in html and "{#" not in html
+    assert css.strip() in html
+    tags, _ = parse(html)
+    assert [t for t, _ in tags[:4]] == ["html", "head", "meta", "title"]
+    assert sum(t == "h1" for t, _ in tags) == 1 and sum(t == "details" for t, _ in tags) == 1
+
+
+def _evaluation(protections=("raw", "k=3")):
+    rows = []
+    for i, p in enumerate(protections):
+        for j, (m, title) in enumerate((("lr", "Logistic Regression"), ("nb", "GaussianNB <x>"))):
+            acc = 0.8 - 0.05 * i + 0.01 * j
+            rows.append({"protection": p, "kind": "raw", "model": m, "model_title": title, "library": "sklearn",
+                         "accuracy": acc, "f1_macro": acc - 0.1, "balanced_accuracy": acc - 0.05,
+                         "roc_auc": None if m == "nb" else acc + 0.05, "train_seconds": 0.5 + j,
+                         "accuracy_drop": 0.05 * i, "ncp": 0.1 * i, "entropy_loss": 0.02 * i})
+    corr = {"ncp": {"lr": 1.0, "nb": 1.0, "mean": 1.0}} if "raw" in protections else {}
+    return {"results": rows, "config": {"input": "dataset:adult", "target": "income", "n_rows": 100},
+            "rank_correlations": corr, "protections": [{"protection": p, "entropy_loss": 0.02 * i, "ncp": 0.1 * i}
+                                                        for i, p in enumerate(protections)],
+            "libraries": {"lr": "sklearn", "nb": "sklearn"}, "seconds": 1.25}
+
+
+def test_evaluation_page_marks_the_best_model_and_escapes():
+    from gpuanon.report import render_evaluation_html
+
+    page = render_evaluation_html(_evaluation())
+    tags, text = parse(page)
+    assert "GaussianNB &lt;x&gt;" in page and "<x>" not in page
+    # the best model of each protection is bold: nb's accuracy (0.810) under raw, not lr's (0.800)
+    assert "<tr><td>GaussianNB &lt;x&gt;</td><td><b>0.810</b></td>" in page
+    assert "<tr><td>Logistic Regression</td><td>0.800</td>" in page
+    assert "Logistic Regression 0.800 0.700 0.750 0.650" in text
+    assert "NCP 1 1 1" in text  # the rank-correlation row: per model, then the mean
+    assert "2.00%" in text and "1.2 s" in text
+    assert len(_png_images(tags)) == 2  # accuracy bars, drop against the metrics
+    _, text = parse(render_evaluation_html(_evaluation(("k=3", "k=10"))))
+    assert "No 'raw' protection in this run" in text

@@ -40,6 +40,7 @@ def add_parser(sub, config: dict | None = None):
 def run(args) -> int:
     from ..io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
     from ..mondrian import Mondrian  # noqa: PLC0415
+    from ..report import command_report, render_html  # noqa: PLC0415
 
     t0 = time.perf_counter()
     out_path, report_path, html_path = args.out, args.report, args.html
@@ -64,27 +65,18 @@ def run(args) -> int:
         max_suppression=float(args.max_suppression), backend=args.backend, progress=not args.quiet,
         hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize))
     out = m.fit_transform(df)
-    report = m.report_
     t1 = time.perf_counter()
     if out_path:
         write_table(out, out_path, metadata=out.attrs.get("gpuanon"))
+    t_write = time.perf_counter() - t1
+    report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
+                            read=t_read, write=t_write, total=time.perf_counter() - t0)
     secs = report["seconds"]
-    secs["write"] = round(time.perf_counter() - t1, 6)
-    secs["read"] = round(t_read, 6)
-    secs["total"] = round(time.perf_counter() - t0, 6)
-    report["seconds"] = {k_: secs.get(k_, 0.0) for k_ in
-                         ("read", "encode", "partition", "optimize", "hierarchies", "class_statistics", "generalize",
-                          "verify", "metrics", "write", "total") if k_ in secs or k_ in ("read", "write", "total")}
     if not args.quiet and secs["write"] >= 0.5:
         log.info("write done in %.2f s", secs["write"])
-    report["input"] = source
-    report["output"] = out_path
-    report["verification"] = m.verification_.to_dict()
     if report_path:
         write_json(report, report_path)
     if html_path:
-        from ..report import render_html  # noqa: PLC0415
-
         with atomic_path(html_path) as tmp:
             Path(tmp).write_text(render_html(report, title=f"gpuanon report: {source}"))
     log.info("%s; %.2f s%s", summary_line(report), secs["total"],

@@ -1,0 +1,62 @@
+"""The JSON report of an anonymization: what the estimator did (``Mondrian.report_``), and what the
+``anonymize`` command adds around it (input, output, the verification, read / write timings).
+
+The pages (:mod:`gpuanon.report.pages`) and ``gpuanon check`` read the keys built here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the order of ``seconds`` in a command's report: the pipeline's stages between reading and writing
+STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_statistics", "generalize",
+               "verify", "metrics", "write", "total")
+
+
+def anonymization_report(model, df, out, res) -> dict[str, Any]:
+    """``Mondrian.report_``: the fitted estimator ``model``'s run on ``df`` (output ``out``, verification ``res``)."""
+    table = model.table_
+    return {
+        "backend": model.backend_.name,
+        "backend_reason": model.backend_.reason,
+        "device": model.backend_.device,
+        "n_rows_in": int(len(df)),
+        "n_rows_out": int(len(out)),
+        "n_suppressed": int(model.n_suppressed_),
+        "suppression_reason": model._suppression_reason,
+        "n_missing": {c.name: c.n_missing for c in table.columns if c.n_missing},
+        "n_partitions": int(model.n_partitions_),
+        "n_classes": int(res.n_classes),
+        "requested": {"k": int(model.k), "l": int(model.l or 0), "l_kind": model.l_kind,
+                      "t": model.t, "t_distance": model.t_distance},
+        "achieved": {"k": res.k, "l": res.l, "t": res.t, "t_distance": model.criteria_.t_distance},
+        "class_size": res.size_stats,
+        "mode": model.mode,
+        "format": model.output_format,
+        "roles": model.schema_.to_dict(),
+        "partition": dict(model.partition_info_),
+        "metrics": model.metrics_,
+        "hierarchies": model.hierarchies_,
+        "optimization": model.optimization_,
+        "encoding": table.encoding_metadata(),
+        "seconds": {k: round(v, 6) for k, v in model._timings.items()},
+        "transfers": model._transfers.to_dict(),
+    }
+
+
+def command_report(report: dict, *, source: str, output: str | None, verification: dict, read: float,
+                   write: float, total: float) -> dict:
+    """The ``anonymize`` command's report: ``report`` (``Mondrian.report_``, updated in place) with the
+    input and output named, the verification, and ``seconds`` in pipeline order with read, write, total.
+
+    >>> r = command_report({"seconds": {"partition": 0.5, "encode": 0.25}}, source="in.csv", output=None,
+    ...                    verification={"ok": True}, read=0.1, write=0.0, total=1.0)
+    >>> r["seconds"], r["input"], r["verification"]
+    ({'read': 0.1, 'encode': 0.25, 'partition': 0.5, 'write': 0.0, 'total': 1.0}, 'in.csv', {'ok': True})
+    """
+    secs = dict(report["seconds"], read=round(read, 6), write=round(write, 6), total=round(total, 6))
+    report["seconds"] = {k: secs[k] for k in STAGE_ORDER if k in secs}
+    report["input"] = source
+    report["output"] = output
+    report["verification"] = verification
+    return report
