@@ -173,12 +173,11 @@ def _cell(v) -> str:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    """A GitHub-style markdown table (no extra dependency)."""
-    cols = list(table.columns)
-    lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
-    for _, r in table.iterrows():
-        lines.append("| " + " | ".join(_cell(v) for v in r.tolist()) + " |")
-    return "\n".join(lines) + "\n"
+    """A GitHub-style markdown table (:func:`gpuanon.report.markdown_table`): missing cells empty,
+    large whole numbers exact."""
+    from .report.markdown import markdown_table  # noqa: PLC0415
+
+    return markdown_table(table.map(_cell))
 
 
 def plot_sweep(res: pd.DataFrame, path: str) -> None:

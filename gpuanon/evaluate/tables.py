@@ -23,10 +23,9 @@ def score_table(results: pd.DataFrame, scores: Sequence[str] = ("accuracy", "f1_
 
 def markdown_scores(results: pd.DataFrame, scores: Sequence[str] = ("accuracy", "f1_macro")) -> str:
     """:func:`score_table` as a markdown table (3 decimals)."""
+    from ..report.markdown import markdown_table  # noqa: PLC0415
+
     t = score_table(results, scores)
-    head = "| model | " + " | ".join(f"{p} {s}" for p, s in t.columns) + " |"
-    sep = "| --- |" + " --- |" * len(t.columns)
-    lines = [head, sep]
-    for name, r in t.iterrows():
-        lines.append(f"| {name} | " + " | ".join("" if pd.isna(v) else f"{v:.3f}" for v in r.to_numpy()) + " |")
-    return "\n".join(lines) + "\n"
+    cells = t.map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+    cells.columns = [f"{p} {s}" for p, s in t.columns]
+    return markdown_table(cells.rename_axis("model").reset_index())

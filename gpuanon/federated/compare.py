@@ -126,12 +126,13 @@ def format_table(table: list) -> str:
     if any("thesis_accuracy" in r for r in table):
         cols += [f"thesis_{k}" for k in SCORES]
     cols.append("seconds")
-    lines = ["| " + " | ".join(c.replace("_", " ") for c in cols) + " |", "|" + " --- |" * len(cols)]
-    for r in table:
-        cells = []
-        for c in cols:
-            v = r.get(c)
-            cells.append("" if v is None else (v if isinstance(v, str) else
-                                               (f"{v:.1f}" if c == "seconds" else f"{v:.3f}")))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    import pandas as pd  # noqa: PLC0415
+
+    from ..report.markdown import markdown_table  # noqa: PLC0415
+
+    def cell(v, c):
+        return "" if v is None else (v if isinstance(v, str) else (f"{v:.1f}" if c == "seconds" else f"{v:.3f}"))
+
+    cells = pd.DataFrame([[cell(r.get(c), c) for c in cols] for r in table],
+                         columns=[c.replace("_", " ") for c in cols])
+    return markdown_table(cells)

@@ -444,19 +444,18 @@ def markdown_frontier(table: pd.DataFrame, raw: dict | None = None) -> str:
     >>> print(markdown_frontier(t).splitlines()[2])
     | gp | 0.3 | 0.900 | 0.800 | 0.700 | 0.800 | 1.000 | 0.500 | 0.250 | 0.250 |
     """
-    lines = ["| method | noise | k-NN | SVM | LR | mean accuracy | naive | ICA | known I/O | attack min |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    from ..report.markdown import markdown_table  # noqa: PLC0415
+
+    cols = ["accuracy_knn", "accuracy_svm", "accuracy_lr", "accuracy_mean", "naive", "ica", "io", "attack_min"]
+    rp = table["method"].eq("rp")
+    shown = table[~rp | (rp.cumsum() == 1)]  # RP once: its rows are one draw
+    cells = shown[cols].map(lambda v: f"{v:.3f}")
+    cells.insert(0, "noise", ["none" if m == "rp" else f"{nz:g}" for m, nz in zip(shown["method"], shown["noise"])])
+    cells.insert(0, "method", shown["method"].astype(str))
     if raw:
-        lines.append("| raw | - | " + " | ".join(f"{raw[k]:.3f}" for k in (*MODELS, "mean"))
-                     + " | 0 | - | 0 | 0 |")
-    seen_rp = False
-    for r in table.itertuples(index=False):
-        if r.method == "rp":
-            if seen_rp:
-                continue
-            seen_rp = True
-        nz = "none" if r.method == "rp" else f"{r.noise:g}"
-        lines.append(f"| {r.method} | {nz} | " + " | ".join(
-            f"{getattr(r, c):.3f}" for c in ("accuracy_knn", "accuracy_svm", "accuracy_lr", "accuracy_mean",
-                                             "naive", "ica", "io", "attack_min")) + " |")
-    return "\n".join(lines)
+        first = pd.DataFrame([["raw", "-", *(f"{raw[k]:.3f}" for k in (*MODELS, "mean")), "0", "-", "0", "0"]],
+                             columns=cells.columns)
+        cells = pd.concat([first, cells], ignore_index=True)
+    cells.columns = ["method", "noise", "k-NN", "SVM", "LR", "mean accuracy", "naive", "ICA", "known I/O",
+                     "attack min"]
+    return markdown_table(cells).rstrip("\n")
