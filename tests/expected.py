@@ -25,6 +25,23 @@ def chromium_screenshot(html_path, shot, workdir, size="1200,2400"):
            html_path.resolve().as_uri()]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(workdir)))
 
+
+def layout_problems(package: str, max_lines: int = 500) -> list:
+    """The house rules for a package's modules: none above ``max_lines`` lines, none importing another
+    gpuanon module's private (``_name``) names. Returns one line per breach (``[]`` when it keeps them)."""
+    import ast  # noqa: PLC0415
+
+    out = []
+    for path in sorted((ROOT / package.replace(".", "/")).glob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > max_lines:
+            out.append(f"{path.name}: {text.count(chr(10))} lines")
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(("gpuanon", "kernels"))):
+                out += [f"{path.name}:{n.lineno} imports the private {a.name}" for a in n.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
 # SPEC section 5: bundled Adult, education, target income, rho = 10
 SIX_GROUPS = {
     frozenset({"HS-grad", "Some-college"}),

@@ -333,3 +333,17 @@ def test_get_dataset_errors():
         assert name in str(ei.value)
     with pytest.raises(InputError, match="rows"):
         get_dataset("hepmass", rows=0)
+
+
+def test_datasets_package_by_job():
+    """Bundled sets, the generator and table reading in their own modules; every name at gpuanon.datasets."""
+    from gpuanon.datasets import bundled, hepmass, tables
+
+    from expected import layout_problems
+
+    assert layout_problems("gpuanon.datasets") == []
+    for mod in (bundled, hepmass, tables):
+        for name in mod.__all__:
+            assert getattr(ds, name) is getattr(mod, name), name
+            assert name in ds.__all__, name
+

@@ -457,3 +457,21 @@ def test_estimator_contract_in_a_pipeline():
     assert np.array_equal(Xp, Xq) and np.array_equal(d.permutation_, perm)
     pipe = make_pipeline(DISTPAB(shuffle=False, noise=0.1, random_state=0, backend="cpu"), KNeighborsClassifier())
     assert pipe.fit(X, y).score(X, y) > 0.6
+
+
+def test_distpab_modules_by_job_and_names_kept():
+    """The three steps live in their modules; distpab and gpuanon.perturb re-export the same objects."""
+    import gpuanon.perturb as pkg
+    from gpuanon.perturb import angle_search, apply, distpab, stats
+
+    from expected import layout_problems
+
+    assert layout_problems("gpuanon.perturb") == []
+    for mod in (stats, angle_search, apply):
+        for name in mod.__all__:
+            assert getattr(distpab, name) is getattr(mod, name), name
+            assert name in distpab.__all__, name
+    for name in pkg.__all__:
+        if hasattr(distpab, name):
+            assert getattr(pkg, name) is getattr(distpab, name), name
+

@@ -19,7 +19,7 @@ from gpuanon.evaluate import (MODEL_NAMES, FeatureSpace, classification_scores, 
                               run_evaluation, score_table)
 from gpuanon.hierarchy import Hierarchy
 
-from expected import CHROMIUM, chromium_screenshot, run_cli
+from expected import CHROMIUM, chromium_screenshot, layout_problems, run_cli
 
 
 
@@ -310,6 +310,20 @@ def test_python_entry_point_returns_a_frame():
     assert gpuanon.evaluate.run_evaluation is run_evaluation and callable(gpuanon.evaluate)
     t = score_table(res)
     assert t.shape == (1, 4) and t.index.tolist() == ["GaussianNB"]
+
+
+def test_evaluate_package_layout():
+    """One job per module, every public name at gpuanon.evaluate, the house rules kept."""
+    import gpuanon.evaluate as ev
+    from gpuanon.evaluate import experiment, features, models, protections, tables
+
+    assert layout_problems("gpuanon.evaluate") == []
+    for mod in (experiment, features, models, protections, tables):
+        for name in getattr(mod, "__all__", [n for n in vars(mod) if not n.startswith("_")]):
+            if name in ev.__all__:
+                assert getattr(ev, name) is getattr(mod, name), name
+    assert ev.FeatureSpace is features.FeatureSpace and ev.make_model is models.make_model
+    assert ev.parse_protection is protections.parse_protection and ev.markdown_scores is tables.markdown_scores
 
 
 # ---------------------------------------------------------------- CLI and page

@@ -70,6 +70,7 @@ from .stats import Stats, finalize, local_stats, merge_all, merge_stats
 
 __all__ = [
     "DEFAULT_ANGLES",
+    "TIE_TOL",
     "Stats",
     "SearchResult",
     "PerturbParams",
