@@ -557,8 +557,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
                    t_distance=crit.t_distance, sensitive=str(schema.sensitive))
         cat_domain = {name: int((cnt > 0).sum()) for name, cnt in enc.category_counts.items()}
-        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain) for d, h in enumerate(homes)])
-        verification, metrics = _combine_stages(hres, est, n_total, suppressed, enc)
+        col_stats, tcounts = _column_statistics(run, shards, ss, home_of_shard, enc, n_total)
+        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain, col_stats, tcounts)
+                           for d, h in enumerate(homes)])
+        verification, metrics = _combine_stages(hres, est, n_total, suppressed, enc, tcounts)
         secs["stages"] = time.perf_counter() - t0
         if not verification.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
@@ -665,7 +667,27 @@ def _suppression(est, crit, enc, bsizes, bhist, n_total):
     return suppressed, reason, keep
 
 
-def _combine_stages(hres, est, n_total: int, suppressed: int, enc):
+def _column_statistics(run, shards, ss, home_of_shard, enc, n_total: int):
+    """The whole table's per-QI value x target counts (see :mod:`.metrics`), when they are small:
+    ``(per QI (values, counts), target counts)``, or ``(None, None)``."""
+    from .metrics import DISTINCT_LIMIT, combine_value_counts  # noqa: PLC0415
+
+    nt = max(len(enc.target_values), 1)
+    bound = 0
+    for c in enc.columns:  # a loop over columns: distinct values known from the dictionaries
+        distinct = c.n_categories if c.kind == "categorical" else (
+            n_total if isinstance(c.info, str) else len(c.info) + 1)
+        bound += min(n_total, distinct * nt)
+    if bound > DISTINCT_LIMIT:
+        return None, None
+    run.stage = "whole-table column statistics"
+    chunks = run.gather([run.call(home_of_shard[i], s, ss[i], "value_counts", nt) for i, s in enumerate(shards)])
+    merged = combine_value_counts(chunks, nt)
+    tcounts = merged[0][1].sum(axis=0) if merged else None
+    return merged, (tcounts if enc.target is not None else None)
+
+
+def _combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=None):
     """Combine the homes' verification and per-class results into the whole output's."""
     from .. import metrics as metrics_mod  # noqa: PLC0415
     from ..verify import VerificationResult  # noqa: PLC0415
@@ -714,4 +736,11 @@ def _combine_stages(hres, est, n_total: int, suppressed: int, enc):
                 "gionis_tassa"):
         m[key] = None
     m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"]
+    if hres and all(h["summary"] is not None for h in hres):  # every metric, as in one process
+        from .metrics import combine_summaries  # noqa: PLC0415
+
+        s = combine_summaries([h["summary"] for h in hres], n_total, suppressed)
+        if target_counts is not None:
+            s.target_counts_before = np.asarray(target_counts)
+        m = metrics_mod.compute_metrics(s, k=int(est.k))
     return res, m

@@ -219,6 +219,12 @@ class Shard:
     def labels_host(self):
         return to_host(self.labels)
 
+    def value_counts(self, nt: int):
+        """Chunk of the whole-table column statistics (see :mod:`.metrics`)."""
+        from .metrics import value_target_counts  # noqa: PLC0415
+
+        return value_target_counts(self.keys, self.target, nt, self.xp)
+
     def build_output(self, pieces, qis, kinds: dict, columns, fmt: str, identifiers):
         """This shard's anonymized rows, in input order: its own columns, QIs replaced by the
         generalized values the homes sent back (``(global rows, {column: values})`` pieces)."""
@@ -354,9 +360,13 @@ class Home:
         return to_host(self.gidx[a:b]), to_host(self.labels[a:b])
 
     # ---------------------------------------------------------------- stages
-    def stages(self, enc, fmt: str, verify_kw: dict, q, cat_domain: dict):
+    def stages(self, enc, fmt: str, verify_kw: dict, q, cat_domain: dict, col_stats=None, target_counts=None):
         """Class statistics, verification of the published cells and the metrics' per-class parts,
-        for this home's classes (each one whole here). Returns small host results."""
+        for this home's classes (each one whole here). Returns small host results.
+
+        ``col_stats``: per QI the whole table's ``(values, rows per target)`` (see
+        :mod:`.metrics`); with them the home's class summary is the single-process one's share.
+        """
         from .. import verify as verify_mod  # noqa: PLC0415
         from ..generalize import ClassStats, class_values  # noqa: PLC0415
 
@@ -366,6 +376,15 @@ class Home:
             self.values = {}
             return None
         cs = ClassStats(table, self.local, self.n_classes)
+        summary = None
+        if col_stats is not None:
+            from .. import metrics as metrics_mod  # noqa: PLC0415
+            from .metrics import stats_from_counts, summary_to_host  # noqa: PLC0415
+
+            for j, (vals, ct) in enumerate(col_stats):  # a loop over columns
+                table.column_stats[j] = stats_from_counts(vals, ct, target_counts, self.target is not None,
+                                                          enc.columns[j].kind == "numeric", xp)
+            summary = summary_to_host(metrics_mod.summary_from_labels(table, self.local, self.n_classes, stats=cs))
         cells = cs.published_cells(fmt)
         sa = qx = None
         if self.sa is not None and verify_kw.get("_has_sa", True):
@@ -378,7 +397,7 @@ class Home:
         for c in cells:  # a loop over columns
             h = verify_mod._mix(h ^ c.astype(xp.uint64), xp)
         sizes = cs.sizes
-        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes)}
+        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
         th = cs.target_hist()
         out["target_max"] = None if th is None else to_host(th.max(axis=1))
         ncp = {}
