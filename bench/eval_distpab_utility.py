@@ -220,17 +220,17 @@ def summarize(runs: list, datasets: list, seeds: list) -> tuple[dict, list]:
 
 
 def markdown(summary: dict, checks: list, seeds: list) -> str:
+    import pandas as pd  # noqa: PLC0415
+
+    from gpuanon.report.markdown import markdown_table  # noqa: PLC0415
+
     by_name = {c["name"]: c for c in checks}
-    lines = [
-        f"Means over seeds {seeds}. Accuracy: 10-fold stratified CV, trained and tested on the "
-        "(perturbed) data. Attacks: min over attributes of std(z - zhat) (higher resists better); "
-        "'min' is over the three attacks. DISTPAB cells: (change vs raw, points). Flags: `DROP` = mean "
-        "more than 3 points below raw; `[k/N seeds >3 pts]` = seeds whose drop exceeds 3 points; "
-        "`<RP` / `<GP` = DISTPAB's min attack score below that baseline's.",
-        "",
-        "| dataset | method | k-NN | SVM | LR | NI min | ICA min | IO min | min |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    note = (f"Means over seeds {seeds}. Accuracy: 10-fold stratified CV, trained and tested on the "
+            "(perturbed) data. Attacks: min over attributes of std(z - zhat) (higher resists better); "
+            "'min' is over the three attacks. DISTPAB cells: (change vs raw, points). Flags: `DROP` = mean "
+            "more than 3 points below raw; `[k/N seeds >3 pts]` = seeds whose drop exceeds 3 points; "
+            "`<RP` / `<GP` = DISTPAB's min attack score below that baseline's.")
+    rows = []
     for ds, S in summary.items():
         for meth in METHODS:
             if meth not in S:
@@ -255,14 +255,12 @@ def markdown(summary: dict, checks: list, seeds: list) -> str:
                     chk = by_name.get(f"{ds}/distpab_min_attack_score_ge_{base}")
                     if chk is not None and not chk["pass"]:
                         mn += f" **{tag}**"
-            lines.append(f"| {ds} | {meth} | " + " | ".join(cells + att + [mn]) + " |")
-    lines.append("")
-    lines.append("| check | pass (means) | seeds passing |")
-    lines.append("|---|---|---|")
-    for c in checks:
-        lines.append(f"| {c['name']} | {'yes' if c['pass'] else '**NO**'} | "
-                     f"{c['seeds_passing']}/{len(seeds)} |")
-    return "\n".join(lines)
+            rows.append([ds, meth, *cells, *att, mn])
+    results = pd.DataFrame(rows, columns=["dataset", "method", "k-NN", "SVM", "LR", "NI min", "ICA min", "IO min",
+                                          "min"])
+    passes = pd.DataFrame([[c["name"], "yes" if c["pass"] else "**NO**", f"{c['seeds_passing']}/{len(seeds)}"]
+                           for c in checks], columns=["check", "pass (means)", "seeds passing"])
+    return "\n".join([note, "", markdown_table(results, compact=True), markdown_table(passes, compact=True)[:-1]])
 
 
 def main(argv=None) -> int:
