@@ -7,7 +7,10 @@
 * :mod:`~gpuanon.distributed.mondrian` -- Mondrian levels over the shards (spans, exact lower
   medians by radix selection, child sizes and sensitive histograms are reductions), then every
   partition that fits one worker moves there whole and is finished by the single-node kernel;
-  class statistics, verification, metrics and the Parquet output run where the classes are.
+  class statistics, verification, class summaries and the Parquet output run where the classes are.
+* :mod:`~gpuanon.distributed.metrics` -- whole-table column statistics as a reduction; the homes'
+  class summaries joined into every metric.
+* :mod:`~gpuanon.distributed.command` -- ``gpuanon anonymize DIR --cluster SPEC --out DIR``.
 
 Only :mod:`.cluster` is imported eagerly (it imports nothing from Dask until called).
 """

@@ -26,8 +26,9 @@ or per piece of a frame scattered from here); every row carries its global row i
    merges these first rows (one integer per class) into the global numbering; labels go back to
    the shards that own the rows.
 5. **Stages**: class statistics, verification (of the published cells, per home: every class is
-   whole on one home) and the metrics' per-class parts run on the homes; the coordinator
-   combines scalars and class sizes. Each shard writes its anonymized rows, in input order, as
+   whole on one home) and the class summaries run on the homes, with the whole-table column
+   statistics reduced over the shards (:mod:`.metrics`); the coordinator combines scalars, class
+   sizes and the summaries into every metric. Each shard writes its anonymized rows, in input order, as
    one Parquet file of the output directory; nothing of the table passes through this process.
 
 Examples
