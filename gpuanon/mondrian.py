@@ -394,7 +394,9 @@ class Mondrian(BaseEstimator):
         if getattr(self, "_labels", None) is None:
             raise RuntimeError("call fit() before transform()")
         if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
-            return self._cluster_output
+            from .distributed.estimator import cluster_output  # noqa: PLC0415
+
+            return cluster_output(self, df)
         self._check_frame(df)
         on_device = is_device_frame(df)
         with count_transfers(log_=self._transfers):

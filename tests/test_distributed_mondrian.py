@@ -263,6 +263,8 @@ def test_estimator_with_cluster(adult):
     for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding", "roles"):
         assert rep[key] == ref.report_[key], key
     assert rep["cluster"]["n_workers"] == 2 and rep["cluster"]["levels"] >= 1
+    with pytest.raises(SchemaError, match="another"):
+        m.transform(adult.iloc[:100])
 
 
 def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):

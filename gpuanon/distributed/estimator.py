@@ -10,6 +10,8 @@ with the fit.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -59,6 +61,7 @@ def apply_result(est, res: DistributedResult, df: pd.DataFrame | None) -> None:
     est.cluster_info_ = res.info
     est._cluster_output = res.output
     est._fitted_frame = None
+    est._cluster_frame = None if df is None else (weakref.ref(df), len(df), list(df.columns))
     if df is not None and res.output is not None:
         est.report_ = cluster_report(est, res, len(df))
 
@@ -106,4 +109,13 @@ def _stage_seconds(secs: dict) -> dict:
            "write": secs.get("output", 0.0), "total": secs.get("total", 0.0)}
     out.update({f"cluster_{k}": v for k, v in secs.items()})
     return {k: round(float(v), 6) for k, v in out.items()}
+
+
+def cluster_output(est, df):
+    """``transform`` after a cluster fit: the output made by the fit, for the table it was fitted on."""
+    ref, n, cols = est._cluster_frame
+    if df is not ref() and (len(df) != n or list(df.columns) != cols):
+        raise SchemaError("transform() publishes the partitions fitted on one table and this is another; "
+                          "pass the table given to fit(), or call fit_transform(new_table)")
+    return est._cluster_output
 
