@@ -169,3 +169,29 @@ def test_config_file_between_defaults_and_options(tmp_path):
     assert (args.k, args.max_suppression, args.mode, args.qi) == (20, 0.05, "strict", "age,education")
     assert args.hierarchy == ["education=edu.csv", "zip=zip.csv"] and values["hierarchy"] == ["education=edu.csv"]
     assert build_parser().parse_args(["anonymize"]).max_suppression == 0.01  # the packaged default again
+
+
+@pytest.mark.parametrize("argv", [
+    ["federate", "--dataset", "adult", "--seed", "3"],  # the seed is --random-state; silos read their own files
+    ["federate", "--dataset", "adult", "--target-expr", "age > 40"],
+    ["sweep", "--dataset", "adult", "--out", "s.csv", "--numeric", "age"],  # the sweep infers kinds itself
+])
+def test_options_a_command_would_ignore_are_refused(argv):
+    from gpuanon.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 2
+
+
+def test_cli_files_are_package_data():
+    """defaults.toml and the report's templates are listed in pyproject's package data (a wheel carries them)."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["gpuanon"]
+    files = [p.relative_to(ROOT / "gpuanon").as_posix() for d in ("cli", "report")
+             for p in (ROOT / "gpuanon" / d).rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert "cli/defaults.toml" in files and "report/templates/anonymize.html" in files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, g) for g in globs), f

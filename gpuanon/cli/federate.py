@@ -15,7 +15,7 @@ def add_parser(sub):
                         "Split the training part into silos; every silo protects its own rows (none, Mondrian "
                         "k / l / t, or DISTPAB) and trains locally; FedAvg (Flower) weighted by silo sizes; the "
                         "global model is scored every round on the raw held-out rows. Only weights, sample counts "
-                        "and statistics cross the network.")
+                        "and statistics cross the network.", read_here=False, target_expr=False)
     g = fd.add_argument_group("federation")
     g.add_argument("--silos", type=int, help="number of silos (Flower client nodes; default 3)")
     g.add_argument("--split", choices=["iid", "dirichlet"],

@@ -21,35 +21,42 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
                    help="no log lines or progress")
 
 
-def add_input(p: argparse.ArgumentParser) -> None:
+def add_input(p: argparse.ArgumentParser, read_here: bool = True) -> None:
+    """The input table; ``read_here=False`` for a command whose table is read elsewhere (federate's silos),
+    without the options of this process's reader (--seed, --encoding)."""
     g = p.add_argument_group("input (a file, or a bundled / generated dataset)")
     g.add_argument("input", nargs="?", help="CSV, TSV or Parquet file")
     g.add_argument("--dataset", choices=DATASETS,
                    help="bundled Adult data, the HEPMASS-shaped generator, or a scikit-learn set")
     g.add_argument("--rows", type=int, help="rows to generate (hepmass) or sample (others)")
-    g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
-    g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
+    if read_here:
+        g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
+        g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
 
 
-def add_roles(p: argparse.ArgumentParser) -> None:
+def add_roles(p: argparse.ArgumentParser, target_expr: bool = True, kinds: bool = True) -> None:
     g = p.add_argument_group("column roles (comma-separated lists)")
     g.add_argument("--qi", help="quasi-identifier columns (default for --dataset: its standard QIs)")
     g.add_argument("--sensitive", help="sensitive attribute (used by l and t)")
     g.add_argument("--target", help="target column (orders categories; used by later metrics)")
-    g.add_argument("--target-expr", dest="target_expr", metavar="EXPR",
-                   help="derive the target from other columns, e.g. \"delay > 15\" (pandas DataFrame.eval); "
-                        "the new column is named by --target (default 'target')")
+    if target_expr:
+        g.add_argument("--target-expr", dest="target_expr", metavar="EXPR",
+                       help="derive the target from other columns, e.g. \"delay > 15\" (pandas DataFrame.eval); "
+                            "the new column is named by --target (default 'target')")
     g.add_argument("--identifiers", help="identifier columns, dropped from the output")
-    g.add_argument("--numeric", help="QIs to treat as numeric (overrides dtype inference)")
-    g.add_argument("--categorical", help="QIs to treat as categorical")
+    if kinds:
+        g.add_argument("--numeric", help="QIs to treat as numeric (overrides dtype inference)")
+        g.add_argument("--categorical", help="QIs to treat as categorical")
 
 
-def table_command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """A subcommand that reads one table: quiet flag, input and column roles."""
+def table_command(sub, name: str, help: str, description: str, *, read_here: bool = True, target_expr: bool = True,
+                  kinds: bool = True) -> argparse.ArgumentParser:
+    """A subcommand that reads one table: quiet flag, input and column roles (see :func:`add_input`,
+    :func:`add_roles` for the switches: a command offers only the options it uses)."""
     p = sub.add_parser(name, help=help, description=description)
     add_quiet(p)
-    add_input(p)
-    add_roles(p)
+    add_input(p, read_here)
+    add_roles(p, target_expr, kinds)
     return p
 
 

@@ -17,7 +17,7 @@ def add_parser(sub):
     w = table_command(sub, "sweep", "Mondrian over a grid of k, l, t on one encoded table",
                       "Run Mondrian over k (default 3..15), l-diversity (default l = 2, 3) "
                       "and t-closeness (default t = 0.2, 0.3, 0.4) at --base-k, and write one "
-                      "row of metrics per run, a plot against k, and a table like the thesis's 5.4.")
+                      "row of metrics per run, a plot against k, and a table like the thesis's 5.4.", kinds=False)
     g = w.add_argument_group("grid")
     g.add_argument("--k-values", help="k values: '3-15' or '3,5,10' (default 3-15)")
     g.add_argument("--l-values", help="l values at --base-k ('' for none; default 2,3)")
