@@ -1,5 +1,6 @@
 """Distributed Mondrian on a Dask LocalCluster: identical to one process (contract section 12)."""
 
+import json
 import os
 import signal
 import warnings
@@ -167,6 +168,10 @@ def test_parquet_directory_in_and_out(clients, adult, tmp_path):
     assert "fnlwgt" not in got.columns
     assert as_text(got) == as_text(ref)
     assert len(pd.read_parquet(out_dir / files[1])) == 300  # one output file per input file, its rows in order
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_schema(out_dir / files[0]).metadata[b"gpuanon"])
+    assert meta["format"] == "range" and [c["name"] for c in meta["encoding"]["columns"]] == ADULT_QI
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".out.tmp")]
     with pytest.raises(InputError, match="exists"):
         run_distributed(m, clients[2], paths=src, out_dir=out_dir)
@@ -260,6 +265,7 @@ def test_estimator_with_cluster(adult):
     np.testing.assert_array_equal(m.labels_, ref.labels_)
     assert as_text(out) == as_text(ref_out)
     rep = m.report_
+    assert out.attrs["gpuanon"] == ref_out.attrs["gpuanon"] == m.output_metadata_
     for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding", "roles"):
         assert rep[key] == ref.report_[key], key
     assert rep["cluster"]["n_workers"] == 2 and rep["cluster"]["levels"] >= 1

@@ -18,7 +18,7 @@ import pandas as pd
 from ..backend import TransferLog
 from ..errors import SchemaError
 from .cluster import open_cluster
-from .mondrian import DistributedResult, run_distributed
+from .mondrian import DistributedResult, output_metadata, run_distributed
 from .worker import local_table
 
 
@@ -60,6 +60,7 @@ def apply_result(est, res: DistributedResult, df: pd.DataFrame | None) -> None:
     est.metrics_ = res.metrics
     est.cluster_info_ = res.info
     est._cluster_output = res.output
+    est.output_metadata_ = output_metadata(res.encoding, est.output_format)
     est._fitted_frame = None
     est._cluster_frame = None if df is None else (weakref.ref(df), len(df), list(df.columns))
     if df is not None and res.output is not None:

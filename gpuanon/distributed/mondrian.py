@@ -141,14 +141,23 @@ def _make_home(index, backend, *pieces):
     return Home(index, list(pieces), backend)
 
 
-def _write(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, path):
+def _write(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, path, metadata):
     if shard.serial != serial:
         raise BackendError(f"shard {shard.index} was rebuilt after its worker was lost")
     out = shard.build_output(pieces, qis, kinds, columns, fmt, identifiers)
     if path is None:
+        out.attrs["gpuanon"] = metadata
         return out
-    out.to_parquet(path, index=False)
+    from ..io import write_table  # noqa: PLC0415
+
+    write_table(out, path, metadata=metadata)  # as one process writes its output (the cells' format)
     return len(out)
+
+
+def output_metadata(enc, fmt: str) -> dict:
+    """What a written output file carries beside its rows, as in one process."""
+    return {"encoding": local_table(enc, np.zeros((len(enc.columns), 0), dtype=np.uint32), None, None,
+                                    np).encoding_metadata(), "format": fmt}
 
 
 def _nbytes(x) -> int:
@@ -584,7 +593,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         try:
             wfuts = [run.submit(home_of_shard[i], _write, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
                                 enc.columns, fmt, schema.identifiers,
-                                None if tmp is None else os.path.join(tmp, files[i]))
+                                None if tmp is None else os.path.join(tmp, files[i]), output_metadata(enc, fmt))
                      for i, s in enumerate(shards) if i in sources_out]
             written = run.gather(wfuts)
             if out_dir is not None:
@@ -594,6 +603,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                 tmp = None
             elif gather:
                 output = pd.concat(written, ignore_index=True)
+                output.attrs["gpuanon"] = output_metadata(enc, fmt)
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
