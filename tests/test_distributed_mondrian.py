@@ -177,6 +177,13 @@ def test_parquet_directory_in_and_out(clients, adult, tmp_path):
         run_distributed(m, clients[2], paths=src, out_dir=out_dir)
 
 
+def test_empty_shards(clients, adult):
+    m = Mondrian(k=5, quasi_identifiers=ADULT_QI, target="income", backend="cpu", progress=False)
+    res = run_distributed(m, clients[3], frames=[adult.iloc[:0], adult.iloc[:2000], adult.iloc[2000:2000],
+                                                  adult.iloc[2000:]], local_rows=400)
+    check_same(m, adult, res)
+
+
 def test_encoding_equals_single_process(adult_missing):
     df = adult_missing
     schema = Schema.from_frame(df, ADULT_QI, "income", "income")

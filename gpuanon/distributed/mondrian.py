@@ -362,7 +362,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                 src = handle.client.scatter(src, workers=[workers[home_of_shard[i]]], broadcast=False, hash=False)
             shards.append(run.submit(home_of_shard[i], _new_shard, i, int(offsets[i]), src, est.backend, columns))
         ss = run.gather([run.submit(home_of_shard[i], _serial, s) for i, s in enumerate(shards)])
-        sample = run.gather([run.submit(home_of_shard[0], _head, shards[0], 1000)])[0]
+        first = int(np.nonzero(np.asarray(counts) > 0)[0][0])  # the first shard with rows
+        sample = run.gather([run.submit(home_of_shard[first], _head, shards[first], 1000)])[0]
         schema = _validate(est, sample, n_total)
         qis = list(schema.quasi_identifiers)
         kinds = {c: schema.kinds[c] for c in qis}
