@@ -1,22 +1,23 @@
 """The federated run's HTML page: learning curves per protection, final scores beside the centralized
 baseline (and the thesis's tables 7.1 / 7.2 on Adult), the silos, the bytes on the wire.
 
-Built like :mod:`gpuanon.report`: matplotlib PNGs embedded as base64, no external files.
+Built like :mod:`gpuanon.report`'s pages: the packaged ``federated.html`` template, matplotlib PNGs
+embedded as base64, no external files.
 """
 
 from __future__ import annotations
 
-import html as _html
 import json
 
-from ..report import _CSS, _fmt, _plt, _png
+from ..report.pages import fmt, render_page, table_context
+from ..report.plots import pyplot, png_uri
 
 _CURVES = (("accuracy", "accuracy"), ("f1", "F1 (positive class)"), ("loss", "test loss"))
 
 
 def learning_curves(runs: dict) -> str:
     """Accuracy, F1 and loss of the global model on the raw test rows against the round, one line per run."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     cmap = plt.get_cmap("tab10")
     for i, (name, doc) in enumerate(runs.items()):
@@ -33,14 +34,14 @@ def learning_curves(runs: dict) -> str:
         ax.grid(alpha=0.3)
     axes[0].legend(frameon=False, fontsize=8, title="protection")
     fig.tight_layout()
-    return _png(fig)
+    return png_uri(fig)
 
 
 def final_bars(table: list) -> str:
     """Final federated accuracy and F1 beside the centralized ones, per protection."""
     import numpy as np  # noqa: PLC0415
 
-    plt = _plt()
+    plt = pyplot()
     prots = [r["protection"] for r in table]
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
     x = np.arange(len(prots))
@@ -58,61 +59,42 @@ def final_bars(table: list) -> str:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
-    return _png(fig)
-
-
-def _table(rows: list, cols: list) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{_html.escape(c.replace('_', ' '))}</th>" for c in cols) + "</tr>"]
-    for r in rows:
-        out.append("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>")
-    return "".join(out) + "</table>"
+    return png_uri(fig)
 
 
 def render_federated_html(doc: dict, title: str = "gpuanon federated learning") -> str:
     """A page for one run (:func:`gpuanon.federated.run.run_federated`) or a comparison
-    (:func:`gpuanon.federated.compare`)."""
+    (:func:`gpuanon.federated.compare`), from the report package's ``federated.html`` template."""
     runs = doc["runs"] if "runs" in doc else {doc["config"]["protection"]: doc}
     first = next(iter(runs.values()))
     cfg = first["config"]
     model = cfg["model"]
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{_html.escape(title)}</h1>",
-             f"<p class='muted'>data {_fmt(cfg.get('dataset') or cfg.get('input'))} · target {_fmt(cfg['target'])} "
-             f"(positive class {_fmt(first.get('positive'))}) · {cfg['silos']} silos ({cfg['split']}"
-             + (f", alpha {cfg['alpha']}" if cfg['split'] == 'dirichlet' else "") + f") · model {model['name']} "
-             f"(hidden {tuple(model['hidden'])}, {model['optimizer']} lr {model['learning_rate']}, batch "
-             f"{model['batch_size']}) · {cfg['rounds']} rounds x {cfg['local_epochs']} local epochs · seed "
-             f"{cfg['seed']} · {doc.get('seconds', 0):.1f} s</p>",
-             "<p>Every silo protects its own rows and trains locally; Flower's FedAvg averages the weights by the "
-             "silos' sample counts; the global model is scored after every round on the raw held-out rows, which "
-             "only the server side holds. Only weights, sample counts and statistics crossed the network.</p>"]
-    parts.append("<h2>Learning curves</h2>")
-    parts.append(f"<img alt='learning curves' src='{learning_curves(runs)}'>")
+    header = (f"data {fmt(cfg.get('dataset') or cfg.get('input'))} · target {fmt(cfg['target'])} "
+              f"(positive class {fmt(first.get('positive'))}) · {cfg['silos']} silos ({cfg['split']}"
+              + (f", alpha {cfg['alpha']}" if cfg['split'] == 'dirichlet' else "") + f") · model {model['name']} "
+              f"(hidden {tuple(model['hidden'])}, {model['optimizer']} lr {model['learning_rate']}, batch "
+              f"{model['batch_size']}) · {cfg['rounds']} rounds x {cfg['local_epochs']} local epochs · seed "
+              f"{cfg['seed']} · {doc.get('seconds', 0):.1f} s")
     table = doc.get("table") or [{"protection": n, **{f"fed_{k}": r["final"][k] for k in ("accuracy", "precision",
                                                                                            "recall", "f1")},
                                   "seconds": r["seconds"]} for n, r in runs.items()]
-    parts.append("<h2>Final scores</h2><p class='muted'>fed: the federated global model after the last round; "
-                 "central: the same model trained on the whole training part (protected centrally) for rounds x "
-                 "local epochs; thesis: tables 7.1 / 7.2 (Adult, 3 silos).</p>")
     cols = [c for c in ["protection", "fed_accuracy", "fed_precision", "fed_recall", "fed_f1", "drop_vs_raw",
                         "central_accuracy", "central_precision", "central_recall", "central_f1",
                         "thesis_accuracy", "thesis_precision", "thesis_recall", "thesis_f1", "seconds"]
             if any(c in r for r in table)]
-    parts.append(_table(table, cols))
-    parts.append(f"<img alt='final scores' src='{final_bars(table)}'>")
-    parts.append("<h2>Silos</h2>")
+    silos = []
     for name, r in runs.items():
-        parts.append(f"<h3>{_html.escape(name)}</h3>")
-        parts.append(_table(r["silos"], ["silo", "rows_in", "rows", "classes", "suppressed", "entropy_loss", "ncp",
-                                         "bytes_prepare_up", "bytes_encode_up"]))
-        br = r["bytes"]["per_round"]
+        br, note = r["bytes"]["per_round"], None
         if br:
-            parts.append(f"<p class='muted'>per round: {br[0]['down']} bytes down and {br[0]['up']} bytes up over "
-                         f"{len(br[0]['per_silo'])} silos (the model has {r.get('n_parameters')} parameters)"
-                         + (f"; DISTPAB phases: {r['bytes']['setup_per_silo'][0].get('distpab_up')} bytes up, "
-                            f"{r['bytes']['setup_per_silo'][0].get('distpab_down')} bytes down per silo"
-                            if "distpab" in r else "") + "</p>")
-    parts.append("<details><summary>Full JSON</summary><pre>"
-                 + _html.escape(json.dumps(doc, indent=1, default=str)[:400_000]) + "</pre></details>")
-    parts.append("</body></html>")
-    return "".join(parts)
+            note = (f"per round: {br[0]['down']} bytes down and {br[0]['up']} bytes up over "
+                    f"{len(br[0]['per_silo'])} silos (the model has {r.get('n_parameters')} parameters)"
+                    + (f"; DISTPAB phases: {r['bytes']['setup_per_silo'][0].get('distpab_up')} bytes up, "
+                       f"{r['bytes']['setup_per_silo'][0].get('distpab_down')} bytes down per silo"
+                       if "distpab" in r else ""))
+        silos.append({"name": name, "bytes_note": note,
+                      "silos": table_context(r["silos"], ["silo", "rows_in", "rows", "classes", "suppressed",
+                                                          "entropy_loss", "ncp", "bytes_prepare_up",
+                                                          "bytes_encode_up"])})
+    return render_page("federated.html", title=title, header=header, curves_chart=learning_curves(runs),
+                       scores=table_context(table, cols), scores_chart=final_bars(table), runs=silos,
+                       json_summary="Full JSON", raw_json=json.dumps(doc, indent=1, default=str)[:400_000])

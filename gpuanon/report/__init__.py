@@ -2,7 +2,8 @@
 
 - :mod:`~gpuanon.report.assemble`: the report dict of an anonymization (``Mondrian.report_``) and
   what the ``anonymize`` command adds to it;
-- :mod:`~gpuanon.report.pages`: HTML pages from the Jinja2 templates in ``templates/``: the run's
+- :mod:`~gpuanon.report.pages`: HTML pages from the Jinja2 templates in ``templates/`` (``render_page``
+  fills any of them; :mod:`gpuanon.federated.report` uses it for the federated page): the run's
   parameters and achieved k / l / t, a bar chart of ``U(target | column)`` before and after for
   each QI (the thesis's figures 5.2 to 5.5), the class-size histogram, the metrics table; the
   model evaluation's page;
@@ -23,8 +24,9 @@ True
 
 from .assemble import anonymization_report, command_report
 from .markdown import markdown_table
-from .pages import _CSS, _fmt, render_evaluation_html, render_html
-from .plots import _plt, _png, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart
+from .pages import render_evaluation_html, render_html, render_page
+from .plots import accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart, png_uri, pyplot
 
 __all__ = ["accuracy_bars", "anonymization_report", "class_size_histogram", "command_report", "drop_vs_metric",
-           "entropy_bar_chart", "markdown_table", "render_evaluation_html", "render_html"]
+           "entropy_bar_chart", "markdown_table", "png_uri", "pyplot", "render_evaluation_html", "render_html",
+           "render_page"]

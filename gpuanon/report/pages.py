@@ -7,7 +7,6 @@ formatted as text; the templates lay it out and escape it (autoescape). Plots ar
 
 from __future__ import annotations
 
-import html as _html
 import json
 from functools import cache
 from importlib import resources
@@ -17,7 +16,7 @@ import numpy as np
 from ..io import json_safe
 from .plots import LOSS_TITLES, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart
 
-#: the pages' style sheet (also used by :mod:`gpuanon.federated.report`)
+#: the pages' style sheet (templates/style.css)
 _CSS = "\n" + resources.files(__package__).joinpath("templates", "style.css").read_text(encoding="utf-8")
 
 
@@ -29,10 +28,17 @@ def _env():
                               trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
-def _render(template: str, **context) -> str:
+def render_page(template: str, **context) -> str:
+    """One of the packaged templates (``templates/NAME``) filled with ``context`` (autoescaped); every page
+    extends ``base.html``, which needs ``title``, ``json_summary`` and ``raw_json``."""
     from markupsafe import Markup  # noqa: PLC0415
 
     return _env().get_template(template).render(css=Markup(_CSS), **context)
+
+
+def table_context(rows: list, cols: list) -> dict:
+    """``rows`` (dicts) as a simple table for a template: the columns' names with spaces, each cell by :func:`fmt`."""
+    return {"columns": [c.replace("_", " ") for c in cols], "rows": [[fmt(r.get(c)) for c in cols] for r in rows]}
 
 
 def fmt(v) -> str:
@@ -42,11 +48,6 @@ def fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.0f}" if v.is_integer() and abs(v) >= 1e6 else f"{v:.6g}"
     return str(v)
-
-
-def _fmt(v) -> str:
-    """:func:`fmt`, HTML-escaped, for pages assembled as text."""
-    return _html.escape(fmt(v))
 
 
 def _raw_json(doc, limit: int) -> str:
@@ -122,7 +123,7 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
                                "lost": fmt(None if not b or a is None else f"{100 * (1 - a / b):.2f}%"),
                                "ncp": fmt(v), "gt_bits": fmt(gt_bits.get(c)), "after_labels": fmt(aft_l.get(c))})
     hierarchies, rho_candidates = _hierarchy_context(report.get("hierarchies") or {})
-    return _render("anonymize.html", title=title, header=header, cards=[(a, fmt(b)) for a, b in cards], ok=ok,
+    return render_page("anonymize.html", title=title, header=header, cards=[(a, fmt(b)) for a, b in cards], ok=ok,
                    parameters=parameters, roles=roles, entropy_chart=entropy_chart, class_sizes=class_sizes,
                    losses=[(a, fmt(b)) for a, b in losses], per_column=per_column, hierarchies=hierarchies,
                    rho_candidates=rho_candidates,
@@ -179,7 +180,7 @@ def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") ->
     libs = ev.get("libraries", {})
     models = [(str(g["model_title"].iloc[0]), fmt(libs.get(mdl)), f"{g['train_seconds'].mean():.3f}")
               for mdl, g in res.groupby("model", sort=False)]
-    return _render("evaluation.html", title=title, header=header,
+    return render_page("evaluation.html", title=title, header=header,
                    accuracy_table=_score_table(res, ["accuracy", "f1_macro"]), accuracy_chart=accuracy_bars(res),
                    correlations=correlations, balanced_table=_score_table(res, ["balanced_accuracy", "roc_auc"]),
                    protections=protections, models=models, json_summary="Full JSON",

@@ -13,7 +13,8 @@ LOSS_TITLES = {"entropy_loss": "entropy-coefficient loss", "entropy_loss_labels"
                 "dm": "discernibility DM", "cm": "classification metric CM", "c_avg": "C_avg"}
 
 
-def _png(fig) -> str:
+def png_uri(fig) -> str:
+    """``fig`` as a PNG data URI (110 dpi, tight), the figure closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -22,7 +23,8 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plt():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg", force=True)
@@ -33,7 +35,7 @@ def _plt():
 
 def entropy_bar_chart(before: dict, after: dict, title: str = "") -> str:
     """Grouped bars of U(target | column) before and after anonymization, as a PNG data URI."""
-    plt = _plt()
+    plt = pyplot()
     cols = list(before)
     x = np.arange(len(cols))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(cols) + 2), 3.6))
@@ -45,12 +47,12 @@ def entropy_bar_chart(before: dict, after: dict, title: str = "") -> str:
     ax.set_title(title or "Entropy (uncertainty) coefficient per quasi-identifier")
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png_uri(fig)
 
 
 def class_size_histogram(hist: dict, k: int | None) -> str:
     """Bar chart of the class-size histogram (edges / counts), as a PNG data URI."""
-    plt = _plt()
+    plt = pyplot()
     edges, counts = np.asarray(hist["edges"]), np.asarray(hist["counts"])
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="#55a868", edgecolor="white")
@@ -62,12 +64,12 @@ def class_size_histogram(hist: dict, k: int | None) -> str:
     ax.set_yscale("log" if counts.max() > 50 * max(1, np.median(counts[counts > 0])) else "linear")
     ax.set_title("Equivalence-class sizes")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png_uri(fig)
 
 
 def accuracy_bars(results, score: str = "accuracy") -> str:
     """Grouped bars: one group per model, one bar per protection, as a PNG data URI."""
-    plt = _plt()
+    plt = pyplot()
     prots = list(dict.fromkeys(results["protection"]))
     models = list(dict.fromkeys(results["model_title"]))
     fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(models) + 2), 3.8))
@@ -84,12 +86,12 @@ def accuracy_bars(results, score: str = "accuracy") -> str:
     ax.set_title(f"{score.replace('_', ' ').capitalize()} on raw held-out rows, per protection of the training part")
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="protection")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png_uri(fig)
 
 
 def drop_vs_metric(results, correlations: dict) -> str:
     """Accuracy drop against each information-loss metric (one panel per metric, one colour per model)."""
-    plt = _plt()
+    plt = pyplot()
     metrics = [m for m in LOSS_TITLES if m in results and results[m].notna().any()]
     if not metrics:
         return ""
@@ -117,4 +119,4 @@ def drop_vs_metric(results, correlations: dict) -> str:
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(9, len(labels)), frameon=False, fontsize=8)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return _png(fig)
+    return png_uri(fig)
