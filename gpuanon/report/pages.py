@@ -103,7 +103,8 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
     if m.get("class_size", {}).get("histogram"):
         cs = m["class_size"]
         class_sizes = {"chart": class_size_histogram(cs["histogram"], req.get("k")),
-                       "summary": f"min {cs['min']} · median {cs['median']:g} · max {cs['max']} · mean {cs['mean']:.2f}"}
+                       "summary": f"min {cs['min']} · median {cs['median']:g} · max {cs['max']} · "
+                                  f"mean {cs['mean']:.2f}"}
     gt = m.get("gionis_tassa") or {}
     losses = [("entropy-coefficient loss", m.get("entropy_loss")),
               ("entropy-coefficient loss, label reading (diagnostic)", m.get("entropy_loss_labels")),
