@@ -52,7 +52,7 @@ def run(args) -> int:
         check_writable(html_path, table=False)
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
-    df, roles, source = read_input(args)
+    df, roles, source = read_input(args, device_ok=True)
     t_read = time.perf_counter() - t0
     qi = given(args.qi, roles.get("quasi_identifiers"))
     if not qi:
@@ -67,7 +67,7 @@ def run(args) -> int:
     out = m.fit_transform(df)
     t1 = time.perf_counter()
     if out_path:
-        write_table(out, out_path, metadata=out.attrs.get("gpuanon"))
+        write_table(out, out_path, metadata=m.output_metadata_)
     t_write = time.perf_counter() - t1
     report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
                             read=t_read, write=t_write, total=time.perf_counter() - t0)
