@@ -16,7 +16,8 @@ from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import load_adult, make_hepmass  # noqa: E402
 from gpuanon.distributed import make_client  # noqa: E402
 from gpuanon.distributed.encode import combine_profiles, encode_shard, profile_shard  # noqa: E402
-from gpuanon.distributed.mondrian import _radix_select, run_distributed  # noqa: E402
+from gpuanon.distributed.levels import radix_select  # noqa: E402
+from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.encoding import encode  # noqa: E402
 from gpuanon.errors import BackendError, InputError, SchemaError  # noqa: E402
 from gpuanon.schema import Schema  # noqa: E402
@@ -223,10 +224,16 @@ def test_radix_selection_is_exact():
     lo = np.array([g.min() for g in groups], dtype=np.uint64)
     hi = np.array([g.max() for g in groups], dtype=np.uint64)
     rank = np.array([(len(g) - 1) // 2 for g in groups])
-    got, rounds = _radix_select(count_round, lo, hi, rank)
+    got, rounds = radix_select(count_round, lo, hi, rank)
     want = np.array([np.sort(g)[r] for g, r in zip(groups, rank)], dtype=np.uint64)
     np.testing.assert_array_equal(got, want)
     assert rounds == 4
+
+
+def test_the_package_keeps_the_house_rules():
+    from expected import layout_problems
+
+    assert layout_problems("gpuanon.distributed") == []
 
 
 def test_clear_errors(clients, adult):
@@ -283,6 +290,7 @@ def test_estimator_with_cluster(adult):
 def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):
     """A worker killed after the first level: one clear error, no output directory, no leftovers."""
     import gpuanon.distributed.mondrian as dm
+    import gpuanon.distributed.tasks as dt
     from distributed import Client, LocalCluster
 
     src = tmp_path / "in"
@@ -296,7 +304,7 @@ def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):
     try:
         victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[1]
         pid = client.run(os.getpid, workers=[victim])[victim]
-        real = dm._representative_rows
+        real = dm.representative_rows
         calls = []
 
         def kill_then_go_on(*a, **k):
@@ -305,8 +313,8 @@ def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):
             calls.append(1)
             return real(*a, **k)
 
-        monkeypatch.setattr(dm, "_representative_rows", kill_then_go_on)
-        monkeypatch.setattr(dm._Runner, "POLL_SECONDS", 0.5)
+        monkeypatch.setattr(dm, "representative_rows", kill_then_go_on)
+        monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
         m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False)
         with pytest.raises(BackendError, match="nothing was written"):
             run_distributed(m, client, paths=src, out_dir=tmp_path / "out", local_rows=100)

@@ -24,14 +24,11 @@ import pandas as pd
 
 from kernels.keys import MISSING, float32_keys
 
-from .. import encoding as _encoding
 from ..backend import to_device
 from ..encoding import Column
+from ..encoding import is_na as _isna  # the single-process encoder's own ordering rules
+from ..encoding import sort_key as _sort_key
 from ..errors import SchemaError
-
-# the single-process encoder's own ordering rules (public names, or the former private ones)
-_isna = getattr(_encoding, "is_na", None) or getattr(_encoding, "_isna")
-_sort_key = getattr(_encoding, "sort_key", None) or getattr(_encoding, "_sort_key")
 
 #: missing-value patterns are kept as bits of one int64 (the single-process encoder renumbers them)
 MAX_MISSING_COLUMNS = 62

@@ -45,7 +45,6 @@ True
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import time
@@ -59,15 +58,16 @@ import pandas as pd
 from kernels.mondrian import partition_spans
 
 from ..criteria import Criteria, resolve_t_distance
-from ..errors import BackendError, GpuanonError, InputError, PrivacyError, SchemaError, VerificationError
+from ..errors import InputError, SchemaError, VerificationError
+from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
 from .cluster import open_cluster
-from .encode import GlobalEncoding, combine_profiles, encode_shard, profile_shard
-from .worker import Home, Shard, kernel_col_info, local_table
+from .encode import GlobalEncoding, combine_profiles
+from .levels import radix_select, representative_rows
+from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
+                    write_output)
+from .worker import kernel_col_info, local_table
 
 log = logging.getLogger("gpuanon")
-
-RADIX_BITS = 8
-
 
 @dataclass
 class DistributedResult:
@@ -87,187 +87,6 @@ class DistributedResult:
     info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
     schema: Any = None
     backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
-
-
-# --------------------------------------------------------------------------------------------
-# small helpers
-# --------------------------------------------------------------------------------------------
-
-def _call(obj, serial, name, *args):
-    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker.
-
-    A worker that died and came back would rebuild a shard from its source, empty: the serial
-    number tells it apart from the one this run filled, and the run stops.
-    """
-    if obj.serial != serial:
-        raise BackendError(f"{type(obj).__name__.lower()} {obj.index} was rebuilt after its worker was lost")
-    return getattr(obj, name)(*args)
-
-
-def _backend_of(name):
-    from ..backend import get_backend  # noqa: PLC0415
-
-    return get_backend(name, quiet=True)
-
-
-def _serial(obj):
-    return obj.serial
-
-
-def _new_shard(index, offset, source, backend, columns):
-    import pandas as _pd  # noqa: PLC0415
-
-    if isinstance(source, str):
-        frame = _pd.read_parquet(source, columns=columns)
-    else:
-        frame = source
-    return Shard(index, offset, frame.reset_index(drop=True), backend)
-
-
-def _profile(shard, qis, kinds, sensitive, target):
-    return profile_shard(shard.frame, qis, kinds, sensitive, target)
-
-
-def _encode(shard, enc):
-    shard.set_encoded(encode_shard(shard.frame, enc, shard.xp))
-    return shard.n
-
-
-def _head(shard, n):
-    return shard.frame.head(n)
-
-
-def _make_home(index, backend, *pieces):
-    return Home(index, list(pieces), backend)
-
-
-def _write(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, path, metadata):
-    if shard.serial != serial:
-        raise BackendError(f"shard {shard.index} was rebuilt after its worker was lost")
-    out = shard.build_output(pieces, qis, kinds, columns, fmt, identifiers)
-    if path is None:
-        out.attrs["gpuanon"] = metadata
-        return out
-    from ..io import write_table  # noqa: PLC0415
-
-    write_table(out, path, metadata=metadata)  # as one process writes its output (the cells' format)
-    return len(out)
-
-
-def output_metadata(enc, fmt: str) -> dict:
-    """What a written output file carries beside its rows, as in one process."""
-    return {"encoding": local_table(enc, np.zeros((len(enc.columns), 0), dtype=np.uint32), None, None,
-                                    np).encoding_metadata(), "format": fmt}
-
-
-def _nbytes(x) -> int:
-    if x is None:
-        return 0
-    if isinstance(x, np.ndarray):
-        return int(x.nbytes)
-    if isinstance(x, dict):
-        return sum(_nbytes(v) for v in x.values())
-    if isinstance(x, (list, tuple)):
-        return sum(_nbytes(v) for v in x)
-    return 8
-
-
-class _Runner:
-    """Tasks pinned to workers, gathered with one clear error when a worker fails or leaves."""
-
-    #: seconds between checks that every worker of the run is still there
-    POLL_SECONDS = 2.0
-
-    def __init__(self, client, workers):
-        self.client, self.workers = client, workers
-        self.stage = "start"
-        self.bytes_in = 0  # results gathered here
-        self.bytes_out = 0  # parameters sent from here
-
-    def submit(self, w: int, fn, *args):
-        self.bytes_out += sum(_nbytes(a) for a in args if not hasattr(a, "key"))
-        return self.client.submit(fn, *args, workers=[self.workers[w]], allow_other_workers=False, pure=False)
-
-    def call(self, w: int, obj, serial: str, name: str, *args):
-        """``obj.name(*args)`` on worker ``w``; ``serial`` proves it is the object this run made."""
-        return self.submit(w, _call, obj, serial, name, *args)
-
-    def _fail(self, why: str):
-        raise BackendError(f"the Dask cluster failed during {self.stage} ({why}); nothing was written. Check the "
-                           f"workers' logs (and their memory), then run again")
-
-    def gather(self, futs):
-        from distributed import wait  # noqa: PLC0415
-
-        while True:  # tasks pinned to a worker that left would wait forever: look for it
-            try:
-                wait(futs, timeout=self.POLL_SECONDS)
-                break
-            except TimeoutError:
-                from .cluster import worker_addresses  # noqa: PLC0415
-
-                lost = sorted(set(self.workers) - set(worker_addresses(self.client)))
-                if lost:
-                    self._fail(f"worker {', '.join(lost)} left the cluster")
-        try:
-            got = self.client.gather(futs)
-        except GpuanonError:
-            raise
-        except Exception as exc:  # a worker died, lost its data, or a task failed
-            self._fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}")
-        self.bytes_in += _nbytes(got)
-        return got
-
-
-# --------------------------------------------------------------------------------------------
-# spans from combined statistics
-# --------------------------------------------------------------------------------------------
-
-def _representative_rows(mn, mx, pres: dict, kinds_by_index):
-    """Keys of one representative segment per partition: each numeric column's smallest then
-    largest key (repeated), each categorical column's present codes (the last repeated).
-
-    A segment's span depends only on these, so the kernel's spans of these segments are the
-    partitions' spans. Returns ``(keys (d, M), sizes (P,))``.
-    """
-    d, P = mn.shape
-    cnt = [pres[j].sum(axis=1) for j in sorted(pres)]
-    m = np.maximum(2, np.max(np.stack(cnt), axis=0) if cnt else np.zeros(P, dtype=np.int64)).astype(np.int64)
-    seg = np.repeat(np.arange(P, dtype=np.int64), m)
-    starts = np.concatenate([[0], np.cumsum(m)[:-1]]).astype(np.int64)
-    r = np.arange(seg.shape[0], dtype=np.int64) - starts[seg]
-    K = np.empty((d, seg.shape[0]), dtype=np.uint32)
-    for j in range(d):  # a loop over columns
-        if j in pres:
-            pp, cc = np.nonzero(pres[j])  # row-major: by partition, then by code
-            c = pres[j].sum(axis=1)
-            off = np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)
-            K[j] = cc[off[seg] + np.minimum(r, c[seg] - 1)].astype(np.uint32)
-        else:
-            K[j] = np.where(r == 0, mn[j][seg], mx[j][seg])
-    return K, m
-
-
-def _radix_select(count_round, lo, hi, rank, bits: int = RADIX_BITS):
-    """The key of rank ``rank`` in every partition, from summed per-shard bin counts.
-
-    ``lo`` / ``hi``: each partition's smallest and largest key (uint64); the bits they share are
-    the selected key's too and are not counted.
-    """
-    diff = int((lo ^ hi).max()) if lo.shape[0] else 0
-    total = max(bits, -(-diff.bit_length() // bits) * bits)
-    prefix = (lo >> np.uint64(total)) if total < 64 else np.zeros_like(lo)
-    rank = rank.astype(np.int64).copy()
-    rounds = 0
-    for shift in range(total - bits, -1, -bits):  # a loop over digits
-        cnt = count_round(prefix, shift, bits)
-        rounds += 1
-        cum = np.cumsum(cnt, axis=1)
-        b = (cum <= rank[:, None]).sum(axis=1)
-        below = np.where(b > 0, cum[np.arange(cum.shape[0]), np.maximum(b - 1, 0)], 0)
-        rank -= below
-        prefix = (prefix << np.uint64(bits)) | b.astype(np.uint64)
-    return prefix, rounds
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,7 +170,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     with open_cluster(cluster, backend=est.backend, processes=processes) as handle:
         workers = handle.workers
         W = len(workers)
-        run = _Runner(handle.client, workers)
+        run = Runner(handle.client, workers)
         S = len(sources)
         home_of_shard = [i % W for i in range(S)]
         t0 = time.perf_counter()
@@ -360,19 +179,19 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         for i, src in enumerate(sources):
             if isinstance(src, pd.DataFrame):
                 src = handle.client.scatter(src, workers=[workers[home_of_shard[i]]], broadcast=False, hash=False)
-            shards.append(run.submit(home_of_shard[i], _new_shard, i, int(offsets[i]), src, est.backend, columns))
-        ss = run.gather([run.submit(home_of_shard[i], _serial, s) for i, s in enumerate(shards)])
+            shards.append(run.submit(home_of_shard[i], new_shard, i, int(offsets[i]), src, est.backend, columns))
+        ss = run.gather([run.submit(home_of_shard[i], serial_of, s) for i, s in enumerate(shards)])
         first = int(np.nonzero(np.asarray(counts) > 0)[0][0])  # the first shard with rows
-        sample = run.gather([run.submit(home_of_shard[first], _head, shards[first], 1000)])[0]
-        schema = _validate(est, sample, n_total)
+        sample = run.gather([run.submit(home_of_shard[first], head, shards[first], 1000)])[0]
+        schema = validate(est, sample, n_total)
         qis = list(schema.quasi_identifiers)
         kinds = {c: schema.kinds[c] for c in qis}
         run.stage = "encoding"
-        profs = run.gather([run.submit(home_of_shard[i], _profile, s, qis, kinds, schema.sensitive, schema.target)
+        profs = run.gather([run.submit(home_of_shard[i], profile, s, qis, kinds, schema.sensitive, schema.target)
                             for i, s in enumerate(shards)])
         enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered)
         del profs
-        run.gather([run.submit(home_of_shard[i], _encode, s, enc) for i, s in enumerate(shards)])
+        run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
         secs["encode"] = time.perf_counter() - t0
 
         # ------------------------------------------------ criteria, whole-table checks, blocks
@@ -392,8 +211,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                         resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None)
         hist_needed = crit.needs_histogram and n_sa > 0
         if crit.needs_histogram:
-            _whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
-        suppressed, reason, keep_block = _suppression(est, crit, enc, bsizes, bhist if hist_needed else None, n_total)
+            whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
+        suppressed, reason, keep_block = suppression(est, crit, enc, bsizes, bhist if hist_needed else None, n_total)
         n_kept = n_total - suppressed
         lr = int(local_rows) if local_rows is not None else max(1, -(-n_kept // W))
 
@@ -433,7 +252,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             mx = np.maximum.reduce([x[1] for x in st])
             pres = {j: np.logical_or.reduce([x[2][j] for x in st]) for j in cat_cols}
             del st
-            K_rep, m_rep = _representative_rows(mn, mx, pres, kinds)
+            K_rep, m_rep = representative_rows(mn, mx, pres, kinds)
             span = np.asarray(partition_spans(K_rep, m_rep, col_info=col_info, n_categories=n_cat,
                                               global_range=g_range, xp=np), dtype=np.float64)
             span[sizes < 2 * crit.k] = 0.0
@@ -465,7 +284,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                                                  prefix, shift, bits) for i, s in enumerate(shards)])
                     return np.sum(got, axis=0)
 
-                thr, nr = _radix_select(count_round, lo, hi, (sizes[pend] - 1) // 2)
+                thr, nr = radix_select(count_round, lo, hi, (sizes[pend] - 1) // 2)
                 rounds += nr
                 use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else thr == mx[col, pend].astype(np.uint64)
                 run.stage = f"level {levels} (child sizes)"
@@ -531,8 +350,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         run.stage = "moving partitions to their workers"
         pieces = {(i, d): run.call(home_of_shard[i], s, ss[i], "piece_for", home_of_group, d)
                   for i, s in enumerate(shards) for d in range(W)}
-        homes = [run.submit(d, _make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
-        hs = run.gather([run.submit(d, _serial, h) for d, h in enumerate(homes)])
+        homes = [run.submit(d, make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
+        hs = run.gather([run.submit(d, serial_of, h) for d, h in enumerate(homes)])
         sizes_moved = run.gather([handle.client.submit(lambda p: (p["nbytes"], p["source"]), pieces[(i, d)],
                                                        workers=[workers[home_of_shard[i]]], pure=False)
                                   for i in range(S) for d in range(W)])
@@ -568,10 +387,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
                    t_distance=crit.t_distance, sensitive=str(schema.sensitive))
         cat_domain = {name: int((cnt > 0).sum()) for name, cnt in enc.category_counts.items()}
-        col_stats, tcounts = _column_statistics(run, shards, ss, home_of_shard, enc, n_total)
+        col_stats, tcounts = column_statistics(run, shards, ss, home_of_shard, enc, n_total)
         hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain, col_stats, tcounts)
                            for d, h in enumerate(homes)])
-        verification, metrics = _combine_stages(hres, est, n_total, suppressed, enc, tcounts)
+        verification, metrics = combine_stages(hres, est, n_total, suppressed, enc, tcounts)
         secs["stages"] = time.perf_counter() - t0
         if not verification.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
@@ -592,7 +411,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             os.makedirs(tmp)
             files = [f"part-{i:05d}.parquet" for i in range(S)]
         try:
-            wfuts = [run.submit(home_of_shard[i], _write, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
+            wfuts = [run.submit(home_of_shard[i], write_output, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
                                 enc.columns, fmt, schema.identifiers,
                                 None if tmp is None else os.path.join(tmp, files[i]), output_metadata(enc, fmt))
                      for i, s in enumerate(shards) if i in sources_out]
@@ -616,7 +435,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         info["bytes_to_coordinator"] = run.bytes_in
         info["bytes_from_coordinator"] = run.bytes_out
         info["dashboard"] = handle.dashboard
-        worker_backend = run.gather([run.submit(0, _backend_of, est.backend)])[0]
+        worker_backend = run.gather([run.submit(0, backend_of, est.backend)])[0]
         info["workers"] = W
         del shards, homes
     secs["total"] = time.perf_counter() - t_all
@@ -624,135 +443,3 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
                              info, schema, worker_backend)
-
-
-def _validate(est, sample: pd.DataFrame, n_total: int):
-    """The estimator's own validation on a sample of the first shard; k against the whole table."""
-    from ..mondrian import _check_int  # noqa: PLC0415
-
-    k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
-    if k > n_total:
-        raise PrivacyError(f"k = {k} is larger than the table ({n_total} rows); choose k <= {n_total}")
-    probe = est.__class__(**{**est.get_params(), "k": 2})
-    return probe._validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
-
-
-def _whole_table_check(est, crit, n_total, whole, sensitive) -> None:
-    """The single-process estimator's check that the whole table meets l and t, same messages."""
-    whole = np.asarray(whole)[None, :]
-    if bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
-        return
-    n_dist = int((whole > 0).sum())
-    if est.l_kind == "recursive" and n_dist >= int(est.l):
-        r = np.sort(whole[0])[::-1]
-        need = float(r[0]) / float(r[int(est.l) - 1:].sum())
-        raise PrivacyError(
-            f"the whole table fails recursive ({est.c:g}, {est.l})-diversity: in '{sensitive}' the most frequent value "
-            f"has {int(r[0])} rows, which is not below c = {est.c:g} times the {int(r[int(est.l) - 1:].sum())} rows of "
-            f"the values from rank {est.l} on; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
-    raise PrivacyError(
-        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s) "
-        f"(l = {est.l}, {est.l_kind}); lower l or pick another sensitive attribute")
-
-
-def _suppression(est, crit, enc, bsizes, bhist, n_total):
-    """Blocks (missing-value patterns) failing the criteria on their own are suppressed, within budget."""
-    keep = np.ones(enc.n_blocks, dtype=bool)
-    suppressed, reason = 0, ""
-    if enc.patterns is not None:
-        bad = ~crit.satisfied(bsizes, bhist, np)
-        if bool(bad.any()):
-            keep = ~bad
-            suppressed = int(bsizes[bad].sum())
-            crit_txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (
-                f", t = {crit.t}" if crit.t is not None else "")
-            reason = (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that fail the criteria "
-                      f"({crit_txt}) on their own")
-    budget = math.floor(float(est.max_suppression) * n_total)
-    if suppressed > budget:
-        raise PrivacyError(
-            f"{suppressed} row(s) ({100.0 * suppressed / n_total:.2f}%) would be suppressed, over the budget "
-            f"max_suppression = {est.max_suppression} ({budget} rows): {reason}; raise --max-suppression or fill the "
-            f"missing values")
-    if suppressed == n_total:
-        raise PrivacyError(f"every row would be suppressed: {reason}")
-    return suppressed, reason, keep
-
-
-def _column_statistics(run, shards, ss, home_of_shard, enc, n_total: int):
-    """The whole table's per-QI value x target counts (see :mod:`.metrics`), when they are small:
-    ``(per QI (values, counts), target counts)``, or ``(None, None)``."""
-    from .metrics import DISTINCT_LIMIT, combine_value_counts  # noqa: PLC0415
-
-    nt = max(len(enc.target_values), 1)
-    bound = 0
-    for c in enc.columns:  # a loop over columns: distinct values known from the dictionaries
-        distinct = c.n_categories if c.kind == "categorical" else (
-            n_total if isinstance(c.info, str) else len(c.info) + 1)
-        bound += min(n_total, distinct * nt)
-    if bound > DISTINCT_LIMIT:
-        return None, None
-    run.stage = "whole-table column statistics"
-    chunks = run.gather([run.call(home_of_shard[i], s, ss[i], "value_counts", nt) for i, s in enumerate(shards)])
-    merged = combine_value_counts(chunks, nt)
-    tcounts = merged[0][1].sum(axis=0) if merged else None
-    return merged, (tcounts if enc.target is not None else None)
-
-
-def _combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=None):
-    """Combine the homes' verification and per-class results into the whole output's."""
-    from .. import metrics as metrics_mod  # noqa: PLC0415
-    from ..verify import VerificationResult  # noqa: PLC0415
-
-    hres = [h for h in hres if h is not None]
-    # classes are grouped by their published cells, as the verifier does; a cell tuple shared by
-    # classes of two homes would be one output class split across workers
-    hashes = [np.unique(h["hash"], return_inverse=True) for h in hres]
-    allu = np.concatenate([u for u, _ in hashes])
-    if np.unique(allu).shape[0] != allu.shape[0]:
-        raise VerificationError("two classes finished on different workers publish the same cells, so the output "
-                                "has a class split across workers that the cluster run cannot verify; use --format "
-                                "range or minmax, or run in one process")
-    sizes = np.concatenate([np.bincount(inv.reshape(-1), weights=h["sizes"], minlength=u.shape[0]).astype(np.int64)
-                            for (u, inv), h in zip(hashes, hres)])
-    vs = [h["verify"] for h in hres]
-    failures = []
-    for v in vs:
-        failures += [f for f in v.failures if f not in failures]
-
-    def pick(f, attr):
-        vals = [getattr(v, attr) for v in vs if getattr(v, attr) is not None]
-        return f(vals) if vals else None
-
-    n_cls = int(sizes.shape[0])
-    stats = {}
-    if n_cls:
-        stats = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max()),
-                 "mean": float(sizes.mean())}
-    res = VerificationResult(int(sum(v.n_rows for v in vs)), n_cls, int(sizes.min()) if n_cls else 0,
-                             pick(min, "l"), pick(min, "l_entropy"), pick(max, "t"), stats, failures)
-    summary = metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed)
-    m = metrics_mod.compute_metrics(summary, k=int(est.k))
-    if hres and hres[0]["target_max"] is not None:
-        tmax = sum(float((h["sizes"] - h["target_max"]).sum()) for h in hres)
-        m["cm"] = float((tmax + suppressed) / max(n_total, 1))
-    n_out = int(sizes.sum())
-    per_ncp = {c.name: sum(h["ncp_sum"][c.name] for h in hres) / max(n_out, 1) for c in enc.columns}
-    qis = [c.name for c in enc.columns]
-    w = np.full(len(qis), 1.0 / max(len(qis), 1))
-    m["ncp"] = float(sum(wi * per_ncp[c] for wi, c in zip(w, qis)))
-    m["ncp_per_column"] = per_ncp
-    m["ncp_weights"] = dict(zip(qis, map(float, w)))
-    for key in ("entropy_coefficient_before", "entropy_coefficient_after", "entropy_loss",
-                "entropy_coefficient_before_labels", "entropy_coefficient_after_labels", "entropy_loss_labels",
-                "gionis_tassa"):
-        m[key] = None
-    m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"]
-    if hres and all(h["summary"] is not None for h in hres):  # every metric, as in one process
-        from .metrics import combine_summaries  # noqa: PLC0415
-
-        s = combine_summaries([h["summary"] for h in hres], n_total, suppressed)
-        if target_counts is not None:
-            s.target_counts_before = np.asarray(target_counts)
-        m = metrics_mod.compute_metrics(s, k=int(est.k))
-    return res, m
