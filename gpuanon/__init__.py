@@ -5,10 +5,9 @@
 5
 """
 
-from .criteria import Criteria
+from .anonymize import Criteria, Mondrian
 from .errors import (BackendError, GpuanonError, InputError, PrivacyError, SchemaError,
                      VerificationError)
-from .mondrian import Mondrian
 from . import verify
 from .verify import verify as check
 from . import datasets

@@ -142,3 +142,30 @@ def parse_numeric_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     lo = np.where(codes >= 0, lo_u[np.maximum(codes, 0)], np.nan)
     hi = np.where(codes >= 0, hi_u[np.maximum(codes, 0)], np.nan)
     return lo, hi
+
+
+def output_qi_columns(qi_names, fmt: str, kinds: dict) -> list[str]:
+    """Names of the QI columns in an output written with ``fmt``."""
+    cols = []
+    for c in qi_names:
+        if fmt == "minmax" and kinds.get(c) == "numeric":
+            cols += [c + "_min", c + "_max"]
+        else:
+            cols.append(c)
+    return cols
+
+
+def resolve_qi_columns(qi_names, columns) -> list[str]:
+    """Output columns of QIs in any output table: the column itself, or its ``_min`` / ``_max`` pair.
+
+    Raises ``KeyError`` with the first QI that has neither.
+    """
+    cols = []
+    for c in qi_names:
+        if c in columns:
+            cols.append(c)
+        elif f"{c}_min" in columns and f"{c}_max" in columns:
+            cols += [f"{c}_min", f"{c}_max"]
+        else:
+            raise KeyError(c)
+    return cols

@@ -83,7 +83,8 @@ def test_text_columns_are_categoricals_indexed_by_class():
 def test_published_cells_group_like_the_text(fmt):
     """The verifier's encoded cells and the written text give the same classes (a bijection)."""
     from gpuanon.datasets import load_adult
-    from gpuanon.generalize import ClassStats, output_qi_columns
+    from gpuanon.cells import output_qi_columns
+    from gpuanon.classes import ClassStats
     from gpuanon.verify import class_ids, verify_encoded
 
     df = load_adult().head(4000)

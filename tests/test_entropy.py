@@ -14,7 +14,7 @@ import pytest
 
 from gpuanon import Mondrian
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
-from gpuanon.entropy import (interval_joint, numeric_domain, set_joint, suppressed_joint,
+from gpuanon.metrics.entropy import (interval_joint, numeric_domain, set_joint, suppressed_joint,
                              uncertainty_from_joint)
 from gpuanon.metrics import compute_metrics, summary_from_labels, summary_from_output
 from test_metrics import assert_close, ref_domain, ref_u_prime

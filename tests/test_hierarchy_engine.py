@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gpuanon import Mondrian
-from gpuanon.criteria import Criteria
+from gpuanon.anonymize.criteria import Criteria
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.errors import GpuanonError, InputError, SchemaError
 from gpuanon.hierarchy import RHO_CANDIDATES, Hierarchy, frequency_table

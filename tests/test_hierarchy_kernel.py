@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuanon.backend import gpu_status, gpu_usable, to_device, to_host
-from gpuanon.criteria import Criteria
+from gpuanon.anonymize.criteria import Criteria
 from gpuanon.encoding import encode, kernel_specs
 from gpuanon.hierarchy import (
     ColumnHierarchy,

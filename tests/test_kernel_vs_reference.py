@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from gpuanon import Mondrian, PrivacyError
-from gpuanon.criteria import Criteria
+from gpuanon.anonymize.criteria import Criteria
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.encoding import encode, kernel_specs
 from gpuanon.schema import Schema

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import gpuanon
 from gpuanon import Mondrian, PrivacyError
 from gpuanon.cells import parse_range
-from gpuanon.generalize import output_qi_columns
+from gpuanon.cells import output_qi_columns
 from gpuanon.verify import verify
 
 NUMERIC = ["age", "score"]

@@ -323,7 +323,7 @@ def test_adult_optimized_vs_standard(adult_runs, capsys):
 def test_sweep_rows_equal_standalone_runs(adult_runs, hierarchies):
     """The sweep shares one encoded table between runs (hierarchies are re-attached per run):
     every row, the optimized variant included, equals a standalone fit."""
-    from gpuanon.sweep import run_sweep  # noqa: PLC0415
+    from gpuanon.anonymize.sweep import run_sweep  # noqa: PLC0415
 
     df = adult_runs[0].head(6000)
     qis = ["age", "workclass", "education", "marital-status", "race", "gender"]

@@ -11,7 +11,7 @@ import pytest
 
 from gpuanon import Mondrian
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
-from gpuanon.sweep import COLUMNS, grid, run_sweep, thesis_table, to_markdown
+from gpuanon.anonymize.sweep import COLUMNS, grid, run_sweep, thesis_table, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 KS = [3, 4, 5, 8, 10, 20]
@@ -173,7 +173,7 @@ def test_loss_rises_with_k_and_the_label_reading_is_a_diagnostic(res):
 
 
 def test_thesis_table_beside_the_thesis(res):
-    from gpuanon.sweep import THESIS_TABLE_5_4
+    from gpuanon.anonymize.sweep import THESIS_TABLE_5_4
 
     t = thesis_table(res, base_k=3, reference=THESIS_TABLE_5_4)
     assert list(t.columns) == ["run", "classes", "entropy_loss_%", "ncp", "dm", "cm", "thesis_partitions",
@@ -184,7 +184,7 @@ def test_thesis_table_beside_the_thesis(res):
 
 
 def test_metric_columns_name_the_chosen_rho():
-    from gpuanon.sweep import metric_columns
+    from gpuanon.anonymize.sweep import metric_columns
 
     met = {"entropy_loss": 0.1, "entropy_loss_labels": -0.2, "ncp": 0.3, "dm": 4, "cm": 0.5, "c_avg": 1.5,
            "gionis_tassa": {"normalized": 0.6}}

@@ -39,7 +39,7 @@ def add_parser(sub, config: dict | None = None):
 
 def run(args) -> int:
     from ..io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
-    from ..mondrian import Mondrian  # noqa: PLC0415
+    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
     from ..report import command_report, render_html  # noqa: PLC0415
 
     t0 = time.perf_counter()

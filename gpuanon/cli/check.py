@@ -28,9 +28,9 @@ def add_parser(sub):
 def run(args) -> int:
     import pandas as pd  # noqa: PLC0415
 
-    from ..criteria import resolve_t_distance  # noqa: PLC0415
+    from ..anonymize.criteria import resolve_t_distance  # noqa: PLC0415
     from ..datasets import load_table  # noqa: PLC0415
-    from ..generalize import resolve_qi_columns  # noqa: PLC0415
+    from ..cells import resolve_qi_columns  # noqa: PLC0415
     from ..io import write_json  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
     from ..verify import verify  # noqa: PLC0415

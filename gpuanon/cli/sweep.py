@@ -59,7 +59,7 @@ def _float_list(text: str, name: str) -> list[float]:
 
 def run(args) -> int:
     from ..io import atomic_path, check_writable  # noqa: PLC0415
-    from ..sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
+    from ..anonymize.sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
 
     out = Path(args.out)
     check_writable(out, table=False)

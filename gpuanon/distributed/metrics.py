@@ -60,7 +60,7 @@ def combine_value_counts(chunks: list, nt: int) -> list:
 def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: bool, xp):
     """Finalize: a column's :class:`~gpuanon.metrics.ColumnStats` from its value x target counts,
     as :func:`gpuanon.metrics.column_stats` computes it from the rows."""
-    from ..entropy import N_BINS, numeric_domain  # noqa: PLC0415
+    from ..metrics.entropy import N_BINS, numeric_domain  # noqa: PLC0415
     from ..metrics import ColumnStats  # noqa: PLC0415
     from ..metrics.formulas import entropy_bits_x, xlogx_sum  # noqa: PLC0415
 

@@ -57,7 +57,7 @@ import pandas as pd
 
 from kernels.mondrian import partition_spans
 
-from ..criteria import Criteria, resolve_t_distance
+from ..anonymize.criteria import Criteria, resolve_t_distance
 from ..errors import InputError, SchemaError, VerificationError
 from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
 from .cluster import open_cluster

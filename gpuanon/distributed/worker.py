@@ -376,7 +376,8 @@ class Home:
         :mod:`.metrics`); with them the home's class summary is the single-process one's share.
         """
         from .. import verify as verify_mod  # noqa: PLC0415
-        from ..generalize import ClassStats, class_values  # noqa: PLC0415
+        from ..anonymize.generalize import class_values  # noqa: PLC0415
+        from ..classes import ClassStats  # noqa: PLC0415
 
         xp = self.xp
         table = local_table(enc, self.keys, self.sa, self.target, xp)

@@ -60,7 +60,7 @@ class Evaluation:
 
 
 def mondrian_metrics(m) -> dict:
-    """A fitted :class:`~gpuanon.mondrian.Mondrian`'s information-loss metrics, as the results table names them."""
+    """A fitted :class:`~gpuanon.anonymize.mondrian.Mondrian`'s information-loss metrics, as the results table names them."""
     met = m.metrics_
     return {"entropy_loss": met.get("entropy_loss"), "entropy_loss_labels": met.get("entropy_loss_labels"),
             "ncp": met.get("ncp"),
@@ -173,7 +173,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     from sklearn.model_selection import train_test_split  # noqa: PLC0415
 
     from ..backend import get_backend  # noqa: PLC0415
-    from ..mondrian import Mondrian  # noqa: PLC0415
+    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
 
     t_start = time.perf_counter()
     prots = parse_protections(protections)

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import SchemaError
+from ..errors import InputError, SchemaError
 from ..metrics import cell_text, parse_numeric_cells, split_set_text
 
 

@@ -78,7 +78,7 @@ def _load(ctx: Context) -> dict:
 def protect(cfg: dict, rows):
     """``(protected frame or None, hierarchies, silo info)`` for the experiment's protection."""
     from ..evaluate import mondrian_metrics, parse_protection  # noqa: PLC0415
-    from ..mondrian import Mondrian  # noqa: PLC0415
+    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
 
     prot = parse_protection(cfg["protection"])
     info = {"rows_in": int(len(rows)), "rows": int(len(rows)), "classes": None, "suppressed": 0,

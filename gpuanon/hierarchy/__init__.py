@@ -30,7 +30,7 @@ Builders:
 
 Group labels of frequency hierarchies: by default the group's values joined by ``|`` in leaf
 order (``"HS-grad|Some-college"``; a group of one value is labelled by that value), the same text
-the set generalization of :mod:`gpuanon.generalize` writes for that set; with
+the set generalization of :mod:`gpuanon.anonymize.generalize` writes for that set; with
 ``labels="target"``: ``"<t*> <lo>-<hi>%"`` (``"<=50K 80-90%"``). Missing values are one leaf,
 labelled ``NaN``.
 

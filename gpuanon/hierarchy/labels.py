@@ -17,7 +17,7 @@ MISSING_LABEL = "NaN"
 """Label of the leaf that stands for a missing value."""
 
 GROUP_SEPARATOR = "|"
-"""Separator of the values in a frequency group's label (as in :mod:`gpuanon.generalize`)."""
+"""Separator of the values in a frequency group's label (as in :mod:`gpuanon.anonymize.generalize`)."""
 
 
 def node_text(v: Any) -> str:

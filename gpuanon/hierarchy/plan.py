@@ -1,6 +1,6 @@
 """Hierarchies in a fit: the plan from the ``hierarchies`` parameter, binding, and the choice of rho.
 
-A fit (:class:`gpuanon.mondrian.Mondrian`) goes through three steps, all here:
+A fit (:class:`gpuanon.anonymize.mondrian.Mondrian`) goes through three steps, all here:
 
 1. :func:`hierarchy_plan` -- ``{column: Hierarchy or 'auto'}`` from the estimator's
    ``hierarchies`` and ``rho`` parameters, validated against the data (errors name the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module, to_device, to_host, to_scalar
-from ..entropy import suppressed_joint, uncertainty_x
+from .entropy import suppressed_joint, uncertainty_x
 from .formulas import entropy_loss, set_entropy
 from .summary import ClassSummary, ColumnSummary
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import array_module, to_scalar
-from ..entropy import interval_positions, uncertainty_x
+from .entropy import interval_positions, uncertainty_x
 
 
 def xlogx_sum(c, xp=None):

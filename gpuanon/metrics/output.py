@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..cells import cell_text, parse_numeric_cells, split_set_text
-from ..entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
+from ..cells import cell_text, parse_numeric_cells, resolve_qi_columns, split_set_text
+from .entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
 from .compute import compute_metrics
 from .formulas import entropy_bits, interval_entropy_at
 from .summary import ClassSummary, ColumnSummary
@@ -52,7 +52,6 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     and the same target sequence, row by row. Without either, each mean is read as the original
     value nearest to it (a note says so).
     """
-    from ..generalize import resolve_qi_columns  # noqa: PLC0415
     from ..verify import class_ids as group_ids  # noqa: PLC0415
 
     try:

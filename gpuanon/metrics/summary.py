@@ -1,6 +1,6 @@
 """Class summaries of the anonymizer's own output, on the device the table lives on.
 
-:func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.generalize.ClassStats`:
+:func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.classes.ClassStats`:
 one sort by class, per-class key ranges, category masks, hierarchy nodes, target histograms) and
 each column's whole-table statistics (:func:`column_stats`, kept in ``Table.column_stats``), and
 keeps every per-class and per-value array where it was made: what reaches the host are the
@@ -21,7 +21,8 @@ from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
 from ..backend import array_module, to_device, to_scalar
-from ..entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
+from ..classes import ClassStats
+from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
 from .formulas import dense_ids, entropy_bits_x, interval_entropy_at, xlogx_sum
 
@@ -37,7 +38,7 @@ class ColumnSummary:
     reading's "before").
 
     The entropy coefficient of section 7 (amended) reads the column on its domain ``D_X``
-    (:mod:`gpuanon.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
+    (:mod:`gpuanon.metrics.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
     original rows' ``(x, t)`` counts, ``joint_after`` the kept rows' mass spread over their cells
     (suppressed rows are added by :func:`~gpuanon.metrics.compute_metrics`). Arrays are NumPy or
     CuPy (all on one device); single numbers may be 0-d arrays.
@@ -242,11 +243,9 @@ def category_sets(stats, j: int, n_categories: int):
 def summary_from_labels(table, labels, n_classes: int | None = None, stats=None) -> ClassSummary:
     """Summarize the classes of the anonymizer's own output (labels: class per row, -1 suppressed).
 
-    ``stats``: the fit's :class:`~gpuanon.generalize.ClassStats` when the pipeline has one (its
+    ``stats``: the fit's :class:`~gpuanon.classes.ClassStats` when the pipeline has one (its
     sort by class and per-class statistics are shared); otherwise one is built from ``labels``.
     """
-    from ..generalize import ClassStats  # noqa: PLC0415 (generalize sits above the metrics' formulas)
-
     xp = table.xp
     if stats is None:
         labels = to_device(labels, xp)
@@ -378,8 +377,6 @@ class HierarchyScorer:
     """
 
     def __init__(self, table, labels, stats=None):
-        from ..generalize import ClassStats  # noqa: PLC0415
-
         xp = table.xp
         self.table, self.xp = table, xp
         if stats is None:

@@ -11,7 +11,7 @@ Examples
 >>> import numpy as np, pandas as pd
 >>> from gpuanon.schema import Schema
 >>> from gpuanon.encoding import encode
->>> from gpuanon.criteria import Criteria
+>>> from gpuanon.anonymize.criteria import Criteria
 >>> df = pd.DataFrame({"a": [1, 1, 1, 2, 3, 4]})
 >>> t = encode(df, Schema.from_frame(df, ["a"]))
 >>> labels, n, info = optimize_partitions(t, np.zeros(6, dtype=np.int64), 1, Criteria(k=3))
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .criteria import Criteria
-from .encoding import Table
+from ..encoding import Table
 
 
 def _dense(x, xp):

@@ -29,16 +29,18 @@ from sklearn.base import BaseEstimator
 
 from kernels.mondrian import mondrian_partition
 
-from . import metrics as metrics_mod
-from . import verify as verify_mod
-from .backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
+from .. import metrics as metrics_mod
+from .. import verify as verify_mod
+from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
                       stage, synchronize, to_device, to_host)
 from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
-from .encoding import Table, encode, kernel_specs
-from .errors import PrivacyError, SchemaError, VerificationError
-from .generalize import FORMATS, ClassStats, generalize, output_qi_columns
-from .hierarchy import choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
-from .schema import Schema
+from ..encoding import Table, encode, kernel_specs
+from ..errors import PrivacyError, SchemaError, VerificationError
+from ..cells import output_qi_columns
+from ..classes import ClassStats
+from .generalize import FORMATS, generalize
+from ..hierarchy import choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
+from ..schema import Schema
 
 log = logging.getLogger("gpuanon")
 MODES = ("strict", "relaxed")
@@ -198,7 +200,7 @@ class Mondrian(BaseEstimator):
         """
         self._cluster_output = None
         if self.cluster is not None:  # scale-out on Dask: gpuanon.distributed runs the whole pipeline
-            from .distributed.estimator import fit_on_cluster  # noqa: PLC0415
+            from ..distributed.estimator import fit_on_cluster  # noqa: PLC0415
 
             return fit_on_cluster(self, df)
         self._transfers = TransferLog(simulate=False)
@@ -241,7 +243,6 @@ class Mondrian(BaseEstimator):
         """
         t0 = time.perf_counter()
         be = backend
-        xp = be.xp
         self._transfers = _log if _log is not None else TransferLog(simulate=not be.is_gpu)
         if _log is None:
             self._fitted_frame = None
@@ -394,7 +395,7 @@ class Mondrian(BaseEstimator):
         if getattr(self, "_labels", None) is None:
             raise RuntimeError("call fit() before transform()")
         if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
-            from .distributed.estimator import cluster_output  # noqa: PLC0415
+            from ..distributed.estimator import cluster_output  # noqa: PLC0415
 
             return cluster_output(self, df)
         self._check_frame(df)
@@ -480,6 +481,6 @@ class Mondrian(BaseEstimator):
         return self.fit(df).transform(df)
 
     def _report(self, df, out, res) -> dict[str, Any]:
-        from .report.assemble import anonymization_report  # noqa: PLC0415
+        from ..report.assemble import anonymization_report  # noqa: PLC0415
 
         return anonymization_report(self, df, out, res)

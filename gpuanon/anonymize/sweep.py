@@ -25,13 +25,10 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .backend import get_backend
-from .encoding import encode
-from .errors import PrivacyError
-from .generalize import generalize, output_qi_columns
-from .metrics import compute_metrics, summary_from_labels
+from ..backend import get_backend
+from ..encoding import encode
+from ..errors import PrivacyError
 from .mondrian import Mondrian
-from .verify import verify
 
 log = logging.getLogger("gpuanon")
 
@@ -175,7 +172,7 @@ def _cell(v) -> str:
 def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-style markdown table (:func:`gpuanon.report.markdown_table`): missing cells empty,
     large whole numbers exact."""
-    from .report.markdown import markdown_table  # noqa: PLC0415
+    from ..report.markdown import markdown_table  # noqa: PLC0415
 
     return markdown_table(table.map(_cell))
 
@@ -187,7 +184,7 @@ def plot_sweep(res: pd.DataFrame, path: str) -> None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from .io import atomic_path  # noqa: PLC0415
+    from ..io import atomic_path  # noqa: PLC0415
 
     kr = res[(res["criterion"] == "k-anonymity") & res["n_classes"].notna()].sort_values("k")
     fig, ax = plt.subplots(figsize=(7, 4))

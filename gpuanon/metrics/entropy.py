@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from .backend import array_module, special, to_scalar
+from ..backend import array_module, special, to_scalar
 
 N_BINS = 256
 

@@ -1,0 +1,162 @@
+"""Class statistics: per-class statistics of an encoded table for a labelling of its rows.
+
+Built once on the table's device after partitioning (one stable sort of the kept rows by class)
+and shared by generalization, the published cells the verifier groups by, and the metrics:
+per-QI key min / max, means, category masks and set ids, hierarchy nodes (the lowest-common-node
+kernel), target and other histograms, each computed at first use and kept. Nothing here loops
+over rows or classes in Python.
+"""
+
+from __future__ import annotations
+
+from kernels.hierarchy import lowest_common_node
+from kernels.segmented import group_starts, segment_reduce
+
+from .encoding import Table
+
+
+class ClassStats:
+    """Per-class statistics of every QI for a labelling of the kept rows, on the table's device.
+
+    Built once after partitioning; every per-column statistic is computed at first use and kept,
+    so generalization, the published cells and the metrics share one sort by class.
+    """
+
+    def __init__(self, table: Table, labels, n_classes: int):
+        xp = table.xp
+        self.table = table
+        self.xp = xp
+        kept = xp.nonzero(labels >= 0)[0]
+        lab = labels[kept]
+        order = xp.argsort(lab, kind="stable")
+        self.rows = kept[order]  # kept rows sorted by class
+        slab = lab[order]
+        self.starts = group_starts(slab, xp)
+        self.sizes = xp.diff(xp.concatenate([self.starts, xp.asarray([slab.shape[0]], dtype=xp.int64)]))
+        self.class_ids = slab[self.starts]
+        self.n_classes = n_classes
+        self.kept = kept
+        self.n_kept = int(kept.shape[0])
+        self.row_class = lab  # class id of each kept row, in original row order
+        pos_of_id = xp.zeros(max(n_classes, 1), dtype=xp.int64)
+        pos_of_id[self.class_ids] = xp.arange(self.class_ids.shape[0], dtype=xp.int64)
+        self.row_pos = pos_of_id[lab]  # class position (0..#classes-1) of each kept row, input order
+        self._cache: dict = {}
+
+    @property
+    def n(self) -> int:
+        """Number of classes (distinct labels among the kept rows)."""
+        return int(self.starts.shape[0])
+
+    def _memo(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    def key_minmax(self, j: int):
+        """Smallest and largest key (uint32) of every class on column ``j``."""
+        def f():
+            k = self.table.keys[j][self.rows]
+            return (segment_reduce("minimum", k, self.starts, self.xp, axis=0),
+                    segment_reduce("maximum", k, self.starts, self.xp, axis=0))
+        return self._memo(("keys", j), f)
+
+    def numeric_minmax(self, j: int):
+        kmin, kmax = self.key_minmax(j)
+        return self.table.numeric_values(j, kmin), self.table.numeric_values(j, kmax)
+
+    def numeric_mean(self, j: int):
+        def f():
+            t, xp = self.table, self.xp
+            v = t.numeric_values(j, t.keys[j][self.rows])
+            return segment_reduce("add", v, self.starts, xp, axis=0) / self.sizes
+        return self._memo(("mean", j), f)
+
+    def code_minmax(self, j: int):
+        """Smallest and largest code of every class on categorical column ``j``."""
+        lo, hi = self.key_minmax(j)
+        return lo.astype(self.xp.int64), hi.astype(self.xp.int64)
+
+    def hierarchy_nodes(self, j: int, code_levels=None):
+        """Lowest common hierarchy node of every class on column ``j`` and its level (device arrays).
+
+        Codes follow the hierarchy's leaf order, so the node covering a class covers its smallest
+        and largest code: the first level where their paths meet.
+        """
+        lv = self.table.hierarchies[self.table.columns[j].name].code_levels if code_levels is None else code_levels
+        xp = self.xp
+
+        def f():
+            lo, hi = self.code_minmax(j)
+            return lowest_common_node(lv, lo, hi, xp)
+        if code_levels is not None:
+            return f()
+        return self._memo(("nodes", j, id(lv)), f)
+
+    def category_masks(self, j: int):
+        """(n_classes, words) uint64 bitmask of the codes present in each class."""
+        def f():
+            t, xp = self.table, self.xp
+            code = t.keys[j][self.rows].astype(xp.int64)
+            ncat = t.columns[j].n_categories
+            words = max(1, -(-ncat // 64))
+            out = xp.zeros((self.starts.shape[0], words), dtype=xp.uint64)
+            for w in range(words):  # a loop over 64-category words, not over classes
+                bit = xp.where(code // 64 == w, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)),
+                               xp.uint64(0))
+                out[:, w] = segment_reduce("bitwise_or", bit.astype(xp.uint64), self.starts, xp, axis=0)
+            return out
+        return self._memo(("masks", j), f)
+
+    def set_ids(self, j: int):
+        """A uint64 per class, equal exactly when the classes hold the same set of categories."""
+        def f():
+            xp = self.xp
+            m = self.category_masks(j)
+            if m.shape[1] == 1:
+                return m[:, 0]
+            order = xp.lexsort(m.T[::-1])
+            sm = m[order]
+            new = xp.ones(m.shape[0], dtype=bool)
+            new[1:] = (sm[1:] != sm[:-1]).any(axis=1)
+            ids = xp.empty(m.shape[0], dtype=xp.uint64)
+            ids[order] = (xp.cumsum(new.astype(xp.int64)) - 1).astype(xp.uint64)
+            return ids
+        return self._memo(("setid", j), f)
+
+    def histogram(self, codes, n_values: int):
+        """(classes, n_values) counts of ``codes`` (a per-row code array) in every class."""
+        xp = self.xp
+        pos = xp.repeat(xp.arange(self.starts.shape[0], dtype=xp.int64), self.sizes)
+        return xp.bincount(pos * n_values + codes[self.rows].astype(xp.int64),
+                           minlength=self.starts.shape[0] * n_values).reshape(-1, n_values)
+
+    def target_hist(self):
+        t = self.table
+        if t.target is None:
+            return None
+        return self._memo("target_hist", lambda: self.histogram(t.target, max(len(t.target_values), 1)))
+
+    def published_cells(self, fmt: str) -> list:
+        """The canonical published cell of every class on every output QI column (uint64, device).
+
+        Numeric ``range`` / ``minmax``: the interval's two order-preserving keys ``lo << 32 | hi``
+        (the ``_min`` and ``_max`` columns of ``minmax`` are one interval); ``mean``: the bits of
+        the mean; categorical: the set's bitmask or id, or the hierarchy node. This is what the
+        verifier groups rows by; the text is made from the same per-class values.
+        """
+        xp = self.xp
+        out = []
+        for j, col in enumerate(self.table.columns):
+            if col.kind == "categorical":
+                if col.name in self.table.hierarchies:
+                    out.append(self.hierarchy_nodes(j)[0].astype(xp.uint64))
+                else:
+                    out.append(self.set_ids(j))
+            elif fmt == "mean":
+                m = self.numeric_mean(j) + 0.0
+                out.append(xp.where(xp.isnan(m), xp.nan, m).view(xp.uint64))
+            else:
+                lo, hi = self.key_minmax(j)
+                out.append((lo.astype(xp.uint64) << xp.uint64(32)) | hi.astype(xp.uint64))
+        return out
