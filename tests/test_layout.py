@@ -1,0 +1,106 @@
+"""The house rules of docs/architecture.md that a machine can check: no module reads another
+module's private names, no module grows past 500 lines, and the stages import in one direction."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCES = sorted([*ROOT.glob("gpuanon/**/*.py"), *ROOT.glob("kernels/*.py")])
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(path: pathlib.Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    pkg = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        pkg = pkg[:-1]
+    base = pkg[: len(pkg) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        own = _module_name(path)
+        aliases = {}  # local name -> project module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = _resolve(path, node)
+                if not src.split(".")[0] in ("gpuanon", "kernels"):
+                    continue
+                for a in node.names:
+                    if _private(a.name) and src != own:
+                        bad.append(f"{path.relative_to(ROOT)}: from {src} import {a.name}")
+                    aliases[a.asname or a.name] = f"{src}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in ("gpuanon", "kernels"):
+                        aliases[a.asname or a.name.split(".")[0]] = a.asname and a.name or a.name.split(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name):
+                target = aliases.get(node.value.id)
+                if target is not None and (ROOT / (target.replace(".", "/") + ".py")).exists() or \
+                        target is not None and (ROOT / target.replace(".", "/") / "__init__.py").exists():
+                    bad.append(f"{path.relative_to(ROOT)}: {node.value.id}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_above_500_lines():
+    long = {str(p.relative_to(ROOT)): n for p in SOURCES if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
+
+
+def _top_level_imports(path: pathlib.Path) -> set:
+    """Project modules a module imports when it is loaded (imports inside functions excluded)."""
+    out = set()
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            src = _resolve(path, node)
+            if src.split(".")[0] not in ("gpuanon", "kernels"):
+                continue
+            for a in node.names:  # "from . import verify" names a module
+                cand = f"{src}.{a.name}"
+                out.add(cand if _exists(cand) else src)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] in ("gpuanon", "kernels")}
+    return {m for m in out if _exists(m)}
+
+
+def _exists(mod: str) -> bool:
+    p = ROOT / mod.replace(".", "/")
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def test_no_import_cycles_between_modules():
+    graph = {_module_name(p): _top_level_imports(p) for p in SOURCES}
+    # a package's __init__ re-exporting its own modules is not a cycle of the stages
+    for mod in graph:
+        graph[mod] = {m for m in graph[mod] if not mod.startswith(m + ".") and m != mod}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = 1
+        for n in graph.get(m, ()):
+            if state.get(n) == 1:
+                cycles.append(" -> ".join(stack[stack.index(n):] + [n]))
+            elif n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "\n".join(cycles)
