@@ -124,7 +124,7 @@ def test_fit_encoded_leaves_the_shared_table_alone(adult):
     m = Mondrian(k=3, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income",
                  hierarchies="auto", rho=10, backend="cpu", progress=False)
     df = adult.head(5000)
-    schema = m._validate(df)
+    schema = m.validate(df)
     plan = m.hierarchy_plan(df, schema)
     be = B.get_backend("cpu", quiet=True)
     table = encode(df, schema, be.xp)

@@ -141,7 +141,8 @@ class Mondrian(BaseEstimator):
         self.cluster = cluster
 
     # ------------------------------------------------------------------ validation
-    def _validate(self, df: pd.DataFrame) -> Schema:
+    def validate(self, df: pd.DataFrame) -> Schema:
+        """Check the parameters against ``df`` and return its roles and kinds (one clear error each)."""
         if not isinstance(df, pd.DataFrame):
             raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
         if len(df) == 0:
@@ -208,7 +209,7 @@ class Mondrian(BaseEstimator):
         if is_device_frame(df):
             with count_transfers(log_=self._transfers), stage("input"):
                 host = frame_to_host(df)
-        schema = self._validate(host)
+        schema = self.validate(host)
         plan = self.hierarchy_plan(host, schema)
         be = get_backend(self.backend, n_rows=len(host))
         self._transfers.simulate = not be.is_gpu
@@ -238,7 +239,7 @@ class Mondrian(BaseEstimator):
                     plan: dict | None = None, _log: TransferLog | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
 
-        ``schema`` and ``table`` must come from :meth:`_validate` / :func:`encode` on the same
+        ``schema`` and ``table`` must come from :meth:`validate` / :func:`encode` on the same
         frame; the parameters of this estimator are validated against ``table``.
         """
         t0 = time.perf_counter()

@@ -85,7 +85,7 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
         raise ValueError("the sweep grid is empty: give at least one k, l or t")
     first = Mondrian(k=runs[0]["k"], quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
                      identifiers=identifiers, backend=backend, hierarchies=hierarchies, rho=rho)
-    schema = first._validate(df)
+    schema = first.validate(df)
     plan = first.hierarchy_plan(df, schema)
     be = get_backend(backend, n_rows=len(df))
     t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
     for run in runs:  # a bad grid value fails before any work, not halfway through
         Mondrian(k=run["k"], l=run["l"], t=run["t"], l_kind=l_kind, t_distance=t_distance,
                  quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
-                 identifiers=identifiers, mode=mode, max_suppression=max_suppression)._validate(df)
+                 identifiers=identifiers, mode=mode, max_suppression=max_suppression).validate(df)
     rows = []
     for i, run in enumerate(runs):
         t1 = time.perf_counter()
@@ -106,7 +106,7 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
                      optimize=bool(run.get("optimize", optimize)))
         row = {k_: v for k_, v in run.items() if k_ != "optimize"}
         try:
-            m._validate(df)
+            m.validate(df)
             m.fit_encoded(schema, table, be, encode_seconds=enc_s, plan=plan)
             # the one pipeline's second half: class statistics, verification from the published
             # cells (as minmax), metrics; no output frame is built

@@ -19,7 +19,7 @@ def validate(est, sample: pd.DataFrame, n_total: int):
     if k > n_total:
         raise PrivacyError(f"k = {k} is larger than the table ({n_total} rows); choose k <= {n_total}")
     probe = est.__class__(**{**est.get_params(), "k": 2})
-    return probe._validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
+    return probe.validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
 
 
 def whole_table_check(est, crit, n_total, whole, sensitive) -> None:

@@ -253,7 +253,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
         elif p.kind in ("mondrian", "suppress"):
             m = mondrian_for(p)
             try:
-                m.hierarchy_plan(train, m._validate(train))
+                m.hierarchy_plan(train, m.validate(train))
             except SchemaError as exc:
                 raise SchemaError(f"protection '{p.name}': {exc}") from None
             n_sa = int(train[sensitive].nunique(dropna=False))
