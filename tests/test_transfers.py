@@ -153,7 +153,7 @@ def test_verifier_is_independent_of_the_anonymizer():
     names |= {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     forbidden = {"anonymize", "mondrian", "criteria", "generalize", "optimize", "classes", "kernels", "metrics",
                  "hierarchy"}
-    assert not {m for m in names for f in forbidden if f in m}, names
+    assert not {m for m in names if forbidden & set(m.split("."))}, names
 
 
 def test_planted_violation_in_published_cells_is_caught():
