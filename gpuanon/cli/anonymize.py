@@ -26,6 +26,10 @@ def add_parser(sub, config: dict | None = None):
     g.add_argument("--max-suppression", dest="max_suppression", type=float,
                    help="fraction of rows that may be suppressed (default 0.01)")
     g.add_argument("--backend", choices=BACKENDS, help="default: $GPUANON_BACKEND or auto")
+    g.add_argument("--cluster", metavar="SPEC",
+                   help="run on Dask workers: local:N, cuda:N or a scheduler address tcp://host:8786; the "
+                        "input is then read by the workers (a directory of Parquet files, one shard each) and "
+                        "--out is a directory of Parquet files they write")
     add_hierarchy_options(g)
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")
@@ -39,8 +43,12 @@ def add_parser(sub, config: dict | None = None):
 
 def run(args) -> int:
     from ..io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
-    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
     from ..report import command_report, render_html  # noqa: PLC0415
+
+    if getattr(args, "cluster", None):  # scale-out on Dask: the workers read and write the table
+        from ..distributed.command import anonymize_on_cluster  # noqa: PLC0415
+
+        return anonymize_on_cluster(args, lambda roles: estimator(args, roles, cluster=args.cluster))
 
     t0 = time.perf_counter()
     out_path, report_path, html_path = args.out, args.report, args.html
@@ -54,16 +62,7 @@ def run(args) -> int:
         raise InputError("no k given; pass --k (e.g. --k 3)")
     df, roles, source = read_input(args, device_ok=True)
     t_read = time.perf_counter() - t0
-    qi = given(args.qi, roles.get("quasi_identifiers"))
-    if not qi:
-        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
-    m = Mondrian(
-        k=args.k, l=args.l, t=None if args.t is None else float(args.t), l_kind=args.l_kind, c=float(args.c),
-        t_distance=args.t_distance, quasi_identifiers=qi, sensitive=given(args.sensitive, roles.get("sensitive")),
-        target=given(args.target, roles.get("target")), identifiers=args.identifiers, numeric=args.numeric,
-        categorical=args.categorical, mode=args.mode, output_format=args.format,
-        max_suppression=float(args.max_suppression), backend=args.backend, progress=not args.quiet,
-        hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize))
+    m = estimator(args, roles)
     out = m.fit_transform(df)
     t1 = time.perf_counter()
     if out_path:
@@ -82,6 +81,22 @@ def run(args) -> int:
     log.info("%s; %.2f s%s", summary_line(report), secs["total"],
              f"; wrote {out_path}" if out_path else "; no --out given, nothing written")
     return 0
+
+
+def estimator(args, roles: dict, cluster=None):
+    """The Mondrian estimator the options describe (``roles``: a named data set's default roles)."""
+    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
+
+    qi = given(args.qi, roles.get("quasi_identifiers"))
+    if not qi:
+        raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    return Mondrian(
+        k=args.k, l=args.l, t=None if args.t is None else float(args.t), l_kind=args.l_kind, c=float(args.c),
+        t_distance=args.t_distance, quasi_identifiers=qi, sensitive=given(args.sensitive, roles.get("sensitive")),
+        target=given(args.target, roles.get("target")), identifiers=args.identifiers, numeric=args.numeric,
+        categorical=args.categorical, mode=args.mode, output_format=args.format,
+        max_suppression=float(args.max_suppression), backend=args.backend, progress=not args.quiet,
+        hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize), cluster=cluster)
 
 
 def summary_line(report: dict) -> str:
