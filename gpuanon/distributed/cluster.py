@@ -178,8 +178,9 @@ def open_cluster(spec, *, backend: str | None = None, processes: bool = False, q
             raise BackendError(f"the Dask cluster ({handle.description}) has no workers; start some with "
                                f"'dask worker {handle.client.scheduler.address}'")
         dash = handle.dashboard
-        log.info("dask: %s, %d worker(s)%s", handle.description, len(handle.workers),
-                 f"; dashboard {dash}" if dash else "")
+        # said once, by whoever started the cluster (a client handed on to the run: at DEBUG)
+        log.log(logging.INFO if handle.owned else logging.DEBUG, "dask: %s, %d worker(s)%s", handle.description,
+                len(handle.workers), f"; dashboard {dash}" if dash else "")
         yield handle
     finally:
         handle.close()
