@@ -9,16 +9,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..backend import array_module, to_scalar
+from ..backend import array_module, special, to_scalar
 from .entropy import interval_positions, uncertainty_x
+
+
+_LN2 = float(np.log(2.0))
+
+
+def xlog2x(c):
+    """``c log2 c`` element-wise (``xlogy`` of SciPy or CuPy: 0 log 0 = 0)."""
+    xp = array_module(c)
+    return special(xp).xlogy(c, c) / _LN2
 
 
 def xlogx_sum(c, xp=None):
     """``sum c log2 c`` over counts, a 0-d array (0 log 0 = 1 log 1 = 0: only counts above 1 are read)."""
     xp = xp or array_module(c)
     c = xp.asarray(c)
-    big = c[c > 1].astype(xp.float64)
-    return (big * xp.log2(big)).sum()
+    return xlog2x(c[c > 1].astype(xp.float64)).sum()
 
 
 def entropy_bits_x(counts, xp=None):
@@ -89,7 +97,7 @@ def interval_entropy_at(counts, a, b, rows: bool = False):
     c = counts[rep].astype(xp.float64)
     zero = xp.zeros(1, dtype=xp.float64)
     extra = xp.concatenate([zero, xp.cumsum(c - 1.0)])
-    clog = xp.concatenate([zero, xp.cumsum(c * xp.log2(c))])
+    clog = xp.concatenate([zero, xp.cumsum(xlog2x(c))])
     ia, ib = xp.searchsorted(rep, a), xp.searchsorted(rep, b)
     s = (b - a) + (extra[ib] - extra[ia])  # rows with a value in [lo, hi]
     e = clog[ib] - clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
@@ -114,7 +122,7 @@ def set_entropy(sets, counts):
     """Entropy (bits) of the original distribution restricted to each set (bool rows over categories)."""
     xp = array_module(counts)
     c = counts.astype(xp.float64)
-    clog = xp.where(c > 0, c * xp.log2(xp.where(c > 0, c, 1.0)), 0.0)
+    clog = xlog2x(c)
     sf = sets.astype(xp.float64)
     s, e = sf @ c, sf @ clog
     safe = xp.where(s > 0, s, 1.0)
