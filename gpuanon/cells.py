@@ -169,3 +169,28 @@ def resolve_qi_columns(qi_names, columns) -> list[str]:
         else:
             raise KeyError(c)
     return cols
+
+
+def minmax_dtype(column, source_dtype):
+    """The dtype of a numeric QI's ``_min`` / ``_max`` columns: the input's integer or float32
+    dtype when the column has no missing value, else float64."""
+    if column.n_missing == 0 and (column.integer or source_dtype == np.float32):
+        return source_dtype
+    return np.float64
+
+
+def in_input_order(columns, generalized: dict, quasi_identifiers, dropped, passthrough) -> dict:
+    """The output's columns in the input's order: each QI's generalized column (or its ``_min`` /
+    ``_max`` pair) at its place, ``dropped`` columns left out, any other through ``passthrough(name)``."""
+    qi = set(quasi_identifiers)
+    out: dict = {}
+    for c in columns:
+        if c in dropped:
+            continue
+        if c in generalized:
+            out[c] = generalized[c]
+        elif c in qi and c + "_min" in generalized:
+            out[c + "_min"], out[c + "_max"] = generalized[c + "_min"], generalized[c + "_max"]
+        else:
+            out[c] = passthrough(c)
+    return out

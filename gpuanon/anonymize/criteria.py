@@ -14,9 +14,12 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..errors import PrivacyError
 
 L_KINDS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("equal", "ordered", "kl")
@@ -121,3 +124,43 @@ class Criteria:
         if self.t is not None:
             ok &= sa_distance(hist, self.q, self.t_distance, xp) <= self.t + TOL
         return ok
+
+
+# ---------------------------------------------------------------------------------------------
+# the messages of a table that cannot be published as asked (one process or a cluster alike)
+# ---------------------------------------------------------------------------------------------
+
+def whole_table_error(l_kind: str, l: int, c: float, sensitive: str, whole_hist) -> PrivacyError:
+    """Why the whole table fails l-diversity, and the fix (``whole_hist``: host counts per SA value)."""
+    whole = np.asarray(whole_hist).reshape(-1)
+    n_dist = int((whole > 0).sum())
+    if l_kind == "recursive" and n_dist >= int(l):
+        r = np.sort(whole)[::-1]
+        rest = float(r[int(l) - 1:].sum())
+        need = float(r[0]) / rest
+        return PrivacyError(
+            f"the whole table fails recursive ({c:g}, {l})-diversity: in '{sensitive}' the most frequent value has "
+            f"{int(r[0])} rows, which is not below c = {c:g} times the {int(rest)} rows of the values from rank {l} "
+            f"on; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
+    return PrivacyError(
+        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s) "
+        f"(l = {l}, {l_kind}); lower l or pick another sensitive attribute")
+
+
+def blocks_reason(suppressed: int, crit: "Criteria") -> str:
+    """The report's reason for rows suppressed because their missing-value pattern fails alone."""
+    txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (f", t = {crit.t}" if crit.t is not None else "")
+    return (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that fail the criteria "
+            f"({txt}) on their own")
+
+
+def check_suppression(suppressed: int, n_rows: int, max_suppression: float, reason: str) -> None:
+    """PrivacyError when the suppressed rows exceed ``max_suppression`` or are the whole table."""
+    budget = math.floor(float(max_suppression) * n_rows)
+    if suppressed > budget:
+        raise PrivacyError(
+            f"{suppressed} row(s) ({100.0 * suppressed / n_rows:.2f}%) would be suppressed, over the budget "
+            f"max_suppression = {max_suppression} ({budget} rows): {reason}; raise --max-suppression or fill the "
+            f"missing values")
+    if suppressed >= n_rows:
+        raise PrivacyError(f"every row would be suppressed: {reason}")

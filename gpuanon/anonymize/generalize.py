@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import device_column, device_frame, is_device_frame, stage, to_device, to_host
-from ..cells import is_missing, needs_escape, range_texts, set_text
+from ..cells import in_input_order, is_missing, minmax_dtype, needs_escape, range_texts, set_text
 from ..classes import ClassStats
 from ..encoding import Table
 
@@ -144,7 +144,6 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
         raise ValueError(f"format '{fmt}' is not one of {', '.join(FORMATS)}")
     cs = stats if stats is not None else ClassStats(table, labels, n_classes)
     drop = set(c for c in identifiers if c in df.columns)
-    frames: dict[str, object] = {}
     with stage("output"):
         build = _DeviceColumns(cs, len(df)) if is_device_frame(df) else _HostColumns(cs, len(df))
         new_cols: dict[str, object] = {}
@@ -154,24 +153,10 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
             elif fmt == "mean":
                 new_cols[col.name] = build.values(cs.numeric_mean(j), np.float64)
             else:
-                src_dtype = df[col.name].dtype
-                if col.n_missing == 0 and (col.integer or src_dtype == np.float32):
-                    dt = src_dtype  # keep int / float32 columns as they are
-                else:
-                    dt = np.float64
+                dt = minmax_dtype(col, df[col.name].dtype)  # keep int / float32 columns as they are
                 lo, hi = cs.numeric_minmax(j)
                 new_cols[col.name + "_min"] = build.values(lo, dt)
                 new_cols[col.name + "_max"] = build.values(hi, dt)
-        # assemble in the input's column order (minmax pairs at their column's place), no copies
-        qi = set(table.qi_names)
-        for c in df.columns:
-            if c in drop:
-                continue
-            if c in new_cols:
-                frames[c] = new_cols[c]
-            elif c in qi and c + "_min" in new_cols:
-                frames[c + "_min"] = new_cols[c + "_min"]
-                frames[c + "_max"] = new_cols[c + "_max"]
-            else:
-                frames[c] = build.passthrough(df[c])
+        # the input's column order (minmax pairs at their column's place), no copies
+        frames = in_input_order(df.columns, new_cols, table.qi_names, drop, lambda c: build.passthrough(df[c]))
         return build.frame(frames)

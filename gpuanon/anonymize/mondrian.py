@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import sys
 import time
 import weakref
@@ -33,7 +32,8 @@ from .. import metrics as metrics_mod
 from .. import verify as verify_mod
 from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
                       stage, synchronize, to_device, to_host)
-from .criteria import L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, resolve_t_distance
+from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
+                       resolve_t_distance, whole_table_error)
 from ..encoding import Table, encode, kernel_specs
 from ..errors import PrivacyError, SchemaError, VerificationError
 from ..cells import output_qi_columns
@@ -260,19 +260,8 @@ class Mondrian(BaseEstimator):
         if crit.needs_histogram:
             whole_hist = xp.bincount(table.sa, minlength=table.n_sa)[None, :]
             if not bool(crit.satisfied(xp.asarray([table.n_rows]), whole_hist, xp)[0]):
-                n_dist = int((whole_hist > 0).sum())
-                if self.l_kind == "recursive" and n_dist >= int(self.l):
-                    r = np.sort(to_host(whole_hist)[0])[::-1]
-                    need = float(r[0]) / float(r[int(self.l) - 1:].sum())
-                    raise PrivacyError(
-                        f"the whole table fails recursive ({self.c:g}, {self.l})-diversity: in '{schema.sensitive}' "
-                        f"the most frequent value has {int(r[0])} rows, which is not below c = {self.c:g} times the "
-                        f"{int(r[int(self.l) - 1:].sum())} rows of the values from rank {self.l} on; raise c above "
-                        f"{need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
-                raise PrivacyError(
-                    f"the whole table fails l-diversity: sensitive attribute '{schema.sensitive}' has "
-                    f"{n_dist} distinct value(s) (l = {self.l}, {self.l_kind}); lower l or pick another "
-                    f"sensitive attribute")
+                raise whole_table_error(self.l_kind, int(self.l), float(self.c), schema.sensitive,
+                                        to_host(whole_hist))
         if int(self.k) > table.n_rows:
             raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
                                f"choose k <= {table.n_rows}")
@@ -327,18 +316,8 @@ class Mondrian(BaseEstimator):
                 drop = bad[table.blocks]
                 suppressed = int(drop.sum())
                 keep = xp.nonzero(~drop)[0]
-                crit_txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (
-                    f", t = {crit.t}" if crit.t is not None else "")
-                reason = (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that "
-                          f"fail the criteria ({crit_txt}) on their own")
-        budget = math.floor(float(self.max_suppression) * n)
-        if suppressed > budget:
-            raise PrivacyError(
-                f"{suppressed} row(s) ({100.0 * suppressed / n:.2f}%) would be suppressed, over the budget "
-                f"max_suppression = {self.max_suppression} ({budget} rows): {reason}; raise --max-suppression "
-                f"or fill the missing values")
-        if keep is not None and keep.shape[0] == 0:
-            raise PrivacyError(f"every row would be suppressed: {reason}")
+                reason = blocks_reason(suppressed, crit)
+        check_suppression(suppressed, n, self.max_suppression, reason)
         keys = table.keys if keep is None else table.keys[:, keep]
         blocks = table.blocks if keep is None else table.blocks[keep]
         sa = None

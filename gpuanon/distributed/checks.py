@@ -4,11 +4,10 @@ statistics, and the homes' verification and class summaries combined into the ou
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
+from ..anonymize.criteria import blocks_reason, check_suppression, whole_table_error
 from ..errors import PrivacyError, SchemaError, VerificationError
 
 def validate(est, sample: pd.DataFrame, n_total: int):
@@ -25,19 +24,8 @@ def validate(est, sample: pd.DataFrame, n_total: int):
 def whole_table_check(est, crit, n_total, whole, sensitive) -> None:
     """The single-process estimator's check that the whole table meets l and t, same messages."""
     whole = np.asarray(whole)[None, :]
-    if bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
-        return
-    n_dist = int((whole > 0).sum())
-    if est.l_kind == "recursive" and n_dist >= int(est.l):
-        r = np.sort(whole[0])[::-1]
-        need = float(r[0]) / float(r[int(est.l) - 1:].sum())
-        raise PrivacyError(
-            f"the whole table fails recursive ({est.c:g}, {est.l})-diversity: in '{sensitive}' the most frequent value "
-            f"has {int(r[0])} rows, which is not below c = {est.c:g} times the {int(r[int(est.l) - 1:].sum())} rows of "
-            f"the values from rank {est.l} on; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
-    raise PrivacyError(
-        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s) "
-        f"(l = {est.l}, {est.l_kind}); lower l or pick another sensitive attribute")
+    if not bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
+        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole)
 
 
 def suppression(est, crit, enc, bsizes, bhist, n_total):
@@ -49,18 +37,8 @@ def suppression(est, crit, enc, bsizes, bhist, n_total):
         if bool(bad.any()):
             keep = ~bad
             suppressed = int(bsizes[bad].sum())
-            crit_txt = f"k = {crit.k}" + (f", l = {crit.l}" if crit.l else "") + (
-                f", t = {crit.t}" if crit.t is not None else "")
-            reason = (f"{suppressed} row(s) whose pattern of missing numeric QIs forms groups that fail the criteria "
-                      f"({crit_txt}) on their own")
-    budget = math.floor(float(est.max_suppression) * n_total)
-    if suppressed > budget:
-        raise PrivacyError(
-            f"{suppressed} row(s) ({100.0 * suppressed / n_total:.2f}%) would be suppressed, over the budget "
-            f"max_suppression = {est.max_suppression} ({budget} rows): {reason}; raise --max-suppression or fill the "
-            f"missing values")
-    if suppressed == n_total:
-        raise PrivacyError(f"every row would be suppressed: {reason}")
+            reason = blocks_reason(suppressed, crit)
+    check_suppression(suppressed, n_total, est.max_suppression, reason)
     return suppressed, reason, keep
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from kernels.segmented import group_starts, segment_reduce
 
 from ..backend import get_backend, to_device, to_host
+from ..cells import in_input_order, minmax_dtype
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -248,24 +249,12 @@ class Shard:
             base = name[:-4] if name.endswith(("_min", "_max")) and name[:-4] in by_col else name
             col = by_col.get(base)
             if fmt == "minmax" and col is not None and col.kind == "numeric":
-                src = df[base].dtype
-                dt = src if col.n_missing == 0 and (col.integer or src == np.float32) else np.float64
-                new[name] = vals.astype(dt)
+                new[name] = vals.astype(minmax_dtype(col, df[base].dtype))
             else:
                 new[name] = vals.astype(np.float64)
-        drop = set(identifiers or ())
-        qi = set(qis)
-        frames = {}
-        for c in df.columns:
-            if c in drop:
-                continue
-            if c in new:
-                frames[c] = new[c]
-            elif c in qi and c + "_min" in new:
-                frames[c + "_min"], frames[c + "_max"] = new[c + "_min"], new[c + "_max"]
-            else:
-                frames[c] = df[c].take(kept).reset_index(drop=True) if len(kept) != len(df) else \
-                    df[c].reset_index(drop=True)
+        whole = len(kept) == len(df)
+        frames = in_input_order(df.columns, new, qis, set(identifiers or ()),
+                                lambda c: (df[c] if whole else df[c].take(kept)).reset_index(drop=True))
         return pd.DataFrame(frames, columns=list(frames), copy=False)
 
 
