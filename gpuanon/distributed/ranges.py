@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from kernels.keys import MISSING
+from kernels.segmented import segment_reduce
 
 from ..backend import to_device, to_host, to_scalar
 
@@ -95,6 +96,11 @@ def shard_piece(shard, splitters: dict, d: int) -> dict:
     return {"pairs": out, "worker": None}
 
 
+def _run_starts(a, xp):
+    """True where a sorted array's run of equal values starts."""
+    return xp.concatenate([xp.ones(min(int(a.shape[0]), 1), dtype=bool), a[1:] != a[:-1]])
+
+
 def shard_drop(shard) -> None:
     shard.range_pairs = None
 
@@ -114,21 +120,26 @@ def owner_build(home, cols, nt: int, pieces) -> dict:
     for j in cols:  # a loop over columns
         pairs = to_device(np.concatenate([p["pairs"][j][0] for p in pieces]), xp)
         cnt = to_device(np.concatenate([p["pairs"][j][1] for p in pieces]), xp)
-        u, inv = xp.unique(pairs, return_inverse=True)
-        # rows are below 2**53: float weights sum them exactly
-        tot = xp.bincount(inv.reshape(-1), weights=cnt.astype(xp.float64), minlength=u.shape[0]).astype(xp.int64)
-        vals, vinv = xp.unique(u // nt, return_inverse=True)
+        # every piece is sorted: a stable sort merges the runs (timsort on the CPU)
+        order = xp.argsort(pairs, kind="stable")
+        pairs, cnt = pairs[order], cnt[order]
+        starts = xp.nonzero(_run_starts(pairs, xp))[0]
+        u, tot = pairs[starts], segment_reduce("add", cnt, starts, xp, axis=0)
+        keys = u // nt
+        first = _run_starts(keys, xp)
+        vals = keys[first]
+        t = u % nt
         ct = xp.zeros((vals.shape[0], nt), dtype=xp.int64)
-        ct[vinv.reshape(-1), u % nt] = tot
-        counts = ct.sum(axis=1)
+        ct[xp.cumsum(first) - 1, t] = tot
+        counts = segment_reduce("add", tot, xp.nonzero(first)[0], xp, axis=0)
         cum_rows = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
         cum_clog = xp.concatenate([xp.zeros(1, dtype=xp.float64), xp.cumsum(xlog2x(counts.astype(xp.float64)))])
         v = int(vals.shape[0])
         missing = int(to_scalar(counts[-1])) if v and int(to_scalar(vals[-1])) == int(MISSING) else 0
         home.ranges[j] = OwnedRange(vals, ct, cum_rows, cum_clog)
         out[j] = {"V": v, "rows": int(to_scalar(cum_rows[-1])), "missing": missing,
-                  "sx": float(to_scalar(cum_clog[-1])), "s2": float(to_scalar(xlogx_sum(ct.reshape(-1), xp))),
-                  "tcounts": to_host(ct.sum(axis=0))}
+                  "sx": float(to_scalar(cum_clog[-1])), "s2": float(to_scalar(xlogx_sum(tot, xp))),
+                  "tcounts": to_host(xp.bincount(t, weights=tot.astype(xp.float64), minlength=nt).astype(xp.int64))}
     return out
 
 
@@ -161,13 +172,11 @@ def owner_joint(home, bin_starts: dict) -> dict:
     out = {}
     for j, bs in bin_starts.items():  # a loop over columns
         r = home.ranges[j]
-        bs = to_device(np.asarray(bs, dtype=np.int64), xp)
-        nb = int(bs.shape[0]) - 1
-        b = xp.searchsorted(bs, xp.arange(r.vals.shape[0], dtype=xp.int64) + r.off_v, side="right") - 1
-        nt = int(r.ct.shape[1])
-        flat = b[:, None] * nt + xp.arange(nt, dtype=xp.int64)[None, :]
-        out[j] = to_host(xp.bincount(flat.reshape(-1), weights=r.ct.reshape(-1).astype(xp.float64),
-                                     minlength=nb * nt).reshape(nb, nt))
+        v, nt = int(r.vals.shape[0]), int(r.ct.shape[1])
+        # a bin is a run of consecutive values: differences of the running rows per target value
+        at = xp.clip(to_device(np.asarray(bs, dtype=np.int64), xp) - r.off_v, 0, v)
+        cum = xp.concatenate([xp.zeros((1, nt), dtype=xp.int64), xp.cumsum(r.ct, axis=0)])
+        out[j] = to_host((cum[at[1:]] - cum[at[:-1]]).astype(xp.float64))
     return out
 
 
@@ -181,8 +190,11 @@ def owner_answer(home, cols, queries) -> None:
         for j in cols:  # a loop over columns
             keys, left = (to_device(x, xp) for x in q[j])
             r = home.ranges[j]
-            idx = xp.where(left, xp.searchsorted(r.vals, keys, side="left"),
-                           xp.searchsorted(r.vals, keys, side="right"))
+            idx = xp.empty(keys.shape[0], dtype=xp.int64)
+            lt = xp.nonzero(left)[0]
+            rt = xp.nonzero(~left)[0]
+            idx[lt] = xp.searchsorted(r.vals, keys[lt], side="left")
+            idx[rt] = xp.searchsorted(r.vals, keys[rt], side="right")
             a[j] = (to_host(idx + r.off_v), to_host(r.cum_rows[idx] + r.off_rows),
                     to_host(r.cum_clog[idx] + r.off_clog))
         home.answers.append(a)
