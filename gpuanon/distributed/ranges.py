@@ -314,9 +314,18 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
     from ..metrics import ColumnStats  # noqa: PLC0415
     from ..metrics.entropy import N_BINS, NumericDomain  # noqa: PLC0415
 
+    import time  # noqa: PLC0415
+
     w, s_n = len(homes), len(shards)
     nt = max(len(enc.target_values), 1)
     stats, moved, rounds = {}, 0, 0
+    secs = dict.fromkeys(("chunk", "shuffle", "domain", "queries"), 0.0)
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        secs[name] += now - clock[0]
+        clock[0] = now
     for r0 in range(0, len(cols), COLUMNS_PER_ROUND):  # a loop over rounds of columns
         batch = list(cols[r0:r0 + COLUMNS_PER_ROUND])
         rounds += 1
@@ -324,6 +333,7 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         samples = run.gather([run.apply(home_of_shard[i], s, ss[i], shard_chunk, batch, nt, SAMPLES_PER_WORKER * w)
                               for i, s in enumerate(shards)])
         split = {j: choose_splitters([x[j] for x in samples], w) for j in batch}
+        lap("chunk")
         pieces = {(i, d): run.apply(home_of_shard[i], s, ss[i], shard_piece, split, d)
                   for i, s in enumerate(shards) for d in range(w)}
         sizes = run.gather([run.submit(home_of_shard[i], _piece_bytes, pieces[(i, d)])
@@ -336,6 +346,7 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         run.gather([run.apply(home_of_shard[i], s, ss[i], shard_drop) for i, s in enumerate(shards)])
         if target_counts is None and has_target:
             target_counts = np.sum([t[batch[0]]["tcounts"] for t in tots], axis=0)
+        lap("shuffle")
         figs = {j: whole_column([t[j] for t in tots], has_target, nt, target_counts) for j in batch}
         quant = {}
         for j in batch:  # a loop over columns
@@ -363,6 +374,7 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         for j in batch:  # a loop over columns
             _, _, _, _, h_x, u = figs[j]
             stats[j] = ColumnStats(None, None, u, h_x, doms[j], joints.get(j))
+        lap("domain")
         run.stage = f"class positions on {', '.join(enc.columns[j].name for j in batch)}"
         run.gather([run.apply(d, h, hs[d], home_queries, enc, split) for d, h in enumerate(homes)])
         qp = {(d, o): run.apply(d, h, hs[d], query_piece, o) for d, h in enumerate(homes) for o in range(w)}
@@ -372,7 +384,9 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         run.gather([run.apply(d, h, hs[d], home_take, [ap[(o, d)] for o in range(w)]) for d, h in enumerate(homes)])
         del qp, ap
         run.gather([run.apply(d, h, hs[d], owner_drop) for d, h in enumerate(homes)])
-    info = {"columns": [enc.columns[j].name for j in cols], "rounds": rounds, "bytes_between_workers": int(moved)}
+        lap("queries")
+    info = {"columns": [enc.columns[j].name for j in cols], "rounds": rounds, "bytes_between_workers": int(moved),
+            "seconds": {k: round(v, 6) for k, v in secs.items()}}
     return stats, target_counts, info
 
 
