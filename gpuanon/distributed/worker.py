@@ -240,10 +240,7 @@ class Shard:
         for name in (pieces[0][1] if pieces else {}):
             kind = pieces[0][1][name][0]
             if kind == "text":  # each home's codes into its own dictionary: one dictionary here
-                cats = pd.api.types.union_categoricals(
-                    [pd.Categorical.from_codes(p[1][name][1], categories=pd.Index(p[1][name][2], dtype=object),
-                                               validate=False) for p in pieces], ignore_order=True)
-                new[name] = cats[order] if len(order) else cats
+                new[name] = _union_texts([p[1][name] for p in pieces], order)
                 continue
             vals = np.concatenate([p[1][name][1] for p in pieces])[order]
             base = name[:-4] if name.endswith(("_min", "_max")) and name[:-4] in by_col else name
@@ -256,6 +253,24 @@ class Shard:
         frames = in_input_order(df.columns, new, qis, set(identifiers or ()),
                                 lambda c: (df[c] if whole else df[c].take(kept)).reset_index(drop=True))
         return pd.DataFrame(frames, columns=list(frames), copy=False)
+
+
+def _union_texts(parts, order):
+    """One categorical column from pieces ``(kind, codes, Arrow dictionary)`` (code -1: missing),
+    its rows taken in ``order``; the dictionaries are united by Arrow (no Python object per row)."""
+    import pandas as pd  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    dicts = pa.concat_arrays([p[2] for p in parts]) if parts else pa.array([], type=pa.string())
+    off = np.cumsum([0] + [len(p[2]) for p in parts[:-1]])
+    codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1) for p, o in zip(parts, off)]) if parts else \
+        np.zeros(0, dtype=np.int64)
+    uniq = pc.unique(dicts)
+    remap = pc.index_in(dicts, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.shape[0] else codes, -1)[order]
+    cats = pd.Index(uniq.to_numpy(zero_copy_only=False), dtype=object)
+    return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats, validate=False)
 
 
 def local_table(enc, keys, sa, target, xp):
@@ -411,12 +426,14 @@ class Home:
         sizes = cs.sizes
         out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
         import pandas as pd  # noqa: PLC0415
+        import pyarrow as pa  # noqa: PLC0415
 
         self.values = {}
         for name, v in class_values(cs, fmt).items():  # text: a dictionary and a code per class
-            if v.dtype == object:
+            if v.dtype == object:  # its texts as an Arrow array: pieces travel as buffers, not objects
                 codes, uniq = pd.factorize(pd.Series(v, dtype=object), use_na_sentinel=True)
-                self.values[name] = ("text", codes.astype(np.int32), np.asarray(uniq, dtype=object))
+                self.values[name] = ("text", codes.astype(np.int32), pa.array(np.asarray(uniq, dtype=object),
+                                                                              type=pa.string()))
             else:
                 self.values[name] = ("number", v, None)
         self.row_pos = to_host(cs.row_pos)
@@ -428,4 +445,12 @@ class Home:
         xp = self.xp
         a = int(xp.searchsorted(self.gidx, xp.asarray(lo, dtype=xp.int64)))
         pos = self.row_pos[a:a + gi.shape[0]]
-        return gi, {c: (kind, v[pos], uniq) for c, (kind, v, uniq) in self.values.items()}
+        out = {}
+        for c, (kind, v, uniq) in self.values.items():  # a loop over columns
+            v = v[pos]
+            if kind == "text":  # only the texts these rows use
+                used = np.unique(v[v >= 0])
+                v = np.where(v >= 0, np.searchsorted(used, v), -1).astype(np.int32)
+                uniq = uniq.take(used)
+            out[c] = (kind, v, uniq)
+        return gi, out
