@@ -63,6 +63,7 @@ from .checks import column_statistics, combine_stages, suppression, validate, wh
 from .cluster import open_cluster
 from .encode import GlobalEncoding, combine_profiles
 from .levels import radix_select, representative_rows
+from .merge import merge_shared, shared_hashes, with_shared
 from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
                     write_output)
 from .worker import kernel_col_info, local_table
@@ -390,8 +391,12 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         col_stats, tcounts = column_statistics(run, shards, ss, home_of_shard, enc, n_total)
         hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain, col_stats, tcounts)
                            for d, h in enumerate(homes)])
+        n_shared = int(shared_hashes(hres).shape[0])
+        shared = merge_shared(run, homes, hs, hres, enc, fmt, vkw, q)
         verification, metrics = combine_stages(hres, est, n_total, suppressed, enc, tcounts)
+        verification = with_shared(verification, shared)
         secs["stages"] = time.perf_counter() - t0
+        info["classes_shared_by_workers"] = n_shared  # output classes finished in parts on several workers
         if not verification.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
 
