@@ -61,9 +61,11 @@ from ..anonymize.criteria import Criteria, resolve_t_distance
 from ..errors import InputError, SchemaError, VerificationError
 from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
 from .cluster import open_cluster
+from ..hierarchy import leaf_orders
 from .encode import GlobalEncoding, combine_profiles
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
+from .options import bind_plan, combine_optimization, hierarchy_plan_of, hierarchy_report, refuse_automatic
 from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
                     write_output)
 from .worker import kernel_col_info, local_table
@@ -88,6 +90,8 @@ class DistributedResult:
     info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
     schema: Any = None
     backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
+    optimization: dict | None = None  # the optimization step's counts (est.optimization_), when it ran
+    hierarchies: dict = field(default_factory=dict)  # the report's per-column hierarchy section
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,8 +125,9 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     Parameters
     ----------
     est : Mondrian
-        Its parameters (k, l, t, roles, mode, format, suppression budget, backend) are used;
-        hierarchies and the optimization step are single-process only for now.
+        Its parameters (k, l, t, roles, mode, format, suppression budget, backend, the
+        optimization step, user hierarchies) are used; automatic hierarchies
+        (``hierarchies='auto'``) run in one process only (see :mod:`.options`).
     cluster : str or distributed.Client
         ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
     frames : list of DataFrame, optional
@@ -141,9 +146,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     """
     if (frames is None) == (paths is None):
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
-    if est.hierarchies is not None or est.optimize:
-        raise InputError("hierarchies and the optimization step run in one process only for now; drop --cluster "
-                         "or drop --hierarchies / --optimize")
+    refuse_automatic(est.hierarchies)
     if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
                                    or local_rows < 1):
         raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
@@ -190,7 +193,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         run.stage = "encoding"
         profs = run.gather([run.submit(home_of_shard[i], profile, s, qis, kinds, schema.sensitive, schema.target)
                             for i, s in enumerate(shards)])
-        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered)
+        plan = hierarchy_plan_of(est, schema, profs)
+        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered,
+                               leaf_orders(plan))
+        bind_plan(enc, plan)
         del profs
         run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
         secs["encode"] = time.perf_counter() - t0
@@ -361,8 +367,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         del pieces
         run.stage = "finishing partitions on their workers"
         crit_w = crit
-        firsts = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k))
-                             for d, h in enumerate(homes)])
+        fin = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k), bool(est.optimize))
+                          for d, h in enumerate(homes)])
+        firsts = [f for f, _ in fin]
+        optimization = combine_optimization([o for _, o in fin]) if est.optimize else None
         allf = np.concatenate(firsts)
         n_parts = int(allf.shape[0])
         gid = np.empty(n_parts, dtype=np.int64)
@@ -447,4 +455,4 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend)
+                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics))
