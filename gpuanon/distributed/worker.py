@@ -422,8 +422,12 @@ class Home:
                 w = hi - lo
                 rng = col.global_range
                 v = np.where(np.isnan(w), 0.0, w / rng) if rng > 0 else np.zeros(cs.n)
-            else:  # categories in each class's set (one bit each)
-                cnt = np.bitwise_count(to_host(cs.category_masks(j))).sum(axis=1).astype(np.float64)
+            else:  # categories in each class's set (one bit each), or under its hierarchy node
+                if col.name in table.hierarchies:
+                    lv = table.hierarchies[col.name].code_levels
+                    cnt = to_host(xp.bincount(lv.ravel())[cs.hierarchy_nodes(j)[0]]).astype(np.float64)
+                else:
+                    cnt = np.bitwise_count(to_host(cs.category_masks(j))).sum(axis=1).astype(np.float64)
                 dom = max(int(cat_domain[col.name]), 1)
                 v = np.where(cnt > 1, cnt / dom, 0.0)
             ncp[col.name] = float((v * out["sizes"]).sum())
