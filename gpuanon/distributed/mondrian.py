@@ -4,7 +4,10 @@ The rows are sharded across the workers (one shard per Parquet file, read by the
 or per piece of a frame scattered from here); every row carries its global row index. Then:
 
 1. **Encode** (:mod:`.encode`): the global dictionaries are chunk / combine / finalize
-   reductions; each worker encodes its shard with them.
+   reductions; each worker encodes its shard with them. A user hierarchy (:mod:`.options`) is
+   validated against the column's values over every shard, its leaf order is the column's code
+   order, and it is bound to those codes once and travels in the encoding: the spans below, the
+   homes' kernel, the published cells, verification and metrics read it as one process does.
 2. **Levels**: all partitions larger than ``local_rows`` advance one level at a time, exactly as
    in :func:`kernels.mondrian.mondrian_partition`. Per level the workers return, per partition,
    each column's smallest and largest key and the categorical codes present; the coordinator
@@ -21,14 +24,18 @@ or per piece of a frame scattered from here); every row carries its global row i
    groups are spread over the workers in balanced runs and every shard sends each group's rows
    to its home (Dask moves the pieces between workers). A home holds whole groups in global row
    order and finishes the open ones with the single-node kernel (rows start together per group,
-   so the kernel numbers and cuts them as one process would).
+   so the kernel numbers and cuts them as one process would). The optimization step is
+   partition-local: with ``optimize`` each home runs it on its whole partitions, and the homes'
+   counts are summed.
 4. **Labels**: each home numbers its classes by their smallest global row; the coordinator
    merges these first rows (one integer per class) into the global numbering; labels go back to
    the shards that own the rows.
 5. **Stages**: class statistics, verification (of the published cells, per home: every class is
    whole on one home) and the class summaries run on the homes, with the whole-table column
    statistics reduced over the shards (:mod:`.metrics`); the coordinator combines scalars, class
-   sizes and the summaries into every metric. Each shard writes its anonymized rows, in input order, as
+   sizes and the summaries into every metric. Classes of different homes that publish the same
+   cells (relaxed cuts, exact classes, two halves of a hierarchy node) are one output class,
+   verified whole from their sizes and sensitive histograms (:mod:`.merge`). Each shard writes its anonymized rows, in input order, as
    one Parquet file of the output directory; nothing of the table passes through this process.
 
 Examples
