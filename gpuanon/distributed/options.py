@@ -55,8 +55,22 @@ def hierarchy_plan_of(est, schema, profiles: list) -> dict:
     from ..hierarchy import hierarchy_plan  # noqa: PLC0415
 
     refuse_automatic(est.hierarchies)
-    cols = {c: profile_values(profiles, c) for c in schema.categorical_qis}
+    cols = None
+    if est.hierarchies is not None:  # the values of the columns that may be named (read lazily)
+        cols = _ProfileColumns(profiles, set(schema.categorical_qis))
     return hierarchy_plan(est.hierarchies, est.rho, cols, schema)
+
+
+class _ProfileColumns:
+    """``cols[name]``: a categorical QI's distinct values over every shard, made when asked for."""
+
+    def __init__(self, profiles, names):
+        self.profiles, self.names = profiles, names
+
+    def __getitem__(self, name):
+        if name not in self.names:
+            raise KeyError(name)
+        return profile_values(self.profiles, name)
 
 
 def bind_plan(enc, plan: dict) -> None:
