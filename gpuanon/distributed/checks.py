@@ -105,8 +105,9 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
                 "entropy_coefficient_before_labels", "entropy_coefficient_after_labels", "entropy_loss_labels",
                 "gionis_tassa"):
         m[key] = None
-    m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"] + (["precision"] if getattr(enc, "hierarchies", None)
-                                                                         else [])
+    m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"]
+    if getattr(enc, "hierarchies", None):  # hierarchy levels come with the class summaries only
+        m["not_on_cluster"].append("precision")
     if hres and all(h["summary"] is not None for h in hres):  # every metric, as in one process
         from .metrics import combine_summaries  # noqa: PLC0415
 
