@@ -21,8 +21,11 @@ written output, the cluster's start excluded), ``seconds`` (the run's stages),
 ``peak_rss_bytes_per_worker`` (each worker process's ``ru_maxrss`` after the run: its
 interpreter, its shards, its home, the output), ``per_level`` (per distributed level: partitions,
 cuts, bytes gathered to and sent from the coordinator), ``shuffle_bytes_between_workers`` (rows
-moved to their partition's home), ``one_process`` (the same table through
-``Mondrian(...).fit_transform`` and ``to_parquet`` in one process, ``--single``).
+moved to their partition's home), ``column_statistics`` (the numeric QIs whose whole-table
+statistics were held in value ranges across the workers, the rounds and the bytes they moved),
+``metrics`` (entropy loss, Gionis-Tassa bits, NCP, DM, CM: equal to the one-process run's), and the
+one-process run of the same table through ``Mondrian(...).fit_transform`` and ``to_parquet``
+(``--single``).
 
 With ``--gpu``: a one-GPU ``LocalCUDACluster`` run of 10.5M x 28 against the single-process GPU
 run (the distributed path's overhead), and ``projection``: 105M x 28 (ten HEPMASS) on 8 GPUs
@@ -84,6 +87,13 @@ def _maxrss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _key_metrics(m: dict) -> dict:
+    """The figures a run and its one-process twin must share (None where a metric is missing)."""
+    gt = m.get("gionis_tassa") or {}
+    return {"entropy_loss": m.get("entropy_loss"), "gionis_tassa_bits": gt.get("total_bits"), "ncp": m.get("ncp"),
+            "dm": m.get("dm"), "cm": m.get("cm")}
+
+
 def run_one(cfg: dict) -> dict:
     """One configuration, in this (fresh) process."""
     import logging
@@ -108,7 +118,8 @@ def run_one(cfg: dict) -> dict:
             secs = time.perf_counter() - t0
             res.update(seconds={"run": secs, **{k: v for k, v in m.report_["seconds"].items()}},
                        rows_per_second=int(cfg["rows"]) / secs, n_classes=int(m.report_["n_classes"]),
-                       n_partitions=int(m.n_partitions_), peak_rss_bytes=_maxrss(), backend=m.report_["backend"])
+                       n_partitions=int(m.n_partitions_), peak_rss_bytes=_maxrss(), backend=m.report_["backend"],
+                       metrics=_key_metrics(m.metrics_))
             return res
         from distributed import Client, LocalCluster
 
@@ -142,7 +153,8 @@ def run_one(cfg: dict) -> dict:
             local_rows=info["local_rows"], groups=info["groups"], per_level=info["per_level"],
             shuffle_bytes_between_workers=info["shuffle_bytes_between_workers"],
             bytes_to_coordinator=info["bytes_to_coordinator"], bytes_from_coordinator=info["bytes_from_coordinator"],
-            output_files=len(os.listdir(out_dir)))
+            output_files=len(os.listdir(out_dir)), metrics=_key_metrics(r.metrics),
+            column_statistics=info.get("column_statistics"))
         return res
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)

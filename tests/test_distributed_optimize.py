@@ -202,22 +202,19 @@ def test_classes_split_across_workers_are_one_class(clients, adult, kw):
     check_all(m, adult, res)
 
 
-def test_hierarchy_metrics_without_whole_table_statistics(clients, adult, marital_csv, monkeypatch):
-    """Above the distinct-values limit the cluster gives the metrics that need no whole-table statistics:
-    NCP of a hierarchy column counts the categories under each class's node, as one process does; the
-    precision is listed as not computed, never a wrong number."""
-    import gpuanon.distributed.metrics as dmet
+def test_hierarchies_and_optimize_with_numeric_statistics_in_value_ranges(clients, adult, marital_csv, monkeypatch):
+    """Every numeric QI's statistics held in value ranges across the workers: still every metric of
+    one process, with user hierarchies and the optimization step."""
+    from gpuanon.distributed import ranges
 
-    monkeypatch.setattr(dmet, "DISTINCT_LIMIT", 0)
-    m = Mondrian(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, optimize=True,
+    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
+    m = Mondrian(k=4, l=2, sensitive="income", quasi_identifiers=QI6, target="income", backend="cpu",
+                 progress=False, optimize=True,
                  hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
-    res = run_distributed(m, clients[2], frames=shards(adult, [1700]), local_rows=300)
-    m.fit_transform(adult)
-    np.testing.assert_array_equal(res.labels, m.labels_)
-    a, b = res.metrics, m.metrics_
-    assert a["ncp_per_column"] == pytest.approx(b["ncp_per_column"], rel=1e-9)
-    assert a["ncp"] == pytest.approx(b["ncp"], rel=1e-9) and a["dm"] == b["dm"] and a["cm"] == pytest.approx(b["cm"])
-    assert a["precision"] is None and "precision" in a["not_on_cluster"] and b["precision"] is not None
+    res = run_distributed(m, clients[3], frames=shards(adult, [900, 3300]), local_rows=300)
+    assert set(res.info["column_statistics"]["columns"]) >= {"age", "hours-per-week"}
+    assert res.metrics["precision"] is not None
+    check_all(m, adult, res)
 
 
 def test_command_line_optimize_and_hierarchy(adult, marital_csv, tmp_path):

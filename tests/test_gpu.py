@@ -253,3 +253,27 @@ def test_cudf_parquet_round_trip(adult, tmp_path):
     assert b"gpuanon" in pq.read_schema(dest).metadata
     back = pq.read_table(dest).to_pandas()
     assert len(back) == len(out) and list(back.columns) == list(out.columns)
+
+
+def test_cluster_on_the_gpu_equals_one_process(monkeypatch):
+    """Dask workers on the GPU backend (CuPy on the workers, value ranges for every numeric QI):
+    labels, output, verification and every metric equal to one CPU process's."""
+    pytest.importorskip("distributed")
+    from test_distributed_mondrian import check_same
+
+    from gpuanon.distributed import make_client, ranges
+    from gpuanon.distributed.mondrian import run_distributed
+
+    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
+    df = make_hepmass(60_000, random_state=1)
+    kw = dict(k=10, quasi_identifiers=HEPMASS_FEATURES, target="label", sensitive="label", t=0.2, progress=False)
+    client, cl = make_client(2)
+    try:
+        res = run_distributed(Mondrian(backend="gpu", **kw), client,
+                              frames=[df.iloc[:25_000], df.iloc[25_000:]], local_rows=8_000)
+    finally:
+        client.close()
+        cl.close()
+    assert res.backend.name == "gpu"
+    assert res.info["column_statistics"]["columns"] == list(HEPMASS_FEATURES)
+    check_same(Mondrian(backend="cpu", **kw), df, res)

@@ -42,24 +42,36 @@ def suppression(est, crit, enc, bsizes, bhist, n_total):
     return suppressed, reason, keep
 
 
-def column_statistics(run, shards, ss, home_of_shard, enc, n_total: int):
-    """The whole table's per-QI value x target counts (see :mod:`.metrics`), when they are small:
-    ``(per QI (values, counts), target counts)``, or ``(None, None)``."""
-    from .metrics import DISTINCT_LIMIT, combine_value_counts  # noqa: PLC0415
+def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: int):
+    """The whole table's per-QI statistics. Categorical QIs (whose dictionaries are here already)
+    and numeric QIs with at most :data:`.ranges.RANGE_MIN_PAIRS` possible (value, target) pairs:
+    their value x target counts, gathered (see :mod:`.metrics`). Other numeric QIs: held in value
+    ranges across the workers, every home given its classes' positions (see :mod:`.ranges`).
+
+    Returns ``({QI: (values, counts)}, target counts or None, {QI: ColumnStats}, info)``."""
+    from . import ranges  # noqa: PLC0415
+    from .metrics import combine_value_counts  # noqa: PLC0415
 
     nt = max(len(enc.target_values), 1)
-    bound = 0
-    for c in enc.columns:  # a loop over columns: distinct values known from the dictionaries
+    gathered, ranged = [], []
+    for j, c in enumerate(enc.columns):  # a loop over columns: distinct values known from the dictionaries
         distinct = c.n_categories if c.kind == "categorical" else (
             n_total if isinstance(c.info, str) else len(c.info) + 1)
-        bound += min(n_total, distinct * nt)
-    if bound > DISTINCT_LIMIT:
-        return None, None
-    run.stage = "whole-table column statistics"
-    chunks = run.gather([run.call(home_of_shard[i], s, ss[i], "value_counts", nt) for i, s in enumerate(shards)])
-    merged = combine_value_counts(chunks, nt)
-    tcounts = merged[0][1].sum(axis=0) if merged else None
-    return merged, (tcounts if enc.target is not None else None)
+        big = c.kind == "numeric" and min(n_total, distinct * nt) > ranges.RANGE_MIN_PAIRS
+        (ranged if big else gathered).append(j)
+    merged, tcounts = {}, None
+    if gathered:
+        run.stage = "whole-table column statistics"
+        chunks = run.gather([run.call(home_of_shard[i], s, ss[i], "value_counts", nt, gathered)
+                             for i, s in enumerate(shards)])
+        merged = dict(zip(gathered, combine_value_counts(chunks, nt)))
+        tcounts = merged[gathered[0]][1].sum(axis=0)
+    has_target = enc.target is not None
+    rstats, info = {}, {"columns": [], "rounds": 0, "bytes_between_workers": 0}
+    if ranged:
+        rstats, tcounts, info = ranges.range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, ranged,
+                                                        has_target, tcounts if has_target else None)
+    return merged, (tcounts if has_target else None), rstats, info
 
 
 def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=None):
@@ -89,30 +101,13 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
                  "mean": float(sizes.mean())}
     res = VerificationResult(int(sum(v.n_rows for v in vs)), n_cls, int(sizes.min()) if n_cls else 0,
                              pick(min, "l"), pick(min, "l_entropy"), pick(max, "t"), stats, failures)
-    summary = metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed)
-    m = metrics_mod.compute_metrics(summary, k=int(est.k))
-    if hres and hres[0]["target_max"] is not None:
-        tmax = sum(float((h["sizes"] - h["target_max"]).sum()) for h in hres)
-        m["cm"] = float((tmax + suppressed) / max(n_total, 1))
-    n_out = int(sizes.sum())
-    per_ncp = {c.name: sum(h["ncp_sum"][c.name] for h in hres) / max(n_out, 1) for c in enc.columns}
-    qis = [c.name for c in enc.columns]
-    w = np.full(len(qis), 1.0 / max(len(qis), 1))
-    m["ncp"] = float(sum(wi * per_ncp[c] for wi, c in zip(w, qis)))
-    m["ncp_per_column"] = per_ncp
-    m["ncp_weights"] = dict(zip(qis, map(float, w)))
-    for key in ("entropy_coefficient_before", "entropy_coefficient_after", "entropy_loss",
-                "entropy_coefficient_before_labels", "entropy_coefficient_after_labels", "entropy_loss_labels",
-                "gionis_tassa"):
-        m[key] = None
-    m["not_on_cluster"] = ["entropy coefficients", "gionis_tassa"]
-    if getattr(enc, "hierarchies", None):  # hierarchy levels come with the class summaries only
-        m["not_on_cluster"].append("precision")
-    if hres and all(h["summary"] is not None for h in hres):  # every metric, as in one process
-        from .metrics import combine_summaries  # noqa: PLC0415
+    parts = [h["summary"] for h in hres if h["summary"] is not None]
+    if not parts:  # no class at all (every row suppressed)
+        return res, metrics_mod.compute_metrics(metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed),
+                                                k=int(est.k))
+    from .metrics import combine_summaries  # noqa: PLC0415
 
-        s = combine_summaries([h["summary"] for h in hres], n_total, suppressed)
-        if target_counts is not None:
-            s.target_counts_before = np.asarray(target_counts)
-        m = metrics_mod.compute_metrics(s, k=int(est.k))
-    return res, m
+    s = combine_summaries(parts, n_total, suppressed)  # every metric, as in one process
+    if target_counts is not None:
+        s.target_counts_before = np.asarray(target_counts)
+    return res, metrics_mod.compute_metrics(s, k=int(est.k))

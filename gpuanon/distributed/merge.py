@@ -29,13 +29,11 @@ def split_home(home, serial, enc, fmt: str, verify_kw: dict, q, shared_mask):
     of the shared ones (``shared_mask``: one bool per class position of ``Home.stages``)."""
     from .. import verify as verify_mod  # noqa: PLC0415
     from ..backend import to_device, to_host  # noqa: PLC0415
-    from ..classes import ClassStats  # noqa: PLC0415
-    from .worker import local_table  # noqa: PLC0415
 
     if home.serial != serial:
         raise BackendError(f"home {home.index} was rebuilt after its worker was lost")
     xp = home.xp
-    cs = ClassStats(local_table(enc, home.keys, home.sa, None, xp), home.local, home.n_classes)
+    cs = home.class_stats(enc)  # the one Home.stages used: its cells are computed already
     cells = cs.published_cells(fmt)
     mask = to_device(np.asarray(shared_mask, dtype=bool), xp)
     keep = ~mask[cs.row_pos]

@@ -15,9 +15,9 @@ and the mass they spread over ``D_X``). Here:
   ``D_X`` summed), merges classes with equal cells and runs
   :func:`~gpuanon.metrics.compute_metrics`.
 
-The combined statistics hold one entry per distinct value of every QI: a table whose QIs have
-more than :data:`DISTINCT_LIMIT` distinct (value, target) pairs in all gets the metrics that need
-no whole-table statistics only (the others are ``None``, said in ``metrics.not_on_cluster``).
+The combined statistics hold one entry per distinct value of a QI: here are the categorical QIs
+(whose dictionaries the coordinator holds anyway) and the numeric QIs of few values; numeric QIs
+of many values are held in value ranges across the workers instead (:mod:`.ranges`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ import numpy as np
 from kernels.keys import MISSING
 
 from ..backend import to_device, to_host
-
-#: most distinct (value, target) pairs over all QIs for which the whole-table statistics are combined
-DISTINCT_LIMIT = 1 << 22
-
 
 def value_target_counts(keys, target, nt: int, xp) -> list:
     """Chunk: per QI, ``(pair, rows)`` host arrays; ``pair = key * nt + target code``."""

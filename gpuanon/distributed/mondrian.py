@@ -32,7 +32,8 @@ or per piece of a frame scattered from here); every row carries its global row i
    the shards that own the rows.
 5. **Stages**: class statistics, verification (of the published cells, per home: every class is
    whole on one home) and the class summaries run on the homes, with the whole-table column
-   statistics reduced over the shards (:mod:`.metrics`); the coordinator combines scalars, class
+   statistics reduced over the shards (:mod:`.metrics`) or held in value ranges across the
+   workers (:mod:`.ranges`); the coordinator combines scalars, class
    sizes and the summaries into every metric. Classes of different homes that publish the same
    cells (relaxed cuts, exact classes, two halves of a hierarchy node) are one output class,
    verified whole from their sizes and sensitive histograms (:mod:`.merge`). Each shard writes its anonymized rows, in input order, as
@@ -402,9 +403,11 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         fmt = est.output_format
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
                    t_distance=crit.t_distance, sensitive=str(schema.sensitive))
-        cat_domain = {name: int((cnt > 0).sum()) for name, cnt in enc.category_counts.items()}
-        col_stats, tcounts = column_statistics(run, shards, ss, home_of_shard, enc, n_total)
-        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, cat_domain, col_stats, tcounts)
+        col_stats, tcounts, range_stats, info["column_statistics"] = column_statistics(
+            run, shards, ss, home_of_shard, homes, hs, enc, n_total)
+        secs["column_statistics"] = time.perf_counter() - t0
+        run.stage = "class statistics and verification"
+        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, col_stats, tcounts, range_stats)
                            for d, h in enumerate(homes)])
         n_shared = int(shared_hashes(hres).shape[0])
         shared = merge_shared(run, homes, hs, hres, enc, fmt, vkw, q)

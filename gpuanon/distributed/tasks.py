@@ -24,6 +24,14 @@ def call_method(obj, serial, name, *args):
     return getattr(obj, name)(*args)
 
 
+def call_function(obj, serial, fn, *args):
+    """Worker task: ``fn(obj, *args)`` (a module-level function of this package) on a shard or
+    home held by the worker, with :func:`call_method`'s check of the serial number."""
+    if obj.serial != serial:
+        raise BackendError(f"{type(obj).__name__.lower()} {obj.index} was rebuilt after its worker was lost")
+    return fn(obj, *args)
+
+
 def backend_of(name):
     from ..backend import get_backend  # noqa: PLC0415
 
@@ -111,6 +119,10 @@ class Runner:
     def call(self, w: int, obj, serial: str, name: str, *args):
         """``obj.name(*args)`` on worker ``w``; ``serial`` proves it is the object this run made."""
         return self.submit(w, call_method, obj, serial, name, *args)
+
+    def apply(self, w: int, obj, serial: str, fn, *args):
+        """``fn(obj, *args)`` on worker ``w`` (see :func:`call_function`)."""
+        return self.submit(w, call_function, obj, serial, fn, *args)
 
     def _fail(self, why: str):
         raise BackendError(f"the Dask cluster failed during {self.stage} ({why}); nothing was written. Check the "

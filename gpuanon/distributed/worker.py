@@ -220,11 +220,11 @@ class Shard:
     def labels_host(self):
         return to_host(self.labels)
 
-    def value_counts(self, nt: int):
-        """Chunk of the whole-table column statistics (see :mod:`.metrics`)."""
+    def value_counts(self, nt: int, cols):
+        """Chunk of the whole-table column statistics of QIs ``cols`` (see :mod:`.metrics`)."""
         from .metrics import value_target_counts  # noqa: PLC0415
 
-        return value_target_counts(self.keys, self.target, nt, self.xp)
+        return value_target_counts(self.keys[list(cols)], self.target, nt, self.xp)
 
     def build_output(self, pieces, qis, kinds: dict, columns, fmt: str, identifiers):
         """This shard's anonymized rows, in input order: its own columns, QIs replaced by the
@@ -374,32 +374,46 @@ class Home:
         return to_host(self.gidx[a:b]), to_host(self.labels[a:b])
 
     # ---------------------------------------------------------------- stages
-    def stages(self, enc, fmt: str, verify_kw: dict, q, cat_domain: dict, col_stats=None, target_counts=None):
+    def class_stats(self, enc):
+        """This home's :class:`~gpuanon.classes.ClassStats` (made once; its table has the whole
+        table's dictionaries)."""
+        from ..classes import ClassStats  # noqa: PLC0415
+
+        if getattr(self, "_cs", None) is None:
+            self._cs = ClassStats(local_table(enc, self.keys, self.sa, self.target, self.xp), self.local,
+                                  self.n_classes)
+        return self._cs
+
+    def stages(self, enc, fmt: str, verify_kw: dict, q, col_stats: dict, target_counts=None,
+               range_stats=None):
         """Class statistics, verification of the published cells and the metrics' per-class parts,
         for this home's classes (each one whole here). Returns small host results.
 
-        ``col_stats``: per QI the whole table's ``(values, rows per target)`` (see
-        :mod:`.metrics`); with them the home's class summary is the single-process one's share.
+        ``col_stats``: per QI the whole table's ``(values, rows per target)`` (see :mod:`.metrics`);
+        ``range_stats``: per other QI its :class:`~gpuanon.metrics.ColumnStats` from the value
+        ranges, with every class's positions already here (see :mod:`.ranges`). With them the home's
+        class summary is the single-process one's share.
         """
+        from .. import metrics as metrics_mod  # noqa: PLC0415
         from .. import verify as verify_mod  # noqa: PLC0415
         from ..anonymize.generalize import class_values  # noqa: PLC0415
-        from ..classes import ClassStats  # noqa: PLC0415
+        from .metrics import stats_from_counts, summary_to_host  # noqa: PLC0415
+        from .ranges import stats_to  # noqa: PLC0415
 
         xp = self.xp
-        table = local_table(enc, self.keys, self.sa, self.target, xp)
         if self.n == 0:
             self.values = {}
             return None
-        cs = ClassStats(table, self.local, self.n_classes)
-        summary = None
-        if col_stats is not None:
-            from .. import metrics as metrics_mod  # noqa: PLC0415
-            from .metrics import stats_from_counts, summary_to_host  # noqa: PLC0415
-
-            for j, (vals, ct) in enumerate(col_stats):  # a loop over columns
-                table.column_stats[j] = stats_from_counts(vals, ct, target_counts, self.target is not None,
-                                                          enc.columns[j].kind == "numeric", xp)
-            summary = summary_to_host(metrics_mod.summary_from_labels(table, self.local, self.n_classes, stats=cs))
+        cs = self.class_stats(enc)
+        table = cs.table
+        for j, (vals, ct) in col_stats.items():  # a loop over columns
+            table.column_stats[j] = stats_from_counts(vals, ct, target_counts, self.target is not None,
+                                                      enc.columns[j].kind == "numeric", xp)
+        for j, st in (range_stats or {}).items():  # a loop over columns
+            table.column_stats[j] = stats_to(st, xp)
+        summary = summary_to_host(metrics_mod.summary_from_labels(table, self.local, self.n_classes, stats=cs,
+                                                                  positions=getattr(self, "positions", None)))
+        self.positions = None
         cells = cs.published_cells(fmt)
         sa = qx = None
         if self.sa is not None and verify_kw.get("_has_sa", True):
@@ -413,25 +427,6 @@ class Home:
             h = _mix64(h ^ c.astype(xp.uint64), xp)
         sizes = cs.sizes
         out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
-        th = cs.target_hist()
-        out["target_max"] = None if th is None else to_host(th.max(axis=1))
-        ncp = {}
-        for j, col in enumerate(enc.columns):  # a loop over columns
-            if col.kind == "numeric":
-                lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
-                w = hi - lo
-                rng = col.global_range
-                v = np.where(np.isnan(w), 0.0, w / rng) if rng > 0 else np.zeros(cs.n)
-            else:  # categories in each class's set (one bit each), or under its hierarchy node
-                if col.name in table.hierarchies:
-                    lv = table.hierarchies[col.name].code_levels
-                    cnt = to_host(xp.bincount(lv.ravel())[cs.hierarchy_nodes(j)[0]]).astype(np.float64)
-                else:
-                    cnt = np.bitwise_count(to_host(cs.category_masks(j))).sum(axis=1).astype(np.float64)
-                dom = max(int(cat_domain[col.name]), 1)
-                v = np.where(cnt > 1, cnt / dom, 0.0)
-            ncp[col.name] = float((v * out["sizes"]).sum())
-        out["ncp_sum"] = ncp
         import pandas as pd  # noqa: PLC0415
 
         self.values = {}

@@ -92,7 +92,8 @@ class NumericDomain:
     ``bin_start[i]`` is the first distinct-value index of bin ``i`` (``bin_start[-1] = V``);
     ``cum[v]`` the number of rows with a value index below ``v`` (length ``V + 1``);
     ``bin_counts`` rows per bin. The missing value, when present, is the last distinct value and
-    its own bin.
+    its own bin. ``start_cum``: ``cum`` at every ``bin_start`` (length ``n_bins + 1``); a domain
+    assembled from value ranges held on several workers has it and no ``cum``.
     """
 
     bin_start: Any
@@ -100,6 +101,11 @@ class NumericDomain:
     bin_counts: Any
     binned: bool
     has_missing: bool
+    start_cum: Any = None
+
+    def __post_init__(self):
+        if self.start_cum is None and self.cum is not None:
+            self.start_cum = self.cum[self.bin_start]
 
     @property
     def n_bins(self) -> int:
@@ -205,7 +211,7 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     only their rows inside ``[lo, hi]``; the bins strictly between get whole bins (a difference
     array over the bins, summed once). One pass of two bincounts per target value (a loop over
     target values, not classes). ``rows``: the rows before ``a`` and before ``b`` when the caller
-    has them (else they are gathered from ``domain.cum``).
+    has them (else they are gathered from ``domain.cum``; a domain without ``cum`` needs them).
     """
     xp = xp or array_module(a)
     th = xp.asarray(class_target_hist)
@@ -214,14 +220,14 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     q = xp.zeros((nb, nt), dtype=xp.float64)
     if th.shape[0] == 0:
         return q
-    cum, starts = domain.cum, domain.bin_start
+    cum, sc = domain.cum, domain.start_cum  # rows before every value, and before every bin
     ca, cb = (cum[a], cum[b]) if rows is None else (xp.asarray(rows[0]), xp.asarray(rows[1]))
     ba, bb = domain.bin_of(a), domain.bin_of(b - 1)
     inside = ba != bb  # classes reaching over more than one bin
     s = (cb - ca).astype(xp.float64)
     # rows of the interval in its first bin (all of them when it stays in one bin) and in its last
-    first = xp.where(inside, cum[starts[xp.minimum(ba + 1, nb)]] - ca, cb - ca).astype(xp.float64)
-    last = xp.where(inside, cb - cum[starts[bb]], 0).astype(xp.float64)
+    first = xp.where(inside, sc[xp.minimum(ba + 1, nb)] - ca, cb - ca).astype(xp.float64)
+    last = xp.where(inside, cb - sc[bb], 0).astype(xp.float64)
     ends = xp.concatenate([ba, bb])
     edges = xp.concatenate([xp.minimum(ba + 1, nb), bb])
     inv_s = 1.0 / xp.where(s > 0, s, 1.0)

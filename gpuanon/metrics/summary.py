@@ -240,11 +240,14 @@ def category_sets(stats, j: int, n_categories: int):
     return set_id, bits.reshape(n_sets, words * 64)[:, :n_categories].astype(bool)
 
 
-def summary_from_labels(table, labels, n_classes: int | None = None, stats=None) -> ClassSummary:
+def summary_from_labels(table, labels, n_classes: int | None = None, stats=None, positions=None) -> ClassSummary:
     """Summarize the classes of the anonymizer's own output (labels: class per row, -1 suppressed).
 
     ``stats``: the fit's :class:`~gpuanon.classes.ClassStats` when the pipeline has one (its
     sort by class and per-class statistics are shared); otherwise one is built from ``labels``.
+    ``positions``: per numeric QI whose whole-table statistics are held elsewhere (a cluster's
+    value ranges, :mod:`gpuanon.distributed.ranges`), every class's ``(a, b, rows before a, rows
+    before b, interval entropy)``, as this function would compute them from the column's values.
     """
     xp = table.xp
     if stats is None:
@@ -290,11 +293,16 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None)
         kmin, kmax = stats.key_minmax(j)
         lo, hi = table.numeric_values(j, kmin), table.numeric_values(j, kmax)
         # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
-        pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
-        gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True)
+        pos = None if positions is None else positions.get(j)
+        if pos is None:
+            pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
+            gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True)
+        else:
+            pa, pb, ca, cb, gt_h = pos
         joint_after = None
         if thist is not None and st.joint_before is not None:
-            rows_ab = (ca, cb) if xp is np else None  # on the CPU: no gathers from a column-long cumsum
+            # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
+            rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
         gen, _ = dense_ids((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
         return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
