@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..anonymize.criteria import blocks_reason, check_suppression, whole_table_error
-from ..errors import PrivacyError, SchemaError, VerificationError
+from ..errors import PrivacyError, SchemaError
 
 def validate(est, sample: pd.DataFrame, n_total: int):
     """The estimator's own validation on a sample of the first shard; k against the whole table."""
@@ -80,16 +80,11 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
     from ..verify import VerificationResult  # noqa: PLC0415
 
     hres = [h for h in hres if h is not None]
-    # classes are grouped by their published cells, as the verifier does; a cell tuple shared by
-    # classes of two homes would be one output class split across workers
-    hashes = [np.unique(h["hash"], return_inverse=True) for h in hres]
-    allu = np.concatenate([u for u, _ in hashes])
-    if np.unique(allu).shape[0] != allu.shape[0]:
-        raise VerificationError("two classes finished on different workers publish the same cells, so the output "
-                                "has a class split across workers that the cluster run cannot verify; use --format "
-                                "range or minmax, or run in one process")
-    sizes = np.concatenate([np.bincount(inv.reshape(-1), weights=h["sizes"], minlength=u.shape[0]).astype(np.int64)
-                            for (u, inv), h in zip(hashes, hres)])
+    # classes are grouped by their published cells, as the verifier does, over every home: classes
+    # of two homes with one cell tuple are one output class (verified whole by .merge)
+    u, inv = np.unique(np.concatenate([h["hash"] for h in hres] + [np.zeros(0, dtype=np.uint64)]), return_inverse=True)
+    sizes = np.bincount(inv.reshape(-1), weights=np.concatenate([h["sizes"] for h in hres] + [np.zeros(0)]),
+                        minlength=u.shape[0]).astype(np.int64)
     vs = [h["verify"] for h in hres]
     failures = []
     for v in vs:

@@ -110,16 +110,32 @@ class GlobalEncoding:
     patterns: np.ndarray | None = None  # sorted distinct missing patterns (int64 bits), None: no blocks
     n_rows: int = 0
     category_counts: dict = field(default_factory=dict)  # categorical QI -> rows per code (int64)
+    #: categorical QI -> its user hierarchy bound to these codes (``gpuanon.hierarchy.ColumnHierarchy``,
+    #: host arrays); every worker's tables bind them (:func:`.worker.local_table`)
+    hierarchies: dict = field(default_factory=dict)
 
     @property
     def n_blocks(self) -> int:
         return 1 if self.patterns is None else int(self.patterns.shape[0])
 
 
-def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_values: list):
-    """Categories in code order and rows per code, as the single-process encoder orders them."""
+def _leaf_order(values: list, order_values: list) -> list:
+    """Positions of ``values`` in a hierarchy's leaf order, matched by text (missing is ``NaN``), as
+    the single-process encoder orders a column given ``orders`` (ties: first appearance)."""
+    pos = {("NaN" if _isna(v) else str(v)): i for i, v in enumerate(order_values)}
+    return sorted(range(len(values)), key=lambda i: pos.get("NaN" if _isna(values[i]) else str(values[i]), len(pos)))
+
+
+def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_values: list,
+                      order_values: list | None = None):
+    """Categories in code order and rows per code, as the single-process encoder orders them
+    (``order_values``: a hierarchy's leaf order, which then decides the order)."""
     if pairs is None:
-        cats = _sorted_values(counts.index)
+        if order_values is not None:
+            uniq = list(counts.index)
+            cats = [uniq[i] for i in _leaf_order(uniq, order_values)]
+        else:
+            cats = _sorted_values(counts.index)
         idx = pd.Index(counts.index, dtype=object).get_indexer(pd.Index(cats, dtype=object))
         return cats, counts.to_numpy()[idx].astype(np.int64)
     vals = pd.Index(pairs.index.get_level_values(0), dtype=object)
@@ -133,12 +149,22 @@ def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_
     f = f.astype(np.int64).reshape(m, nt)
     tstar = f.argmax(axis=1)
     share = f[np.arange(m), tstar] / np.maximum(f.sum(axis=1), 1)
-    order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), _isna(uniq[i]), _sort_key(uniq[i])))
+    if order_values is not None:
+        order = _leaf_order(uniq, order_values)
+    else:
+        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), _isna(uniq[i]),
+                                                _sort_key(uniq[i])))
     return [uniq[i] for i in order], f.sum(axis=1)[order]
 
 
-def combine_profiles(profiles: list, qis, kinds: dict, sensitive, target, sa_ordered: bool) -> GlobalEncoding:
-    """Combine and finalize the shards' profiles into the whole table's dictionaries."""
+def combine_profiles(profiles: list, qis, kinds: dict, sensitive, target, sa_ordered: bool,
+                     orders: dict | None = None) -> GlobalEncoding:
+    """Combine and finalize the shards' profiles into the whole table's dictionaries.
+
+    ``orders``: categorical QI -> its values in a hierarchy's leaf order (``leaf_orders`` of the
+    plan), the order its codes follow, as in :func:`gpuanon.encoding.encode`.
+    """
+    orders = orders or {}
     n = sum(p["n"] for p in profiles)
     target_values = [] if target is None else _sorted_values(np.concatenate([p["target_values"] for p in profiles]))
     if sensitive is None:
@@ -153,10 +179,10 @@ def combine_profiles(profiles: list, qis, kinds: dict, sensitive, target, sa_ord
         if kinds[name] == "categorical":
             if target is not None:
                 pairs = pd.concat([q["pairs"] for q in parts]).groupby(level=[0, 1], dropna=False, sort=False).sum()
-                cats, cnt = _order_categories(pairs, None, target_values)
+                cats, cnt = _order_categories(pairs, None, target_values, orders.get(name))
             else:
                 counts = pd.concat([q["values"] for q in parts]).groupby(level=0, dropna=False, sort=False).sum()
-                cats, cnt = _order_categories(None, counts, target_values)
+                cats, cnt = _order_categories(None, counts, target_values, orders.get(name))
             n_missing = int(sum(c for v, c in zip(cats, cnt) if _isna(v)))
             cats = [np.nan if _isna(v) else v for v in cats]  # as pd.factorize gives it (None -> nan)
             columns.append(Column(name, "categorical", None, cats, n_missing=n_missing))

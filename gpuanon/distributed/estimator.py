@@ -54,8 +54,8 @@ def apply_result(est, res: DistributedResult, df: pd.DataFrame | None) -> None:
     est.n_suppressed_ = int(res.n_suppressed)
     est._suppression_reason = res.suppression_reason
     est.partition_info_ = {k: res.info[k] for k in ("levels", "attempts")}
-    est.optimization_ = None
-    est.hierarchies_ = {}
+    est.optimization_ = res.optimization
+    est.hierarchies_ = res.hierarchies
     est.verification_ = res.verification
     est.metrics_ = res.metrics
     est.cluster_info_ = res.info
@@ -92,8 +92,8 @@ def cluster_report(est, res: DistributedResult, n_rows_in: int) -> dict:
         "roles": s.to_dict(),
         "partition": {k: res.info[k] for k in ("levels", "attempts")},
         "metrics": res.metrics,
-        "hierarchies": {},
-        "optimization": None,
+        "hierarchies": res.hierarchies,
+        "optimization": res.optimization,
         "encoding": local_table(res.encoding, np.zeros((len(res.encoding.columns), 0), dtype=np.uint32), None, None,
                                 np).encoding_metadata(),
         "seconds": _stage_seconds(res.info.get("seconds", {})),

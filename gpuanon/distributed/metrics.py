@@ -125,8 +125,14 @@ def combine_summaries(parts: list, n_in: int, n_suppressed: int):
             sets = cat([x.sets for x in cs], axis=0)
             off = np.cumsum([0] + [x.sets.shape[0] for x in cs[:-1]])
             ids = cat([np.asarray(x.set_id).reshape(-1) + o for x, o in zip(cs, off)])
-            u, inv = np.unique(sets, axis=0, return_inverse=True)
-            c.sets, c.set_id = u, inv.reshape(-1)[ids]
+            key = sets
+            if c0.levels is not None:  # hierarchy nodes: a node is its leaves and its level
+                c.levels = cat([x.levels for x in cs])
+                lv = np.zeros(sets.shape[0], dtype=np.int64)
+                lv[ids] = c.levels
+                key = np.concatenate([sets.astype(np.int64), lv[:, None]], axis=1)
+            u, one, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            c.sets, c.set_id = sets[one], inv.reshape(-1)[ids]
         cols.append(c)
     th = None if first.target_hist is None else cat([p.target_hist for p in parts], axis=0)
     s = ClassSummary(cat([p.sizes for p in parts]), th, cols, int(n_in), int(n_suppressed),

@@ -4,7 +4,10 @@ The rows are sharded across the workers (one shard per Parquet file, read by the
 or per piece of a frame scattered from here); every row carries its global row index. Then:
 
 1. **Encode** (:mod:`.encode`): the global dictionaries are chunk / combine / finalize
-   reductions; each worker encodes its shard with them.
+   reductions; each worker encodes its shard with them. A user hierarchy (:mod:`.options`) is
+   validated against the column's values over every shard, its leaf order is the column's code
+   order, and it is bound to those codes once and travels in the encoding: the spans below, the
+   homes' kernel, the published cells, verification and metrics read it as one process does.
 2. **Levels**: all partitions larger than ``local_rows`` advance one level at a time, exactly as
    in :func:`kernels.mondrian.mondrian_partition`. Per level the workers return, per partition,
    each column's smallest and largest key and the categorical codes present; the coordinator
@@ -21,7 +24,9 @@ or per piece of a frame scattered from here); every row carries its global row i
    groups are spread over the workers in balanced runs and every shard sends each group's rows
    to its home (Dask moves the pieces between workers). A home holds whole groups in global row
    order and finishes the open ones with the single-node kernel (rows start together per group,
-   so the kernel numbers and cuts them as one process would).
+   so the kernel numbers and cuts them as one process would). The optimization step is
+   partition-local: with ``optimize`` each home runs it on its whole partitions, and the homes'
+   counts are summed.
 4. **Labels**: each home numbers its classes by their smallest global row; the coordinator
    merges these first rows (one integer per class) into the global numbering; labels go back to
    the shards that own the rows.
@@ -29,7 +34,9 @@ or per piece of a frame scattered from here); every row carries its global row i
    whole on one home) and the class summaries run on the homes, with the whole-table column
    statistics reduced over the shards (:mod:`.metrics`) or held in value ranges across the
    workers (:mod:`.ranges`); the coordinator combines scalars, class
-   sizes and the summaries into every metric. Each shard writes its anonymized rows, in input order, as
+   sizes and the summaries into every metric. Classes of different homes that publish the same
+   cells (relaxed cuts, exact classes, two halves of a hierarchy node) are one output class,
+   verified whole from their sizes and sensitive histograms (:mod:`.merge`). Each shard writes its anonymized rows, in input order, as
    one Parquet file of the output directory; nothing of the table passes through this process.
 
 Examples
@@ -62,8 +69,11 @@ from ..anonymize.criteria import Criteria, resolve_t_distance
 from ..errors import InputError, SchemaError, VerificationError
 from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
 from .cluster import open_cluster
+from ..hierarchy import leaf_orders
 from .encode import GlobalEncoding, combine_profiles
 from .levels import radix_select, representative_rows
+from .merge import merge_shared, shared_hashes, with_shared
+from .options import bind_plan, combine_optimization, hierarchy_plan_of, hierarchy_report, refuse_automatic
 from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
                     write_output)
 from .worker import kernel_col_info, local_table
@@ -88,6 +98,8 @@ class DistributedResult:
     info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
     schema: Any = None
     backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
+    optimization: dict | None = None  # the optimization step's counts (est.optimization_), when it ran
+    hierarchies: dict = field(default_factory=dict)  # the report's per-column hierarchy section
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,8 +133,9 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     Parameters
     ----------
     est : Mondrian
-        Its parameters (k, l, t, roles, mode, format, suppression budget, backend) are used;
-        hierarchies and the optimization step are single-process only for now.
+        Its parameters (k, l, t, roles, mode, format, suppression budget, backend, the
+        optimization step, user hierarchies) are used; automatic hierarchies
+        (``hierarchies='auto'``) run in one process only (see :mod:`.options`).
     cluster : str or distributed.Client
         ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
     frames : list of DataFrame, optional
@@ -141,9 +154,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     """
     if (frames is None) == (paths is None):
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
-    if est.hierarchies is not None or est.optimize:
-        raise InputError("hierarchies and the optimization step run in one process only for now; drop --cluster "
-                         "or drop --hierarchies / --optimize")
+    refuse_automatic(est.hierarchies)
     if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
                                    or local_rows < 1):
         raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
@@ -190,7 +201,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         run.stage = "encoding"
         profs = run.gather([run.submit(home_of_shard[i], profile, s, qis, kinds, schema.sensitive, schema.target)
                             for i, s in enumerate(shards)])
-        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered)
+        plan = hierarchy_plan_of(est, schema, profs)
+        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered,
+                               leaf_orders(plan))
+        bind_plan(enc, plan)
         del profs
         run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
         secs["encode"] = time.perf_counter() - t0
@@ -361,8 +375,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         del pieces
         run.stage = "finishing partitions on their workers"
         crit_w = crit
-        firsts = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k))
-                             for d, h in enumerate(homes)])
+        fin = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k), bool(est.optimize))
+                          for d, h in enumerate(homes)])
+        firsts = [f for f, _ in fin]
+        optimization = combine_optimization([o for _, o in fin]) if est.optimize else None
         allf = np.concatenate(firsts)
         n_parts = int(allf.shape[0])
         gid = np.empty(n_parts, dtype=np.int64)
@@ -393,8 +409,12 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         run.stage = "class statistics and verification"
         hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, col_stats, tcounts, range_stats)
                            for d, h in enumerate(homes)])
+        n_shared = int(shared_hashes(hres).shape[0])
+        shared = merge_shared(run, homes, hs, hres, enc, fmt, vkw, q)
         verification, metrics = combine_stages(hres, est, n_total, suppressed, enc, tcounts)
+        verification = with_shared(verification, shared)
         secs["stages"] = time.perf_counter() - t0
+        info["classes_shared_by_workers"] = n_shared  # output classes finished in parts on several workers
         if not verification.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
 
@@ -445,4 +465,4 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend)
+                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics))

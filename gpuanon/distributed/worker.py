@@ -274,12 +274,19 @@ def _union_texts(parts, order):
 
 
 def local_table(enc, keys, sa, target, xp):
-    """A :class:`~gpuanon.encoding.Table` over some rows, with the whole table's dictionaries."""
+    """A :class:`~gpuanon.encoding.Table` over some rows, with the whole table's dictionaries and
+    its bound hierarchies (on ``xp``'s device)."""
     from ..encoding import Table  # noqa: PLC0415
 
-    return Table(n_rows=int(keys.shape[1]), columns=enc.columns, keys=keys, blocks=None, n_blocks=1, sa=sa,
-                 sa_values=enc.sa_values, sa_ordered=enc.sa_ordered, target=target,
-                 target_values=enc.target_values, xp=xp)
+    t = Table(n_rows=int(keys.shape[1]), columns=enc.columns, keys=keys, blocks=None, n_blocks=1, sa=sa,
+              sa_values=enc.sa_values, sa_ordered=enc.sa_ordered, target=target,
+              target_values=enc.target_values, xp=xp)
+    bound = getattr(enc, "hierarchies", None)
+    if bound:
+        from ..hierarchy import ColumnHierarchy  # noqa: PLC0415
+
+        t.bind_hierarchies({c: ColumnHierarchy(b.hierarchy, to_device(b.code_levels, xp)) for c, b in bound.items()})
+    return t
 
 
 def kernel_col_info(table, xp):
@@ -321,16 +328,18 @@ class Home:
         self.n_classes = 0
         self.info = {}
 
-    def finish(self, group_final, enc, crit, relaxed: bool, k: int):
-        """Partition the groups that are not final with the single-node kernel; number every class
-        of this home by its smallest global row index. Returns those indices (host, sorted)."""
+    def finish(self, group_final, enc, crit, relaxed: bool, k: int, optimize: bool = False):
+        """Partition the groups that are not final with the single-node kernel, then (``optimize``)
+        run the optimization step on this home's partitions (each one is whole here); number every
+        class of this home by its smallest global row index. Returns those indices (host, sorted)
+        and the optimization step's counts (None without it)."""
         from kernels.mondrian import mondrian_partition  # noqa: PLC0415
 
         xp = self.xp
         lab = xp.full(self.n, -1, dtype=xp.int64)
         if self.n == 0:
             self.local, self.n_classes = lab, 0
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), None
         fin = to_device(np.asarray(group_final, dtype=bool), xp)[self.group]
         act = xp.nonzero(~fin)[0]
         m1 = 0
@@ -348,9 +357,17 @@ class Home:
             lab[act] = lab_a
             self.info = dict(info)
         frows = xp.nonzero(fin)[0]
+        n_parts = m1
         if frows.shape[0]:
             _, inv = xp.unique(self.group[frows], return_inverse=True)
             lab[frows] = m1 + inv.reshape(-1)
+            n_parts += int(inv.max()) + 1
+        opt = None
+        if optimize:  # partition-local: rows in global order, so exact classes as in one process
+            from ..anonymize.optimize import optimize_partitions  # noqa: PLC0415
+
+            crit_x = crit.with_q(None if crit.q is None else to_device(crit.q, xp))
+            lab, _, opt = optimize_partitions(local_table(enc, self.keys, self.sa, None, xp), lab, n_parts, crit_x, xp)
         order = xp.argsort(lab, kind="stable")
         starts = group_starts(lab[order], xp)
         first_pos = order[starts]  # rows are in global order: a class's first row is its smallest
@@ -360,7 +377,7 @@ class Home:
         relabel[rank] = xp.arange(m, dtype=xp.int64)
         self.local = relabel[lab]
         self.n_classes = m
-        return to_host(self.gidx[first_pos[rank]])
+        return to_host(self.gidx[first_pos[rank]]), opt
 
     def set_labels(self, global_ids) -> None:
         self.labels = to_device(np.asarray(global_ids, dtype=np.int64), self.xp)[self.local]

@@ -1,0 +1,262 @@
+"""The optimization step and user hierarchies on a Dask LocalCluster: identical to one process."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dask")
+pytest.importorskip("distributed")
+
+from gpuanon import Mondrian  # noqa: E402
+from gpuanon.datasets import load_adult  # noqa: E402
+from gpuanon.distributed import make_client  # noqa: E402
+from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
+from gpuanon.errors import InputError  # noqa: E402
+from gpuanon.hierarchy import Hierarchy  # noqa: E402
+from test_distributed_mondrian import as_text, check_same, shards  # noqa: E402
+
+QI5 = ["age", "education", "marital-status", "gender", "race"]
+QI6 = QI5 + ["hours-per-week"]
+
+EDUCATION = {  # leaf: (level 1, level 2); leaves listed out of the data's code order on purpose
+    "Doctorate": ("Advanced", "Higher"), "Prof-school": ("Advanced", "Higher"), "Masters": ("Advanced", "Higher"),
+    "Bachelors": ("College", "Higher"), "Assoc-acdm": ("College", "Higher"), "Assoc-voc": ("College", "Higher"),
+    "Some-college": ("College", "Higher"),
+    "HS-grad": ("High school", "School"), "12th": ("High school", "School"), "11th": ("High school", "School"),
+    "10th": ("High school", "School"), "9th": ("High school", "School"),
+    "7th-8th": ("Primary", "School"), "5th-6th": ("Primary", "School"), "1st-4th": ("Primary", "School"),
+    "Preschool": ("Primary", "School"),
+}
+MARITAL = """Never-married;Never married;*
+Married-civ-spouse;Married;*
+Married-AF-spouse;Married;*
+Married-spouse-absent;Married;*
+Divorced;Was married;*
+Separated;Was married;*
+Widowed;Was married;*
+"""
+
+
+def education_hierarchy(with_missing: bool = False) -> Hierarchy:
+    leaves = list(EDUCATION) + (["NaN"] if with_missing else [])
+    paths = [[*EDUCATION[v], "*"] for v in EDUCATION] + ([["Unknown", "Unknown", "*"]] if with_missing else [])
+    return Hierarchy.from_labels(leaves, paths, name="education")
+
+
+@pytest.fixture(scope="module")
+def clients():
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in (2, 3):
+            out[n] = make_client(n)
+    yield {n: c for n, (c, _) in out.items()}
+    for c, cl in out.values():
+        c.close()
+        cl.close()
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return load_adult().iloc[:5000].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def adult_missing(adult):
+    df = adult.copy()
+    rng = np.random.default_rng(5)
+    df["age"] = df["age"].astype("float64")
+    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
+    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
+    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    return df
+
+
+@pytest.fixture(scope="module")
+def marital_csv(tmp_path_factory):
+    p = tmp_path_factory.mktemp("h") / "marital.csv"
+    p.write_text(MARITAL)
+    return str(p)
+
+
+def check_all(m, df, res):
+    """check_same (labels, output, verification, every metric) and the optimization / hierarchy sections."""
+    check_same(m, df, res)
+    assert res.n_classes == m.report_["n_classes"] and res.n_partitions == m.report_["n_partitions"]
+    assert res.optimization == m.optimization_
+    assert set(res.hierarchies) == set(m.hierarchies_)
+    for col, want in m.hierarchies_.items():
+        got = res.hierarchies[col]
+        assert set(got) == set(want), col
+        for key, v in want.items():
+            assert got[key] == (pytest.approx(v, rel=1e-9, abs=1e-12) if isinstance(v, float) else v), (col, key)
+
+
+OPT_CASES = {
+    "k": dict(k=5, quasi_identifiers=QI6),
+    "t": dict(k=4, t=0.3, sensitive="income", quasi_identifiers=QI5),
+    "l": dict(k=4, l=2, sensitive="income", quasi_identifiers=QI6),
+    "relaxed": dict(k=4, t=0.2, sensitive="income", mode="relaxed", quasi_identifiers=QI5),
+}
+
+
+@pytest.mark.parametrize("workers,cuts", [(2, [700]), (3, [1900, 2100])])
+@pytest.mark.parametrize("case", sorted(OPT_CASES))
+def test_optimize_identical(clients, adult, case, workers, cuts):
+    m = Mondrian(target="income", optimize=True, backend="cpu", progress=False, **OPT_CASES[case])
+    res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
+    assert res.info["levels"] >= 2
+    assert res.optimization["exact_classes"] > 0  # the step changed something
+    check_all(m, adult, res)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_optimize_missing_values(clients, adult_missing, workers):
+    m = Mondrian(k=5, quasi_identifiers=QI5 + ["hours-per-week"], sensitive="income", l=2, target="income",
+                 optimize=True, backend="cpu", progress=False, max_suppression=0.05)
+    res = run_distributed(m, clients[workers], frames=shards(adult_missing, [1200, 3900][: workers - 1]),
+                          local_rows=400)
+    assert res.optimization["exact_classes"] > 0
+    check_all(m, adult_missing, res)
+
+
+@pytest.mark.parametrize("workers,cuts", [(2, [700]), (3, [1900, 2100])])
+@pytest.mark.parametrize("fmt", ["range", "minmax"])
+def test_user_hierarchies_identical(clients, adult, marital_csv, workers, cuts, fmt):
+    m = Mondrian(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, output_format=fmt,
+                 hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
+    res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
+    check_all(m, adult, res)
+    out = res.output
+    assert out["education"].isin(["Advanced", "College", "High school", "Primary", "Higher", "School"]).any()
+    assert m.metrics_["precision"] is not None and res.metrics["precision"] == pytest.approx(m.metrics_["precision"])
+    # the codes follow the hierarchy's leaf order, not the target-based order of a plain column
+    edu = [c for c in res.encoding.columns if c.name == "education"][0]
+    assert edu.categories == [v for v in EDUCATION if v in set(adult["education"])]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_hierarchies_with_optimize_l_and_missing(clients, adult_missing, marital_csv, workers):
+    m = Mondrian(k=4, l=2, sensitive="income", quasi_identifiers=QI6, target="income", optimize=True,
+                 backend="cpu", progress=False, max_suppression=0.05,
+                 hierarchies={"education": education_hierarchy(with_missing=True), "marital-status": marital_csv})
+    res = run_distributed(m, clients[workers], frames=shards(adult_missing, [1200, 3900][: workers - 1]),
+                          local_rows=300)
+    assert res.optimization["exact_classes"] > 0
+    check_all(m, adult_missing, res)
+
+
+def test_hierarchy_with_t_relaxed_optimize(clients, adult, marital_csv):
+    m = Mondrian(k=4, t=0.2, sensitive="income", mode="relaxed", quasi_identifiers=QI5, target="income",
+                 optimize=True, backend="cpu", progress=False,
+                 hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
+    res = run_distributed(m, clients[3], frames=shards(adult, [600, 4100]), local_rows=300)
+    check_all(m, adult, res)
+
+
+def test_estimator_with_cluster_optimize_and_hierarchy(adult, marital_csv):
+    kw = dict(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, optimize=True,
+              hierarchies={"marital-status": marital_csv})
+    m = Mondrian(cluster="local:2", **kw)
+    out = m.fit_transform(adult)
+    ref = Mondrian(**kw)
+    ref_out = ref.fit_transform(adult)
+    np.testing.assert_array_equal(m.labels_, ref.labels_)
+    assert as_text(out) == as_text(ref_out)
+    for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding", "optimization"):
+        assert m.report_[key] == ref.report_[key], key
+    assert m.report_["hierarchies"]["marital-status"]["source"] == marital_csv
+    assert m.report_["hierarchies"]["marital-status"]["u_after"] == pytest.approx(
+        ref.report_["hierarchies"]["marital-status"]["u_after"], rel=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["auto", {"education": "auto"}, {"*": "auto", "marital-status": "x.csv"}])
+def test_automatic_hierarchies_refused(clients, adult, spec):
+    m = Mondrian(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, hierarchies=spec)
+    with pytest.raises(InputError, match=r"hierarchies='auto'.*--hierarchy COL=FILE.csv.*drop --cluster"):
+        run_distributed(m, clients[2], frames=shards(adult, [2000]))
+
+
+def test_hierarchy_errors_are_the_single_process_ones(clients, adult, tmp_path):
+    bad = tmp_path / "edu.csv"
+    bad.write_text("HS-grad;School;*\nBachelors;Higher;*\n")  # lacks most values of the data
+    m = Mondrian(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False,
+                 hierarchies={"education": str(bad)})
+    with pytest.raises(Exception) as one:
+        m.fit(adult)
+    with pytest.raises(type(one.value)) as dist:
+        run_distributed(m, clients[2], frames=shards(adult, [2000]))
+    assert "lacks 14 values of the data" in str(dist.value) and "lacks 14 values" in str(one.value)
+
+
+@pytest.mark.parametrize("kw", [dict(k=3, mode="relaxed"), dict(k=3, t=0.3, sensitive="income", mode="relaxed"),
+                                dict(k=3, l=2, sensitive="income", mode="relaxed", optimize=True)])
+def test_classes_split_across_workers_are_one_class(clients, adult, kw):
+    """Few distinct tuples and relaxed cuts: partitions finished on different workers publish the same
+    cells; they are one output class, verified and measured whole, as in one process."""
+    m = Mondrian(quasi_identifiers=["education", "marital-status", "gender", "race"], target="income",
+                 backend="cpu", progress=False, **kw)
+    res = run_distributed(m, clients[3], frames=shards(adult, [1500, 1600]), local_rows=40)
+    assert res.info["classes_shared_by_workers"] > 0 and res.n_classes < res.n_partitions
+    check_all(m, adult, res)
+
+
+def test_hierarchies_and_optimize_with_numeric_statistics_in_value_ranges(clients, adult, marital_csv, monkeypatch):
+    """Every numeric QI's statistics held in value ranges across the workers: still every metric of
+    one process, with user hierarchies and the optimization step."""
+    from gpuanon.distributed import ranges
+
+    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
+    m = Mondrian(k=4, l=2, sensitive="income", quasi_identifiers=QI6, target="income", backend="cpu",
+                 progress=False, optimize=True,
+                 hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
+    res = run_distributed(m, clients[3], frames=shards(adult, [900, 3300]), local_rows=300)
+    assert set(res.info["column_statistics"]["columns"]) >= {"age", "hours-per-week"}
+    assert res.metrics["precision"] is not None
+    check_all(m, adult, res)
+
+
+def test_command_line_optimize_and_hierarchy(adult, marital_csv, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(root))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "gpuanon", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, part in enumerate(shards(adult, [1800, 1900])):
+        part.to_parquet(src / f"part-{i}.parquet", index=False)
+    adult.to_parquet(tmp_path / "whole.parquet", index=False)
+    args = ["--qi", ",".join(QI6), "--target", "income", "--sensitive", "income", "--l", "2", "--k", "4",
+            "--optimize", "--hierarchy", f"marital-status={marital_csv}"]
+    r = run("anonymize", str(src), "--cluster", "local:2", *args, "--out", str(tmp_path / "out"),
+            "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    r1 = run("anonymize", str(tmp_path / "whole.parquet"), *args, "--out", str(tmp_path / "one.parquet"),
+             "--report", str(tmp_path / "r1.json"))
+    assert r1.returncode == 0, r1.stderr
+    got = pd.concat([pd.read_parquet(tmp_path / "out" / f) for f in sorted(os.listdir(tmp_path / "out"))],
+                    ignore_index=True)
+    assert as_text(got) == as_text(pd.read_parquet(tmp_path / "one.parquet"))
+    rep, ref = json.loads((tmp_path / "r.json").read_text()), json.loads((tmp_path / "r1.json").read_text())
+    assert rep["optimization"] == ref["optimization"] and rep["optimization"]["exact_classes"] > 0
+    for key in ("n_partitions", "n_classes", "achieved", "class_size"):
+        assert rep[key] == ref[key], key
+    h, h1 = rep["hierarchies"]["marital-status"], ref["hierarchies"]["marital-status"]
+    assert h["source"] == h1["source"] and h["height"] == h1["height"] == 2
+    assert h["u_after"] == pytest.approx(h1["u_after"], rel=1e-9)
+    r2 = run("anonymize", str(src), "--cluster", "local:2", "--qi", ",".join(QI6), "--target", "income", "--k", "4",
+             "--hierarchies", "auto", "--out", str(tmp_path / "out2"))
+    assert r2.returncode != 0 and "hierarchies='auto'" in r2.stderr and "--hierarchy COL=FILE.csv" in r2.stderr
+    assert not (tmp_path / "out2").exists()
