@@ -237,10 +237,9 @@ def test_the_package_keeps_the_house_rules():
 
 
 def test_clear_errors(clients, adult):
-    m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False, hierarchies="auto",
-                 target="income")
-    with pytest.raises(InputError, match="hierarchies"):
-        run_distributed(m, clients[2], frames=[adult])
+    m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False, hierarchies="auto")
+    with pytest.raises(SchemaError, match="automatic hierarchies need a target column"):
+        run_distributed(m, clients[2], frames=[adult])  # the single-process check and message
     m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False)
     with pytest.raises(InputError, match="local:N"):
         run_distributed(m, "locl:2", frames=[adult])

@@ -12,7 +12,6 @@ from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import load_adult  # noqa: E402
 from gpuanon.distributed import make_client  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
-from gpuanon.errors import InputError  # noqa: E402
 from gpuanon.hierarchy import Hierarchy  # noqa: E402
 from test_distributed_mondrian import as_text, check_same, shards  # noqa: E402
 
@@ -90,6 +89,11 @@ def check_all(m, df, res):
         got = res.hierarchies[col]
         assert set(got) == set(want), col
         for key, v in want.items():
+            if isinstance(v, dict):  # the candidates' U' and losses, per rho
+                assert set(got[key]) == set(v), (col, key)
+                for r, x in v.items():
+                    assert got[key][r] == (pytest.approx(x, rel=1e-9, abs=1e-12) if isinstance(x, float) else x)
+                continue
             assert got[key] == (pytest.approx(v, rel=1e-9, abs=1e-12) if isinstance(v, float) else v), (col, key)
 
 
@@ -171,11 +175,31 @@ def test_estimator_with_cluster_optimize_and_hierarchy(adult, marital_csv):
         ref.report_["hierarchies"]["marital-status"]["u_after"], rel=1e-9)
 
 
-@pytest.mark.parametrize("spec", ["auto", {"education": "auto"}, {"*": "auto", "marital-status": "x.csv"}])
-def test_automatic_hierarchies_refused(clients, adult, spec):
-    m = Mondrian(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, hierarchies=spec)
-    with pytest.raises(InputError, match=r"hierarchies='auto'.*--hierarchy COL=FILE.csv.*drop --cluster"):
-        run_distributed(m, clients[2], frames=shards(adult, [2000]))
+AUTO_CASES = {
+    "all, rho chosen": dict(k=5, hierarchies="auto"),
+    "one column, rho fixed": dict(k=5, hierarchies={"education": "auto"}, rho=25),
+    "auto beside a file, l, optimize": dict(k=4, l=2, sensitive="income", optimize=True,
+                                            hierarchies={"*": "auto", "marital-status": "CSV"}),
+    "relaxed, t, missing": dict(k=4, t=0.3, sensitive="income", mode="relaxed", hierarchies="auto"),
+}
+
+
+@pytest.mark.parametrize("workers,cuts", [(2, [2000]), (3, [300, 3600])])
+@pytest.mark.parametrize("case", sorted(AUTO_CASES))
+def test_automatic_hierarchies_identical(clients, adult, adult_missing, marital_csv, case, workers, cuts):
+    """Frequency tables summed over the shards; rho chosen from the homes' summed mass tables: the
+    same rho, candidates' U', labels, output and metrics as one process."""
+    kw = dict(AUTO_CASES[case])
+    if isinstance(kw["hierarchies"], dict):
+        kw["hierarchies"] = {c: (marital_csv if h == "CSV" else h) for c, h in kw["hierarchies"].items()}
+    df = adult_missing if "missing" in case else adult
+    m = Mondrian(quasi_identifiers=QI6, target="income", backend="cpu", progress=False, **kw)
+    res = run_distributed(m, clients[workers], frames=shards(df, cuts), local_rows=300)
+    check_all(m, df, res)
+    auto = {c: h for c, h in m.hierarchies_.items() if h["source"] == "auto"}
+    assert auto and all(res.hierarchies[c]["rho"] == h["rho"] for c, h in auto.items())
+    if kw.get("rho") is None:
+        assert all(len(h["candidates"]) > 1 for h in auto.values())
 
 
 def test_hierarchy_errors_are_the_single_process_ones(clients, adult, tmp_path):
@@ -256,7 +280,15 @@ def test_command_line_optimize_and_hierarchy(adult, marital_csv, tmp_path):
     h, h1 = rep["hierarchies"]["marital-status"], ref["hierarchies"]["marital-status"]
     assert h["source"] == h1["source"] and h["height"] == h1["height"] == 2
     assert h["u_after"] == pytest.approx(h1["u_after"], rel=1e-9)
-    r2 = run("anonymize", str(src), "--cluster", "local:2", "--qi", ",".join(QI6), "--target", "income", "--k", "4",
-             "--hierarchies", "auto", "--out", str(tmp_path / "out2"))
-    assert r2.returncode != 0 and "hierarchies='auto'" in r2.stderr and "--hierarchy COL=FILE.csv" in r2.stderr
-    assert not (tmp_path / "out2").exists()
+    auto = ["--qi", ",".join(QI6), "--target", "income", "--k", "4", "--hierarchies", "auto"]
+    r2 = run("anonymize", str(src), "--cluster", "local:2", *auto, "--out", str(tmp_path / "out2"),
+             "--report", str(tmp_path / "r2.json"))
+    assert r2.returncode == 0, r2.stderr
+    r3 = run("anonymize", str(tmp_path / "whole.parquet"), *auto, "--out", str(tmp_path / "one2.parquet"),
+             "--report", str(tmp_path / "r3.json"))
+    assert r3.returncode == 0, r3.stderr
+    got = pd.concat([pd.read_parquet(tmp_path / "out2" / f) for f in sorted(os.listdir(tmp_path / "out2"))],
+                    ignore_index=True)
+    assert as_text(got) == as_text(pd.read_parquet(tmp_path / "one2.parquet"))
+    rep, ref = json.loads((tmp_path / "r2.json").read_text()), json.loads((tmp_path / "r3.json").read_text())
+    assert {c: h["rho"] for c, h in rep["hierarchies"].items()} == {c: h["rho"] for c, h in ref["hierarchies"].items()}

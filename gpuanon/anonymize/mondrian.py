@@ -105,8 +105,8 @@ class Mondrian(BaseEstimator):
     cluster : None, str or distributed.Client
         Run on a Dask cluster (:mod:`gpuanon.distributed`): ``'local:N'``, ``'cuda:N'``, a
         scheduler address ``'tcp://host:8786'`` or a client. The partitions, output and
-        verification are those of one process (with ``optimize`` and user hierarchies too;
-        ``hierarchies='auto'`` runs in one process only); ``fit`` then runs the whole pipeline
+        verification are those of one process (with ``optimize`` and hierarchies, automatic
+        ones included); ``fit`` then runs the whole pipeline
         and ``transform`` returns its output.
 
     Attributes

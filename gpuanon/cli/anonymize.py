@@ -29,8 +29,8 @@ def add_parser(sub, config: dict | None = None):
     g.add_argument("--cluster", metavar="SPEC",
                    help="run on Dask workers: local:N, cuda:N or a scheduler address tcp://host:8786; the "
                         "input is then read by the workers (a directory of Parquet files, one shard each) and "
-                        "--out is a directory of Parquet files they write; --optimize and --hierarchy COL=FILE.csv "
-                        "work there, --hierarchies auto does not")
+                        "--out is a directory of Parquet files they write; --optimize and hierarchies (files and "
+                        "auto) work there too")
     add_hierarchy_options(g)
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")

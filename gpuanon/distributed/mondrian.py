@@ -73,7 +73,8 @@ from ..hierarchy import leaf_orders
 from .encode import GlobalEncoding, combine_profiles
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
-from .options import bind_plan, combine_optimization, hierarchy_plan_of, hierarchy_report, refuse_automatic
+from .options import (bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of,
+                      hierarchy_report)
 from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
                     write_output)
 from .worker import kernel_col_info, local_table
@@ -134,8 +135,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     ----------
     est : Mondrian
         Its parameters (k, l, t, roles, mode, format, suppression budget, backend, the
-        optimization step, user hierarchies) are used; automatic hierarchies
-        (``hierarchies='auto'``) run in one process only (see :mod:`.options`).
+        optimization step, hierarchies: the user's and automatic ones) are used (see
+        :mod:`.options`).
     cluster : str or distributed.Client
         ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
     frames : list of DataFrame, optional
@@ -154,7 +155,6 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     """
     if (frames is None) == (paths is None):
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
-    refuse_automatic(est.hierarchies)
     if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
                                    or local_rows < 1):
         raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
@@ -207,6 +207,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         bind_plan(enc, plan)
         del profs
         run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
+        tables = frequency_tables(run, shards, ss, home_of_shard, enc, plan)
+        bind_plan(enc, plan, tables, est.rho)
         secs["encode"] = time.perf_counter() - t0
 
         # ------------------------------------------------ criteria, whole-table checks, blocks
@@ -398,6 +400,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                 "home_kernel": [None] * W}
 
         # ------------------------------------------------ stages on the homes
+        automatic = choose_automatic(run, homes, hs, enc, tables, est.rho)  # rho of automatic hierarchies
         t0 = time.perf_counter()
         run.stage = "class statistics and verification"
         fmt = est.output_format
@@ -465,4 +468,4 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics))
+                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics, automatic))

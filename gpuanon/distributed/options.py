@@ -1,15 +1,20 @@
-"""A cluster run's user hierarchies and optimization step: what one process does, made from the shards.
+"""A cluster run's hierarchies (the user's and automatic ones) and optimization step: what one
+process does, made from the shards.
 
 * **Hierarchies** (a user's :class:`~gpuanon.hierarchy.Hierarchy` or ARX CSV file per categorical
-  QI): the plan is the single-process :func:`~gpuanon.hierarchy.hierarchy_plan`, validated
-  against the column's distinct values over every shard (:func:`hierarchy_plan_of`); the codes
-  follow the hierarchy's leaf order (:func:`~gpuanon.hierarchy.leaf_orders`, passed to
-  :func:`.encode.combine_profiles`), and the hierarchy is bound to those codes once here
-  (:func:`bind_plan`). The bound hierarchies travel in the :class:`.encode.GlobalEncoding`, so the
-  coordinator's spans, the homes' kernel, the published cells, the verification and the metrics
-  all read the same ``HierarchySpec`` / ``Table.hierarchies`` as one process.
-  ``hierarchies='auto'`` is refused: its rho is chosen by information loss over the whole
-  table's final classes (:func:`refuse_automatic`).
+  QI, or ``'auto'``): the plan is the single-process :func:`~gpuanon.hierarchy.hierarchy_plan`,
+  validated against the column's distinct values over every shard (:func:`hierarchy_plan_of`);
+  a user hierarchy orders the codes (:func:`~gpuanon.hierarchy.leaf_orders`, passed to
+  :func:`.encode.combine_profiles`) and is bound to them once here (:func:`bind_plan`). The bound
+  hierarchies travel in the :class:`.encode.GlobalEncoding`, so the coordinator's spans, the
+  homes' kernel, the published cells, the verification and the metrics all read the same
+  ``HierarchySpec`` / ``Table.hierarchies`` as one process.
+* **Automatic hierarchies** (the contract, 5.6): each column's frequency table is its value x
+  target counts summed over the shards (:func:`frequency_tables`); with ``rho`` fixed its
+  hierarchy is bound before partitioning; otherwise, after partitioning, every home scores every
+  candidate rho on its own classes (:func:`score_hierarchies`: the mass table of ``U'``, which
+  adds up over classes), the coordinator sums the tables, adds the suppressed rows and keeps the
+  rho one process's ``choose_rho`` keeps (:func:`choose_automatic`).
 * **Optimization step**: partition-local, run by every home on its whole partitions
   (``Home.finish``); :func:`combine_optimization` sums the homes' counts.
 """
@@ -18,25 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from ..errors import InputError
-
-AUTO_REFUSED = ("hierarchies='auto' (automatic frequency hierarchies) chooses rho by information loss over "
-                "the whole table, which a cluster run does not do; give each column's hierarchy as a file "
-                "(--hierarchy COL=FILE.csv; 'gpuanon hierarchy build' writes one) or drop --cluster")
-
-
-def refuse_automatic(hierarchies) -> None:
-    """One clear error when the ``hierarchies`` parameter asks for automatic hierarchies."""
-    if hierarchies is None:
-        return
-    if isinstance(hierarchies, str):
-        if hierarchies == "auto":
-            raise InputError(AUTO_REFUSED)
-        return  # hierarchy_plan says what is wrong with it
-    if isinstance(hierarchies, dict) and ("*" in hierarchies or any(
-            isinstance(h, str) and h == "auto" for h in hierarchies.values())):
-        raise InputError(AUTO_REFUSED)
 
 
 def profile_values(profiles: list, name: str) -> pd.Series:
@@ -54,7 +40,6 @@ def hierarchy_plan_of(est, schema, profiles: list) -> dict:
     with the single-process checks and messages."""
     from ..hierarchy import hierarchy_plan  # noqa: PLC0415
 
-    refuse_automatic(est.hierarchies)
     cols = None
     if est.hierarchies is not None:  # the values of the columns that may be named (read lazily)
         cols = _ProfileColumns(profiles, set(schema.categorical_qis))
@@ -73,15 +58,113 @@ class _ProfileColumns:
         return profile_values(self.profiles, name)
 
 
-def bind_plan(enc, plan: dict) -> None:
-    """Bind every planned hierarchy to the encoding's codes (``enc.hierarchies``, host arrays)."""
+def bind_plan(enc, plan: dict, tables: dict | None = None, rho=None) -> None:
+    """Bind the plan's given hierarchies to the encoding's codes (``enc.hierarchies``, host arrays),
+    and with ``rho`` fixed the automatic ones (from their frequency ``tables``)."""
     from ..hierarchy import bind_hierarchy  # noqa: PLC0415
 
     by_name = {c.name: c for c in enc.columns}
-    enc.hierarchies = {name: bind_hierarchy(h, by_name[name], np) for name, h in plan.items()}
+    enc.hierarchies = {name: bind_hierarchy(h, by_name[name], np) for name, h in plan.items() if h != "auto"}
+    if rho is not None:
+        for name, (ft, _) in (tables or {}).items():  # a loop over columns
+            enc.hierarchies[name] = bind_hierarchy(ft.hierarchy(rho), by_name[name], np)
 
 
-def hierarchy_report(enc, metrics: dict) -> dict:
+def frequency_tables(run, shards, ss, home_of_shard, enc, plan: dict) -> dict:
+    """``{column: (FrequencyTable, rows per (code, target))}`` of the plan's automatic columns, from
+    the value x target counts summed over the shards."""
+    from ..hierarchy import FrequencyTable  # noqa: PLC0415
+    from .metrics import combine_value_counts  # noqa: PLC0415
+
+    auto = [j for j, c in enumerate(enc.columns) if plan.get(c.name) == "auto"]
+    if not auto:
+        return {}
+    nt = len(enc.target_values)
+    run.stage = "frequency tables of the automatic hierarchies"
+    chunks = run.gather([run.call(home_of_shard[i], s, ss[i], "value_counts", nt, auto) for i, s in enumerate(shards)])
+    out = {}
+    for j, (vals, m) in zip(auto, combine_value_counts(chunks, nt)):  # a loop over columns
+        c = enc.columns[j]
+        full = np.zeros((c.n_categories, nt), dtype=np.int64)
+        full[vals.astype(np.int64)] = m
+        out[c.name] = (FrequencyTable.from_counts(full, c.categories, enc.target_values, name=c.name), full)
+    return out
+
+
+def score_hierarchies(home, enc, cands: dict):
+    """Worker task: per automatic QI ``j`` and candidate hierarchy (``cands[j] = ([code_levels],
+    [n_nodes], rows per code)``), the mass table ``(codes, targets)`` of this home's classes when
+    each class's cell is its lowest node (``HierarchyScorer.u_after`` before the suppressed rows);
+    and the home's rows per target value."""
+    from kernels.hierarchy import lowest_common_node  # noqa: PLC0415
+
+    from ..backend import to_device, to_host  # noqa: PLC0415
+    from ..classes import ClassStats  # noqa: PLC0415
+    from ..metrics.entropy import hierarchy_joint  # noqa: PLC0415
+    from .worker import local_table  # noqa: PLC0415
+
+    xp = home.xp
+    nt = len(enc.target_values)
+    if home.n == 0:
+        return {j: [np.zeros((c[2].shape[0], nt)) for _ in c[0]] for j, c in cands.items()}, np.zeros(nt)
+    cs = ClassStats(local_table(enc, home.keys, None, home.target, xp), home.local, home.n_classes)
+    thist = cs.target_hist()
+    out = {}
+    for j, (levels, n_nodes, full) in cands.items():  # a loop over columns
+        lo, hi = cs.code_minmax(j)
+        cnt = to_device(full, xp)
+        out[j] = []
+        for lv, nn in zip(levels, n_nodes):  # a loop over candidates
+            lv = to_device(lv, xp)
+            node, level = lowest_common_node(lv, lo, hi, xp)
+            out[j].append(to_host(hierarchy_joint(lv, node, level, cnt, thist, int(nn), xp)))
+    return out, to_host(thist.sum(axis=0))
+
+
+def choose_automatic(run, homes, hs, enc, tables: dict, rho) -> dict:
+    """Per automatic column, the rho one process's :func:`~gpuanon.hierarchy.choose_rho` keeps (the
+    largest ``U'``, ties to the smaller rho), bound into ``enc.hierarchies``; returns the report's
+    ``{column: {...}}`` for those columns."""
+    from ..hierarchy import RHO_CANDIDATES, bind_hierarchy  # noqa: PLC0415
+    from ..metrics.entropy import suppressed_joint, uncertainty_from_joint  # noqa: PLC0415
+
+    if not tables:
+        return {}
+    by_name = {c.name: (j, c) for j, c in enumerate(enc.columns)}
+    rhos = [rho] if rho is not None else list(RHO_CANDIDATES)
+    cands = {}
+    for name, (ft, full) in tables.items():  # a loop over columns
+        j, c = by_name[name]
+        bound = [bind_hierarchy(ft.hierarchy(r), c, np) for r in rhos]
+        cands[j] = ([b.code_levels for b in bound], [int(b.hierarchy.n_nodes) for b in bound], full.sum(axis=1))
+    run.stage = "choosing the automatic hierarchies"
+    got = run.gather([run.apply(d, h, hs[d], score_hierarchies, enc, cands) for d, h in enumerate(homes)])
+    out = {}
+    for name, (ft, full) in tables.items():  # a loop over columns
+        j, c = by_name[name]
+        tsup = full.sum(axis=0) - np.sum([g[1] for g in got], axis=0)
+        u_before = uncertainty_from_joint(full)
+        scores = {}
+        for i, r in enumerate(rhos):  # a loop over candidates
+            q = np.sum([g[0][j][i] for g in got], axis=0)
+            if tsup.sum() > 0:
+                q = q + suppressed_joint(full.sum(axis=1).astype(np.float64), tsup)
+            scores[r] = uncertainty_from_joint(q)
+        best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
+        enc.hierarchies[name] = bind_hierarchy(ft.hierarchy(best), c, np)
+
+        def loss(u, ub=u_before):
+            return None if not ub or u is None else 1.0 - u / ub
+
+        h = enc.hierarchies[name].hierarchy
+        out[name] = {"source": "auto", "rho": best, "rho_fixed": rho is not None,
+                     "candidates": {str(r): v for r, v in scores.items()},
+                     "candidate_loss": {str(r): loss(v) for r, v in scores.items()},
+                     "u_before": u_before, "u_after": scores[best], "height": int(h.height), "loss": loss(scores[best])}
+    return out
+
+
+def hierarchy_report(enc, metrics: dict, automatic: dict | None = None) -> dict:
     """The report's ``hierarchies`` section, as one process's ``choose_rho`` gives it for user
     hierarchies: source, height, and ``U(T | X)`` before / ``U'(T | X)`` after (the entropy
     coefficients of the metrics: the same joint tables; ``None`` where the metrics have none)."""
@@ -91,6 +174,9 @@ def hierarchy_report(enc, metrics: dict) -> dict:
     for c in enc.columns:  # a loop over columns
         b = enc.hierarchies.get(c.name)
         if b is None:
+            continue
+        if c.name in (automatic or {}):  # the choice of rho's own figures
+            out[c.name] = automatic[c.name]
             continue
         ub, ua = before.get(c.name), after.get(c.name)
         out[c.name] = {"source": b.hierarchy.source or "user", "rho": None, "u_before": ub, "u_after": ua,

@@ -216,8 +216,21 @@ class FrequencyTable:
         if len(codes) != len(tcodes):
             raise InputError(f"column {name!r} has {len(codes)} rows but the target has "
                              f"{len(tcodes)}")
+        return cls.from_counts(count_table(codes, tcodes, len(categories), len(tvals), xp=xp), categories, tvals,
+                               name=name)
+
+    @classmethod
+    def from_counts(cls, f, categories: Sequence, target_values: Sequence,
+                    name: str | None = None) -> "FrequencyTable":
+        """The table from rows per (category, target code) ``f`` of shape ``(len(categories),
+        len(target_values))`` (e.g. summed over the shards of a cluster run).
+
+        >>> FrequencyTable.from_counts(np.array([[0, 2], [1, 0], [0, 0]]), ["x", "y", "unused"], ["no", "yes"]).values
+        ['y', 'x']
+        """
+        tvals = list(target_values)
         uniq = list(categories)
-        f = count_table(codes, tcodes, len(uniq), len(tvals), xp=xp)
+        f = np.asarray(f, dtype=np.int64).reshape(len(uniq), len(tvals))
         used = f.sum(axis=1) > 0  # categories that never occur are no leaves
         if not used.all():
             f, uniq = f[used], [u for u, k in zip(uniq, used) if k]
