@@ -42,7 +42,7 @@ def suppression(est, crit, enc, bsizes, bhist, n_total):
     return suppressed, reason, keep
 
 
-def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: int):
+def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: int, progress: bool = False):
     """The whole table's per-QI statistics. Categorical QIs (whose dictionaries are here already)
     and numeric QIs with at most :data:`.ranges.RANGE_MIN_PAIRS` possible (value, target) pairs:
     their value x target counts, gathered (see :mod:`.metrics`). Other numeric QIs: held in value
@@ -70,7 +70,7 @@ def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: i
     rstats, info = {}, {"columns": [], "rounds": 0, "bytes_between_workers": 0}
     if ranged:
         rstats, tcounts, info = ranges.range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, ranged,
-                                                        has_target, tcounts if has_target else None)
+                                                        has_target, tcounts if has_target else None, progress)
     return merged, (tcounts if has_target else None), rstats, info
 
 

@@ -407,7 +407,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
                    t_distance=crit.t_distance, sensitive=str(schema.sensitive))
         col_stats, tcounts, range_stats, info["column_statistics"] = column_statistics(
-            run, shards, ss, home_of_shard, homes, hs, enc, n_total)
+            run, shards, ss, home_of_shard, homes, hs, enc, n_total, bool(est.progress))
         secs["column_statistics"] = time.perf_counter() - t0
         run.stage = "class statistics and verification"
         hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, col_stats, tcounts, range_stats)

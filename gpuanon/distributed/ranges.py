@@ -32,6 +32,7 @@ answers per class; columns go in rounds of :data:`COLUMNS_PER_ROUND` to bound th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,8 @@ from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
 from ..backend import to_device, to_host, to_scalar
+
+log = logging.getLogger("gpuanon")
 
 #: numeric QIs with more possible (value, target) pairs than this take the range path
 RANGE_MIN_PAIRS = 1 << 16
@@ -306,7 +309,8 @@ def whole_column(tots: list, has_target: bool, nt: int, target_counts):
     return offs, int(v.sum()), n, int(sum(t["missing"] for t in tots)), h_x, u
 
 
-def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_target: bool, target_counts=None):
+def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_target: bool, target_counts=None,
+                     progress: bool = False):
     """The whole-table :class:`~gpuanon.metrics.ColumnStats` of numeric QIs ``cols`` (values held
     on their owners) and every home's class positions on them (``home.positions``).
 
@@ -385,6 +389,9 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         del qp, ap
         run.gather([run.apply(d, h, hs[d], owner_drop) for d, h in enumerate(homes)])
         lap("queries")
+        if progress:
+            log.info("dask column statistics: %d of %d value-range column(s) done (%s)", min(r0 + len(batch), len(cols)),
+                     len(cols), ", ".join(enc.columns[j].name for j in batch))
     info = {"columns": [enc.columns[j].name for j in cols], "rounds": rounds, "bytes_between_workers": int(moved),
             "seconds": {k: round(v, 6) for k, v in secs.items()}}
     return stats, target_counts, info
