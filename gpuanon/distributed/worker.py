@@ -465,9 +465,13 @@ class Home:
         out = {}
         for c, (kind, v, uniq) in self.values.items():  # a loop over columns
             v = v[pos]
-            if kind == "text":  # only the texts these rows use
-                used = np.unique(v[v >= 0])
-                v = np.where(v >= 0, np.searchsorted(used, v), -1).astype(np.int32)
+            if kind == "text":  # only the texts these rows use (renumbered by a lookup, no sort)
+                seen = np.zeros(len(uniq) + 1, dtype=bool)
+                seen[v] = True  # code -1 (missing) marks the extra last slot
+                used = np.flatnonzero(seen[:-1])
+                lut = np.full(len(uniq) + 1, -1, dtype=np.int32)
+                lut[used] = np.arange(used.shape[0], dtype=np.int32)
+                v = lut[v]
                 uniq = uniq.take(used)
             out[c] = (kind, v, uniq)
         return gi, out
