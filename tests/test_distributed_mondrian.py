@@ -13,8 +13,7 @@ pytest.importorskip("dask")
 pytest.importorskip("distributed")
 
 from gpuanon import Mondrian  # noqa: E402
-from gpuanon.datasets import load_adult, make_hepmass  # noqa: E402
-from gpuanon.distributed import make_client  # noqa: E402
+from gpuanon.datasets import make_hepmass  # noqa: E402
 from gpuanon.distributed.encode import combine_profiles, encode_shard, profile_shard  # noqa: E402
 from gpuanon.distributed.levels import radix_select  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
@@ -23,35 +22,6 @@ from gpuanon.errors import BackendError, InputError, SchemaError  # noqa: E402
 from gpuanon.schema import Schema  # noqa: E402
 
 ADULT_QI = ["age", "education", "marital-status", "gender", "race", "hours-per-week"]
-
-
-@pytest.fixture(scope="module")
-def clients():
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for n in (2, 3):
-            out[n] = make_client(n)
-    yield {n: c for n, (c, _) in out.items()}
-    for c, cl in out.values():
-        c.close()
-        cl.close()
-
-
-@pytest.fixture(scope="module")
-def adult():
-    return load_adult().iloc[:5000].reset_index(drop=True)
-
-
-@pytest.fixture(scope="module")
-def adult_missing(adult):
-    df = adult.copy()
-    rng = np.random.default_rng(5)
-    df["age"] = df["age"].astype("float64")
-    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
-    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
-    df.loc[rng.random(len(df)) < 0.02, "education"] = None
-    return df
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
-"""The optimization step and user hierarchies on a Dask LocalCluster: identical to one process."""
-
-import warnings
+"""The optimization step and hierarchies (files and automatic) on a Dask LocalCluster: identical to one
+process."""
 
 import numpy as np
 import pytest
@@ -9,8 +8,6 @@ pytest.importorskip("dask")
 pytest.importorskip("distributed")
 
 from gpuanon import Mondrian  # noqa: E402
-from gpuanon.datasets import load_adult  # noqa: E402
-from gpuanon.distributed import make_client  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.hierarchy import Hierarchy  # noqa: E402
 from test_distributed_mondrian import as_text, check_same, shards  # noqa: E402
@@ -41,35 +38,6 @@ def education_hierarchy(with_missing: bool = False) -> Hierarchy:
     leaves = list(EDUCATION) + (["NaN"] if with_missing else [])
     paths = [[*EDUCATION[v], "*"] for v in EDUCATION] + ([["Unknown", "Unknown", "*"]] if with_missing else [])
     return Hierarchy.from_labels(leaves, paths, name="education")
-
-
-@pytest.fixture(scope="module")
-def clients():
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for n in (2, 3):
-            out[n] = make_client(n)
-    yield {n: c for n, (c, _) in out.items()}
-    for c, cl in out.values():
-        c.close()
-        cl.close()
-
-
-@pytest.fixture(scope="module")
-def adult():
-    return load_adult().iloc[:5000].reset_index(drop=True)
-
-
-@pytest.fixture(scope="module")
-def adult_missing(adult):
-    df = adult.copy()
-    rng = np.random.default_rng(5)
-    df["age"] = df["age"].astype("float64")
-    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
-    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
-    df.loc[rng.random(len(df)) < 0.02, "education"] = None
-    return df
 
 
 @pytest.fixture(scope="module")
@@ -262,33 +230,27 @@ def test_command_line_optimize_and_hierarchy(adult, marital_csv, tmp_path):
     for i, part in enumerate(shards(adult, [1800, 1900])):
         part.to_parquet(src / f"part-{i}.parquet", index=False)
     adult.to_parquet(tmp_path / "whole.parquet", index=False)
-    args = ["--qi", ",".join(QI6), "--target", "income", "--sensitive", "income", "--l", "2", "--k", "4",
-            "--optimize", "--hierarchy", f"marital-status={marital_csv}"]
-    r = run("anonymize", str(src), "--cluster", "local:2", *args, "--out", str(tmp_path / "out"),
-            "--report", str(tmp_path / "r.json"))
-    assert r.returncode == 0, r.stderr
-    r1 = run("anonymize", str(tmp_path / "whole.parquet"), *args, "--out", str(tmp_path / "one.parquet"),
-             "--report", str(tmp_path / "r1.json"))
-    assert r1.returncode == 0, r1.stderr
-    got = pd.concat([pd.read_parquet(tmp_path / "out" / f) for f in sorted(os.listdir(tmp_path / "out"))],
-                    ignore_index=True)
-    assert as_text(got) == as_text(pd.read_parquet(tmp_path / "one.parquet"))
-    rep, ref = json.loads((tmp_path / "r.json").read_text()), json.loads((tmp_path / "r1.json").read_text())
+
+    def both(args, tag):
+        """The cluster's and the one process's command on the same table: the same rows; their reports."""
+        out, one = tmp_path / f"{tag}-out", tmp_path / f"{tag}-one.parquet"
+        r = run("anonymize", str(src), "--cluster", "local:2", *args, "--out", str(out),
+                "--report", str(tmp_path / f"{tag}-r.json"))
+        assert r.returncode == 0, r.stderr
+        r1 = run("anonymize", str(tmp_path / "whole.parquet"), *args, "--out", str(one),
+                 "--report", str(tmp_path / f"{tag}-r1.json"))
+        assert r1.returncode == 0, r1.stderr
+        got = pd.concat([pd.read_parquet(out / f) for f in sorted(os.listdir(out))], ignore_index=True)
+        assert as_text(got) == as_text(pd.read_parquet(one))
+        return [json.loads((tmp_path / f"{tag}-{x}.json").read_text()) for x in ("r", "r1")]
+
+    rep, ref = both(["--qi", ",".join(QI6), "--target", "income", "--sensitive", "income", "--l", "2", "--k", "4",
+                     "--optimize", "--hierarchy", f"marital-status={marital_csv}"], "files")
     assert rep["optimization"] == ref["optimization"] and rep["optimization"]["exact_classes"] > 0
     for key in ("n_partitions", "n_classes", "achieved", "class_size"):
         assert rep[key] == ref[key], key
     h, h1 = rep["hierarchies"]["marital-status"], ref["hierarchies"]["marital-status"]
     assert h["source"] == h1["source"] and h["height"] == h1["height"] == 2
     assert h["u_after"] == pytest.approx(h1["u_after"], rel=1e-9)
-    auto = ["--qi", ",".join(QI6), "--target", "income", "--k", "4", "--hierarchies", "auto"]
-    r2 = run("anonymize", str(src), "--cluster", "local:2", *auto, "--out", str(tmp_path / "out2"),
-             "--report", str(tmp_path / "r2.json"))
-    assert r2.returncode == 0, r2.stderr
-    r3 = run("anonymize", str(tmp_path / "whole.parquet"), *auto, "--out", str(tmp_path / "one2.parquet"),
-             "--report", str(tmp_path / "r3.json"))
-    assert r3.returncode == 0, r3.stderr
-    got = pd.concat([pd.read_parquet(tmp_path / "out2" / f) for f in sorted(os.listdir(tmp_path / "out2"))],
-                    ignore_index=True)
-    assert as_text(got) == as_text(pd.read_parquet(tmp_path / "one2.parquet"))
-    rep, ref = json.loads((tmp_path / "r2.json").read_text()), json.loads((tmp_path / "r3.json").read_text())
+    rep, ref = both(["--qi", ",".join(QI6), "--target", "income", "--k", "4", "--hierarchies", "auto"], "auto")
     assert {c: h["rho"] for c, h in rep["hierarchies"].items()} == {c: h["rho"] for c, h in ref["hierarchies"].items()}

@@ -1,7 +1,6 @@
 """Whole-table statistics of large numeric QIs held in value ranges across workers: every metric of
 a cluster run equals one process's, entropy coefficients and Gionis-Tassa included."""
 
-import warnings
 
 import numpy as np
 import pytest
@@ -10,8 +9,8 @@ pytest.importorskip("dask")
 pytest.importorskip("distributed")
 
 from gpuanon import Mondrian  # noqa: E402
-from gpuanon.datasets import load_adult, make_hepmass  # noqa: E402
-from gpuanon.distributed import make_client, ranges  # noqa: E402
+from gpuanon.datasets import make_hepmass  # noqa: E402
+from gpuanon.distributed import ranges  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.metrics.entropy import interval_joint, numeric_domain  # noqa: E402
 from test_distributed_mondrian import ADULT_QI, check_same, shards  # noqa: E402
@@ -19,34 +18,11 @@ from test_distributed_mondrian import ADULT_QI, check_same, shards  # noqa: E402
 HEP_QI = [f"f{i}" for i in range(28)]
 
 
-@pytest.fixture(scope="module")
-def clients():
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for n in (2, 3):
-            out[n] = make_client(n)
-    yield {n: c for n, (c, _) in out.items()}
-    for c, cl in out.values():
-        c.close()
-        cl.close()
-
-
 @pytest.fixture
 def every_numeric_in_ranges(monkeypatch):
     """Every numeric QI takes the range path, however few its values."""
     monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
     monkeypatch.setattr(ranges, "COLUMNS_PER_ROUND", 3)
-
-
-@pytest.fixture(scope="module")
-def adult_missing():
-    df = load_adult().iloc[:5000].reset_index(drop=True)
-    rng = np.random.default_rng(5)
-    df["age"] = df["age"].astype("float64")
-    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
-    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
-    return df
 
 
 @pytest.mark.parametrize("workers,cuts,local_rows", [(2, [1500], None), (3, [300, 3100], 200)])

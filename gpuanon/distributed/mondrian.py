@@ -428,7 +428,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         files = []
         # without an output directory nor gather: verified, nothing to write nor to bring back
         sources_out = [] if out_dir is None and not gather else list(range(S))
-        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]))
+        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]),
+                                           home_of_shard[i] != d)
                       for d, h in enumerate(homes) for i in sources_out}
         tmp = None
         if out_dir is not None:

@@ -256,12 +256,19 @@ class Shard:
 
 
 def _union_texts(parts, order):
-    """One categorical column from pieces ``(kind, codes, Arrow dictionary)`` (code -1: missing),
-    its rows taken in ``order``; the dictionaries are united by Arrow (no Python object per row)."""
+    """One categorical column from pieces ``(kind, codes, dictionary)`` (code -1: missing), its rows
+    taken in ``order``. Dictionaries that are all the homes' own (object arrays) are united by
+    pandas; otherwise by Arrow (no Python object per row)."""
     import pandas as pd  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
+    if all(isinstance(p[2], np.ndarray) for p in parts):
+        cats = pd.api.types.union_categoricals(
+            [pd.Categorical.from_codes(p[1], categories=pd.Index(p[2], dtype=object), validate=False) for p in parts],
+            ignore_order=True)
+        return cats[order] if len(order) else cats
+    parts = [p if not isinstance(p[2], np.ndarray) else (p[0], p[1], pa.array(p[2], type=pa.string())) for p in parts]
     dicts = pa.concat_arrays([p[2] for p in parts]) if parts else pa.array([], type=pa.string())
     off = np.cumsum([0] + [len(p[2]) for p in parts[:-1]])
     codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1) for p, o in zip(parts, off)]) if parts else \
@@ -443,21 +450,25 @@ class Home:
         sizes = cs.sizes
         out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
         import pandas as pd  # noqa: PLC0415
-        import pyarrow as pa  # noqa: PLC0415
 
         self.values = {}
         for name, v in class_values(cs, fmt).items():  # text: a dictionary and a code per class
-            if v.dtype == object:  # its texts as an Arrow array: pieces travel as buffers, not objects
+            if v.dtype == object:
                 codes, uniq = pd.factorize(pd.Series(v, dtype=object), use_na_sentinel=True)
-                self.values[name] = ("text", codes.astype(np.int32), pa.array(np.asarray(uniq, dtype=object),
-                                                                              type=pa.string()))
+                self.values[name] = ("text", codes.astype(np.int32), np.asarray(uniq, dtype=object))
             else:
                 self.values[name] = ("number", v, None)
         self.row_pos = to_host(cs.row_pos)
         return out
 
-    def output_piece(self, lo: int, hi: int):
-        """Generalized QI values of this home's rows in ``[lo, hi)``: ``(global rows, {column: values})``."""
+    def output_piece(self, lo: int, hi: int, remote: bool = False):
+        """Generalized QI values of this home's rows in ``[lo, hi)``: ``(global rows, {column: values})``.
+
+        A text column is ``("text", codes, dictionary)``: for a shard on this worker the home's own
+        dictionary (shared, not copied); for one on another worker (``remote``) only the texts the
+        rows use, as an Arrow array (it travels as buffers, not as one Python object per text)."""
+        import pyarrow as pa  # noqa: PLC0415
+
         gi, _ = self.label_piece(lo, hi)
         xp = self.xp
         a = int(xp.searchsorted(self.gidx, xp.asarray(lo, dtype=xp.int64)))
@@ -465,13 +476,13 @@ class Home:
         out = {}
         for c, (kind, v, uniq) in self.values.items():  # a loop over columns
             v = v[pos]
-            if kind == "text":  # only the texts these rows use (renumbered by a lookup, no sort)
+            if kind == "text" and remote:  # only the texts these rows use (renumbered by a lookup, no sort)
                 seen = np.zeros(len(uniq) + 1, dtype=bool)
                 seen[v] = True  # code -1 (missing) marks the extra last slot
                 used = np.flatnonzero(seen[:-1])
                 lut = np.full(len(uniq) + 1, -1, dtype=np.int32)
                 lut[used] = np.arange(used.shape[0], dtype=np.int32)
                 v = lut[v]
-                uniq = uniq.take(used)
+                uniq = pa.array(uniq[used], type=pa.string())
             out[c] = (kind, v, uniq)
         return gi, out

@@ -1,0 +1,42 @@
+"""Fixtures of the cluster tests: in-process Dask LocalClusters of 2 and 3 workers, and Adult's
+first 5,000 rows with and without missing values. Made only for a test that asks for them; a
+module's own fixture of the same name wins."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from gpuanon.datasets import load_adult
+
+
+@pytest.fixture(scope="module")
+def clients():
+    """``{2: client, 3: client}``: in-process LocalClusters, closed after the module."""
+    from gpuanon.distributed import make_client
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in (2, 3):
+            out[n] = make_client(n)
+    yield {n: c for n, (c, _) in out.items()}
+    for c, cl in out.values():
+        c.close()
+        cl.close()
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return load_adult().iloc[:5000].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def adult_missing(adult):
+    df = adult.copy()
+    rng = np.random.default_rng(5)
+    df["age"] = df["age"].astype("float64")
+    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
+    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
+    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    return df
