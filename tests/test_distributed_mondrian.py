@@ -238,15 +238,21 @@ def test_every_shard_is_checked_not_only_the_sample(clients, adult):
         run_distributed(m, clients[2], frames=shards(df, [3000]))
 
 
-def test_estimator_with_cluster(adult):
-    kw = dict(k=5, quasi_identifiers=ADULT_QI, target="income", sensitive="income", l=2, backend="cpu",
-              progress=False)
+def fit_both(df, **kw):
+    """The estimator with ``cluster='local:2'`` and in one process: equal labels and output; both
+    estimators and outputs."""
     m = Mondrian(cluster="local:2", **kw)
-    out = m.fit_transform(adult)
+    out = m.fit_transform(df)
     ref = Mondrian(**kw)
-    ref_out = ref.fit_transform(adult)
+    ref_out = ref.fit_transform(df)
     np.testing.assert_array_equal(m.labels_, ref.labels_)
     assert as_text(out) == as_text(ref_out)
+    return m, out, ref, ref_out
+
+
+def test_estimator_with_cluster(adult):
+    m, out, ref, ref_out = fit_both(adult, k=5, quasi_identifiers=ADULT_QI, target="income", sensitive="income", l=2,
+                                    backend="cpu", progress=False)
     rep = m.report_
     assert out.attrs["gpuanon"] == ref_out.attrs["gpuanon"] == m.output_metadata_
     for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding", "roles"):

@@ -1,7 +1,6 @@
 """The optimization step and hierarchies (files and automatic) on a Dask LocalCluster: identical to one
 process."""
 
-import numpy as np
 import pytest
 
 pytest.importorskip("dask")
@@ -10,7 +9,7 @@ pytest.importorskip("distributed")
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.hierarchy import Hierarchy  # noqa: E402
-from test_distributed_mondrian import as_text, check_same, shards  # noqa: E402
+from test_distributed_mondrian import as_text, check_same, fit_both, shards  # noqa: E402
 
 QI5 = ["age", "education", "marital-status", "gender", "race"]
 QI6 = QI5 + ["hours-per-week"]
@@ -128,14 +127,8 @@ def test_hierarchy_with_t_relaxed_optimize(clients, adult, marital_csv):
 
 
 def test_estimator_with_cluster_optimize_and_hierarchy(adult, marital_csv):
-    kw = dict(k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False, optimize=True,
-              hierarchies={"marital-status": marital_csv})
-    m = Mondrian(cluster="local:2", **kw)
-    out = m.fit_transform(adult)
-    ref = Mondrian(**kw)
-    ref_out = ref.fit_transform(adult)
-    np.testing.assert_array_equal(m.labels_, ref.labels_)
-    assert as_text(out) == as_text(ref_out)
+    m, _, ref, _ = fit_both(adult, k=5, quasi_identifiers=QI6, target="income", backend="cpu", progress=False,
+                            optimize=True, hierarchies={"marital-status": marital_csv})
     for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding", "optimization"):
         assert m.report_[key] == ref.report_[key], key
     assert m.report_["hierarchies"]["marital-status"]["source"] == marital_csv
