@@ -464,7 +464,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         info["dashboard"] = handle.dashboard
         worker_backend = run.gather([run.submit(0, backend_of, est.backend)])[0]
         info["workers"] = W
-        del shards, homes
+        shards = homes = None  # the futures go before the cluster does
     secs["total"] = time.perf_counter() - t_all
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,

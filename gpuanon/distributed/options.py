@@ -92,32 +92,26 @@ def frequency_tables(run, shards, ss, home_of_shard, enc, plan: dict) -> dict:
 
 
 def score_hierarchies(home, enc, cands: dict):
-    """Worker task: per automatic QI ``j`` and candidate hierarchy (``cands[j] = ([code_levels],
-    [n_nodes], rows per code)``), the mass table ``(codes, targets)`` of this home's classes when
-    each class's cell is its lowest node (``HierarchyScorer.u_after`` before the suppressed rows);
-    and the home's rows per target value."""
-    from kernels.hierarchy import lowest_common_node  # noqa: PLC0415
-
+    """Worker task: per automatic QI ``j`` (``cands[j] = ([candidate Hierarchy], rows per code)``),
+    this home's share of every candidate's mass table for ``U'``
+    (:func:`~gpuanon.metrics.summary.hierarchy_mass`); and the home's rows per target value."""
     from ..backend import to_device, to_host  # noqa: PLC0415
     from ..classes import ClassStats  # noqa: PLC0415
-    from ..metrics.entropy import hierarchy_joint  # noqa: PLC0415
+    from ..metrics.summary import hierarchy_mass  # noqa: PLC0415
     from .worker import local_table  # noqa: PLC0415
 
     xp = home.xp
     nt = len(enc.target_values)
     if home.n == 0:
-        return {j: [np.zeros((c[2].shape[0], nt)) for _ in c[0]] for j, c in cands.items()}, np.zeros(nt)
+        return {j: [np.zeros((full.shape[0], nt)) for _ in hs] for j, (hs, full) in cands.items()}, np.zeros(nt)
     cs = ClassStats(local_table(enc, home.keys, None, home.target, xp), home.local, home.n_classes)
     thist = cs.target_hist()
     out = {}
-    for j, (levels, n_nodes, full) in cands.items():  # a loop over columns
+    for j, (hierarchies, full) in cands.items():  # a loop over columns
         lo, hi = cs.code_minmax(j)
         cnt = to_device(full, xp)
-        out[j] = []
-        for lv, nn in zip(levels, n_nodes):  # a loop over candidates
-            lv = to_device(lv, xp)
-            node, level = lowest_common_node(lv, lo, hi, xp)
-            out[j].append(to_host(hierarchy_joint(lv, node, level, cnt, thist, int(nn), xp)))
+        cats = enc.columns[j].categories
+        out[j] = [to_host(hierarchy_mass(h, cats, lo, hi, cnt, thist, xp)) for h in hierarchies]  # candidates
     return out, to_host(thist.sum(axis=0))
 
 
@@ -132,17 +126,15 @@ def choose_automatic(run, homes, hs, enc, tables: dict, rho) -> dict:
         return {}
     by_name = {c.name: (j, c) for j, c in enumerate(enc.columns)}
     rhos = [rho] if rho is not None else list(RHO_CANDIDATES)
-    cands = {}
-    for name, (ft, full) in tables.items():  # a loop over columns
-        j, c = by_name[name]
-        bound = [bind_hierarchy(ft.hierarchy(r), c, np) for r in rhos]
-        cands[j] = ([b.code_levels for b in bound], [int(b.hierarchy.n_nodes) for b in bound], full.sum(axis=1))
+    cands = {by_name[name][0]: ([ft.hierarchy(r) for r in rhos], full.sum(axis=1))
+             for name, (ft, full) in tables.items()}
     run.stage = "choosing the automatic hierarchies"
     got = run.gather([run.apply(d, h, hs[d], score_hierarchies, enc, cands) for d, h in enumerate(homes)])
+    # target counts of the suppressed rows: the table's minus the homes' (the same for every column)
+    tsup = next(iter(tables.values()))[1].sum(axis=0) - np.sum([g[1] for g in got], axis=0)
     out = {}
     for name, (ft, full) in tables.items():  # a loop over columns
         j, c = by_name[name]
-        tsup = full.sum(axis=0) - np.sum([g[1] for g in got], axis=0)
         u_before = uncertainty_from_joint(full)
         scores = {}
         for i, r in enumerate(rhos):  # a loop over candidates

@@ -96,7 +96,7 @@ def shard_piece(shard, splitters: dict, d: int) -> dict:
         u, c = shard.range_pairs[j]
         a, b = to_host(xp.searchsorted(u, to_device(np.asarray(sp[d:d + 2], dtype=np.int64) * nt, xp)))
         out[j] = (to_host(u[a:b]), to_host(c[a:b]))
-    return {"pairs": out, "worker": None}
+    return out
 
 
 def _run_starts(a, xp):
@@ -112,17 +112,18 @@ def shard_drop(shard) -> None:
 # on the owners (a home owns the range of its index)
 # --------------------------------------------------------------------------------------------
 
-def owner_build(home, cols, nt: int, pieces) -> dict:
+def owner_build(home, cols, nt: int, pieces, sources) -> tuple[dict, int]:
     """Sum the shards' pairs of this worker's range into per-value counts; returns per column
-    ``{V, rows, missing, sx, s2, tcounts}`` (``sx = sum c log2 c``, ``s2`` over value x target)."""
+    ``{V, rows, missing, sx, s2, tcounts}`` (``sx = sum c log2 c``, ``s2`` over value x target),
+    and the bytes of the pieces that came from other workers (``sources``: each piece's worker)."""
     from ..metrics.formulas import xlog2x, xlogx_sum  # noqa: PLC0415
 
     xp = home.xp
     home.ranges = {}
     out = {}
     for j in cols:  # a loop over columns
-        pairs = to_device(np.concatenate([p["pairs"][j][0] for p in pieces]), xp)
-        cnt = to_device(np.concatenate([p["pairs"][j][1] for p in pieces]), xp)
+        pairs = to_device(np.concatenate([p[j][0] for p in pieces]), xp)
+        cnt = to_device(np.concatenate([p[j][1] for p in pieces]), xp)
         # every piece is sorted: a stable sort merges the runs (timsort on the CPU)
         order = xp.argsort(pairs, kind="stable")
         pairs, cnt = pairs[order], cnt[order]
@@ -143,7 +144,8 @@ def owner_build(home, cols, nt: int, pieces) -> dict:
         out[j] = {"V": v, "rows": int(to_scalar(cum_rows[-1])), "missing": missing,
                   "sx": float(to_scalar(cum_clog[-1])), "s2": float(to_scalar(xlogx_sum(tot, xp))),
                   "tcounts": to_host(xp.bincount(t, weights=tot.astype(xp.float64), minlength=nt).astype(xp.int64))}
-    return out
+    moved = sum(a.nbytes + b.nbytes for p, src in zip(pieces, sources) if src != home.index for a, b in p.values())
+    return out, int(moved)
 
 
 def owner_edges(home, offsets: dict, quantiles: dict) -> dict:
@@ -340,12 +342,10 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
         lap("chunk")
         pieces = {(i, d): run.apply(home_of_shard[i], s, ss[i], shard_piece, split, d)
                   for i, s in enumerate(shards) for d in range(w)}
-        sizes = run.gather([run.submit(home_of_shard[i], _piece_bytes, pieces[(i, d)])
-                            for i in range(s_n) for d in range(w)])
-        moved += sum(b for b, (i, d) in zip(sizes, [(i, d) for i in range(s_n) for d in range(w)])
-                     if home_of_shard[i] != d)
-        tots = run.gather([run.apply(d, h, hs[d], owner_build, batch, nt, [pieces[(i, d)] for i in range(s_n)])
-                           for d, h in enumerate(homes)])
+        built = run.gather([run.apply(d, h, hs[d], owner_build, batch, nt, [pieces[(i, d)] for i in range(s_n)],
+                                      home_of_shard) for d, h in enumerate(homes)])
+        tots = [t for t, _ in built]
+        moved += sum(b for _, b in built)
         del pieces
         run.gather([run.apply(home_of_shard[i], s, ss[i], shard_drop) for i, s in enumerate(shards)])
         if target_counts is None and has_target:
@@ -395,10 +395,6 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
     info = {"columns": [enc.columns[j].name for j in cols], "rounds": rounds, "bytes_between_workers": int(moved),
             "seconds": {k: round(v, 6) for k, v in secs.items()}}
     return stats, target_counts, info
-
-
-def _piece_bytes(p) -> int:
-    return int(sum(a.nbytes + b.nbytes for a, b in p["pairs"].values()))
 
 
 def stats_to(st, xp):

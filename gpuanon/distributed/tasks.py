@@ -13,23 +13,24 @@ from ..errors import BackendError, GpuanonError
 from .encode import encode_shard, profile_shard
 from .worker import Home, Shard, local_table
 
-def call_method(obj, serial, name, *args):
-    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker.
 
-    A worker that died and came back would rebuild a shard from its source, empty: the serial
-    number tells it apart from the one this run filled, and the run stops.
-    """
+def _checked(obj, serial):
+    """``obj`` if it is the shard or home this run made (a worker that died and came back would
+    rebuild a shard from its source, empty: the serial number tells it apart, and the run stops)."""
     if obj.serial != serial:
         raise BackendError(f"{type(obj).__name__.lower()} {obj.index} was rebuilt after its worker was lost")
-    return getattr(obj, name)(*args)
+    return obj
+
+
+def call_method(obj, serial, name, *args):
+    """Worker task: ``obj.name(*args)`` on a shard or home held by the worker."""
+    return getattr(_checked(obj, serial), name)(*args)
 
 
 def call_function(obj, serial, fn, *args):
     """Worker task: ``fn(obj, *args)`` (a module-level function of this package) on a shard or
-    home held by the worker, with :func:`call_method`'s check of the serial number."""
-    if obj.serial != serial:
-        raise BackendError(f"{type(obj).__name__.lower()} {obj.index} was rebuilt after its worker was lost")
-    return fn(obj, *args)
+    home held by the worker."""
+    return fn(_checked(obj, serial), *args)
 
 
 def backend_of(name):
@@ -70,9 +71,7 @@ def make_home(index, backend, *pieces):
 
 
 def write_output(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, path, metadata):
-    if shard.serial != serial:
-        raise BackendError(f"shard {shard.index} was rebuilt after its worker was lost")
-    out = shard.build_output(pieces, qis, kinds, columns, fmt, identifiers)
+    out = _checked(shard, serial).build_output(pieces, qis, kinds, columns, fmt, identifiers)
     if path is None:
         out.attrs["gpuanon"] = metadata
         return out

@@ -1,12 +1,8 @@
 """Generalization hierarchies for categorical quasi-identifiers (the contract, section 5).
 
-A :class:`Hierarchy` is a tree over one column's values: the leaves are the values, every level
-above groups the level below, and the last level is the root ``*`` (the cell is suppressed).
-It is stored as one integer matrix ``levels`` of shape ``(n_leaves, height + 1)``: row ``i`` is
-the path of leaf ``i`` from the leaf (column 0) to the root (last column), as node ids that are
-global within the hierarchy (leaves are ``0 .. n_leaves - 1``, then the nodes of level 1, and so
-on; the root is the last id). Every query is a whole-array operation on that matrix and works with
-NumPy or CuPy arrays (``xp``).
+A :class:`Hierarchy` is a tree over one column's values, from the leaves (the values) to the root
+``*`` (the cell suppressed), stored as one matrix of node ids per leaf and level; how, in
+:mod:`~gpuanon.hierarchy.tree`.
 
 Modules: :mod:`~gpuanon.hierarchy.tree` (the :class:`Hierarchy` type and its queries; the lowest
 common node itself is :func:`kernels.hierarchy.lowest_common_node`), :mod:`~.labels` (node
@@ -22,7 +18,8 @@ Builders:
   does the one group-by count pass; every ``rho`` derives from its table
   (:meth:`FrequencyTable.hierarchy`), so trying all of :data:`RHO_CANDIDATES` costs one pass.
   On an encoded table, :meth:`FrequencyTable.from_codes` counts the column's codes (one
-  ``bincount`` on the table's device) instead of hashing the text again.
+  ``bincount`` on the table's device) instead of hashing the text again;
+  :meth:`FrequencyTable.from_counts` takes counts already made (a cluster's, summed over shards).
 * :func:`masking_hierarchy` -- code-like strings masked one character per level
   (``13053`` -> ``1305*`` -> ``130**`` -> ... -> ``*``).
 * :meth:`Hierarchy.from_arx_csv` -- a user's hierarchy in ARX's CSV layout

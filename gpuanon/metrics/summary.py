@@ -364,6 +364,16 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
                         summary.notes)
 
 
+def hierarchy_mass(hierarchy, categories, lo, hi, counts, class_target_hist, xp):
+    """Mass ``(codes, targets)`` of classes whose cell is the lowest node of ``hierarchy`` covering
+    their codes ``lo .. hi`` (``counts``: the whole table's rows per code); suppressed rows not
+    included. What :meth:`HierarchyScorer.u_after` scores; a cluster's homes sum their shares."""
+    leaf = np.asarray(hierarchy.leaf_codes(categories))
+    lv = to_device(np.ascontiguousarray(hierarchy.levels[leaf]), xp)  # node of every code at every level
+    node, level = lowest_common_node(lv, lo, hi, xp)
+    return hierarchy_joint(lv, node, level, counts, class_target_hist, int(hierarchy.n_nodes), xp)
+
+
 class HierarchyScorer:
     """``U'(T | X)`` of candidate hierarchies of categorical QIs over fixed classes (section 5.6).
 
@@ -423,10 +433,7 @@ class HierarchyScorer:
             return None
         xp, col = self.xp, self.table.columns[j]
         lo, hi, full, _ = self._column(j)
-        leaf = np.asarray(hierarchy.leaf_codes(col.categories))
-        lv = to_device(np.ascontiguousarray(hierarchy.levels[leaf]), xp)  # node of every code at every level
-        node, level = lowest_common_node(lv, lo, hi, xp)
-        q = hierarchy_joint(lv, node, level, full, self.thist, int(hierarchy.n_nodes), xp)
+        q = hierarchy_mass(hierarchy, col.categories, lo, hi, full, self.thist, xp)
         if self._any_suppressed:
             q = q + suppressed_joint(full.astype(xp.float64), self.tsup)
         return uncertainty_from_joint(q)
