@@ -303,7 +303,7 @@ def frame_to_device(df: Any):
         raise BackendError("a cuDF frame was asked for but cuDF is not usable here; install the gpu-cu12 or "
                            "gpu-cu13 extra on a machine with a GPU, or pass a pandas DataFrame")
     _count("to_device", _Sized(int(df.memory_usage(deep=True).sum())), True)
-    return cudf.DataFrame.from_pandas(df)
+    return cudf.from_pandas(df)
 
 
 def frame_to_arrow(df: Any):
@@ -321,7 +321,8 @@ class _Sized:
 
 def device_column(values, categories=None):
     """A cuDF Series from a CuPy array, no host trip; with ``categories`` (a host list or Index,
-    one entry per class-level value) ``values`` are int32 codes (-1: missing) of a categorical."""
+    one entry per class-level value) ``values`` are int32 codes (-1: missing, published as null)
+    of a categorical. Only the categories cross to the device (counted)."""
     cudf = cudf_module()
     if cudf is None:
         raise BackendError("building a cuDF column needs cuDF and a usable GPU")
@@ -331,8 +332,16 @@ def device_column(values, categories=None):
 
     cats = pd.Index(categories, dtype=object)
     _count("to_device", _Sized(int(cats.memory_usage(deep=True))), True)
-    proto = pd.Categorical.from_codes(np.zeros(0, dtype=np.int32), categories=cats, validate=False)
-    return cudf.Series.from_categorical(proto, codes=values)
+    codes = cudf.Series(values)
+    codes = codes.where(codes >= 0)  # -1 -> null: from_codes casts to unsigned codes, nulls kept
+    index = cudf.CategoricalIndex.from_codes(codes, categories=cats, ordered=False)
+    return cudf.Series(index)
+
+
+def device_matrix(df, columns, dtype):
+    """The ``columns`` of a cuDF frame as one CuPy ``(rows, len(columns))`` array of ``dtype``,
+    built on the device (``DataFrame.to_cupy``: no host trip, nothing counted)."""
+    return df[list(columns)].to_cupy(dtype=dtype)
 
 
 def device_frame(columns: dict):
