@@ -62,6 +62,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from ..backend import device_matrix, frame_to_host, is_device_array, is_device_frame, to_host
 from ..errors import InputError, SchemaError
 from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
                            variance_table)
@@ -153,10 +154,19 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
 
 
 def frame_matrix(df, feats):
-    """Feature block of a frame as one NumPy array (float32 when every feature is float32)."""
+    """Feature block of a frame as one array (float32 when every feature is float32): NumPy for a
+    pandas frame, CuPy for a cuDF frame (built on the device, no host trip)."""
     dts = {np.dtype(df[c].dtype) for c in feats}
     dtype = np.float32 if dts == {np.dtype(np.float32)} else np.float64
+    if is_device_frame(df):
+        return device_matrix(df, feats, dtype)
     return df[feats].to_numpy(dtype=dtype, copy=False)
+
+
+def _on_backend(X, xp):
+    """A cuDF frame's feature block (CuPy) stays on the device; on the CPU backend it comes to the
+    host in one counted copy."""
+    return to_host(X) if xp is np and is_device_array(X) else X
 
 
 def is_frame(X) -> bool:
@@ -254,7 +264,7 @@ class DISTPAB(BaseEstimator):
                     raise SchemaError(f"feature column(s) {', '.join(map(repr, missing))} seen in fit "
                                       "are missing here")
             _require_numeric(X, names)
-            return frame_matrix(X, names), names
+            return _on_backend(frame_matrix(X, names), self.array_module()), names
         arr = X if type(X).__module__.startswith("cupy") else np.asarray(X)
         if arr.ndim != 2:
             raise InputError(f"DISTPAB expects a 2-D (rows x features) array, got {arr.ndim}-D")
@@ -446,10 +456,16 @@ def perturb_frame(df, features, label=None, passengers=None, noise: float = 0.3,
     if model is None:
         model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
                         random_state=random_state, backend=backend, block_rows=block_rows)
+        X = _on_backend(X, model.array_module())
         model.fit_stats([local_stats(X, model.array_module())], feature_names=feats)
+    X = _on_backend(X, model.array_module())
     Xp, perm = model.perturb(X, entity=entity)
+    src = df
+    if is_device_frame(df):  # a cuDF frame: the perturbed rows and carried columns come back counted
+        Xp = to_host(Xp)
+        src = frame_to_host(df[carried]) if carried else df
     out = pd.DataFrame(Xp, columns=feats, copy=False)
     for c in carried:
-        out[c] = df[c].to_numpy()[perm]
+        out[c] = src[c].to_numpy()[perm]
     order = [c for c in df.columns if c in set(feats) | set(carried)]
     return out[order] if order != list(out.columns) else out, model
