@@ -238,6 +238,41 @@ def test_cudf_frame_in_cudf_frame_out(adult, fmt):
     assert "input" in stages  # the one counted copy for encoding
 
 
+def test_cudf_frame_on_the_cpu_backend_and_missing_categories(adult):
+    """A cuDF frame anonymized on the CPU backend comes back as cuDF (cudf.from_pandas); missing
+    values of a categorical QI come out null in the device-built categorical, as on the CPU."""
+    _cudf()
+    from gpuanon.backend import frame_to_device
+
+    df = adult.copy()
+    df.loc[df.index[::7], "workclass"] = None
+    kw = dict(k=5, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", progress=False)
+    ref = Mondrian(backend="cpu", **kw).fit_transform(df)
+    for be in ("cpu", "gpu"):
+        out = Mondrian(backend=be, **kw).fit_transform(frame_to_device(df))
+        assert type(out).__module__.startswith("cudf"), be
+        host = out.to_pandas()
+        assert host.astype(str).equals(ref.astype(str)), be
+        assert int(host["workclass"].isna().sum()) == int(ref["workclass"].isna().sum()), be
+
+
+def test_distpab_reads_a_cudf_frame_on_the_device():
+    """DISTPAB on a cuDF frame (features taken with to_cupy) equals DISTPAB on the pandas frame."""
+    _cudf()
+    from gpuanon.backend import count_transfers, frame_to_device, to_host
+    from gpuanon.perturb import DISTPAB
+
+    df = make_hepmass(50_000, random_state=0)
+    feats = list(HEPMASS_FEATURES)
+    ref = DISTPAB(random_state=0, backend="gpu").fit(df[feats]).transform(df[feats])
+    gdf = frame_to_device(df[feats])
+    with count_transfers() as t:
+        got = DISTPAB(random_state=0, backend="gpu").fit(gdf).transform(gdf)
+    assert type(got).__module__.startswith("cupy")
+    assert t.bytes(direction="to_device") < 1 << 20  # the rows never went through the host
+    np.testing.assert_allclose(to_host(got), to_host(ref), rtol=1e-12, atol=1e-12)
+
+
 def test_cudf_parquet_round_trip(adult, tmp_path):
     _cudf()
     from gpuanon.backend import read_parquet_device
