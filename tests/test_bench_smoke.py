@@ -50,3 +50,37 @@ def test_bench_quick_json(tmp_path):
     assert "adult_k3_partition" in names
     for t in doc["targets"]:
         assert {"name", "measured", "pass"} <= set(t)
+
+
+def test_gpu_check_small_on_the_cpu(tmp_path):
+    """bench/gpu_check.py --backend cpu --small runs every part of the GPU machine's check at tiny
+    sizes on the CPU (what it cannot catch: anything the device does; it checks the script's code
+    paths, its JSON and its table)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run([sys.executable, os.path.join("bench", "gpu_check.py"), "--out", str(tmp_path),
+                        "--backend", "cpu", "--small"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
+    parts = doc["parts"]
+    assert set(parts) == {"pytest", "mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big", "distpab", "cli",
+                          "threshold", "cluster"}
+    assert parts["pytest"]["exit_status"] == 0 and "skipped" in parts["pytest"]["summary"]
+    for name in ("mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big"):
+        for run in ("cold", "warm"):
+            r = parts[name][run]
+            assert r["fit_transform"] > 0 and r["stages"]["partition"] >= 0 and r["backend"] == "cpu"
+            assert r["transfers"]["calls"] > 0 and "stages" in r["transfers"]
+    assert parts["mondrian_hepmass_1m"]["equal_to_cpu"] == {"labels": True, "output": True}
+    assert parts["distpab"]["warm"]["seconds"]["total"] > 0
+    assert parts["cli"]["warm"]["seconds"]["total"] > 0 and parts["cli"]["warm"]["bytes_out"] > 0
+    assert [r["rows"] for r in parts["threshold"]["runs"]] == [2_000, 8_000]
+    if "skipped" not in parts["cluster"]:
+        assert parts["cluster"]["equal_to_one_process"] == {"labels": True, "output": True}
+    assert {t["name"] for t in doc["targets"]} >= {"hepmass_10.5M_fit_transform_warm", "adult_k3_fit_transform_warm"}
+    assert all(t["met"] is None for t in doc["targets"])  # a CPU run measures no GPU target
+    md = (tmp_path / "gpu_check.md").read_text()
+    assert "## Targets" in md and "| mondrian_hepmass_1m | ok |" in md
+    for v in ("numpy", "pandas", "cupy", "cudf"):
+        assert f"| {v} |" in md
