@@ -186,7 +186,8 @@ def check_segments(starts, n: int, xp=np) -> None:
 
 
 def _host_reduce(op: str, x, starts, axis: int):
-    """``np.<op>.reduceat`` under the contract: empty segments hold the identity."""
+    """``np.<op>.reduceat`` under the contract: empty segments hold the identity, sums keep the
+    input's type (they wrap, as on the device)."""
     starts = np.asarray(starts)
     check_segments(starts, x.shape[axis])
     xm = np.moveaxis(x, axis, 0)
@@ -194,10 +195,10 @@ def _host_reduce(op: str, x, starts, axis: int):
     m = int(np.searchsorted(starts, n, side="left"))  # segments starting before row n
     fn = getattr(np, op)
     if m == P and (P < 2 or bool((starts[1:] != starts[:-1]).all())):
-        return fn.reduceat(x, starts, axis=axis)
+        return fn.reduceat(x, starts, axis=axis, dtype=x.dtype)
     out = np.full((P,) + xm.shape[1:], identity(op, x.dtype), dtype=x.dtype)
     if m:
-        r = fn.reduceat(xm, starts[:m], axis=0)
+        r = fn.reduceat(xm, starts[:m], axis=0, dtype=x.dtype)
         empty = np.diff(np.append(starts[:m], n)) == 0
         r[empty] = identity(op, x.dtype)
         out[:m] = r
@@ -260,7 +261,7 @@ def _device_reduce(op: str, x, starts, xp):
         kinds = ", ".join(t for t in _TYPES if op in _TYPES[t][1])
         raise NotImplementedError(f"no device segmented '{op}' for {dt.name} arrays; cast to one of {kinds}"
                                   + (" (or float32 / float64 for add)" if op == "add" else ""))
-    key = (op, dt.name)
+    key = (xp.RawKernel, op, dt.name)  # per array module: a test double's kernels stay its own
     kern = _KERNELS.get(key)
     if kern is None:
         kern = _KERNELS[key] = xp.RawKernel(device_kernel_source(op, dt), "seg_reduce")
@@ -308,6 +309,90 @@ def segment_reduce(op: str, x, starts, xp=np, axis: int = -1, max_size: int | No
     if not (x.ndim == 1 or (x.ndim == 2 and axis in (1, -1))):
         raise NotImplementedError("device segmented reductions run along the last axis of a 1-D or 2-D array")
     return _device_reduce(op, x, starts, xp)
+
+
+def emulate_seg_reduce(op: str, dtype, x, starts, out, n, ld, P, chunk, grid, block):
+    """One launch of the ``seg_reduce`` kernel for ``(op, dtype)``, computed with NumPy.
+
+    Takes the launch exactly as the kernel gets it: ``grid`` / ``block`` and the arguments
+    ``(x, starts, out, n, ld, P, chunk)`` as NumPy arrays and NumPy scalars (``int64`` for ``n``,
+    ``ld``, ``P``; ``int32`` for ``chunk``). Follows the kernel's algorithm, vectorized over
+    threads: each thread's chunk of rows, the flush of every segment it finishes inside its chunk,
+    the warp's all-in-one-segment combine, atomics as scatter reductions into ``out`` (which it
+    updates in place and returns). Raises ``ValueError`` when the launch breaks the kernel's
+    contract: wrong dtypes or scalar types, ``out`` not ``(d, P)`` contiguous, ``starts`` not
+    contiguous ``int64`` of length ``P`` or against the segment contract, rows of ``x`` not
+    contiguous or ``ld`` not their stride, a block that is not whole warps, a grid that does not
+    cover ``n`` rows. What it cannot show: timing, memory races the model hides (atomics are exact
+    here), anything the CUDA compiler does differently from this reading of the source.
+    """
+    dt = np.dtype(dtype)
+    if not has_device_kernel(op, dt):
+        raise ValueError(f"seg_reduce: no kernel for ({op}, {dt.name})")
+    for name, v, t in (("n", n, np.int64), ("ld", ld, np.int64), ("P", P, np.int64), ("chunk", chunk, np.int32)):
+        if type(v) is not t:
+            raise ValueError(f"seg_reduce: argument {name} must be a numpy.{t.__name__}, got {type(v).__name__}")
+    n, ld, P, chunk = int(n), int(ld), int(P), int(chunk)
+    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    block = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+    gx, d = int(grid[0]), int(grid[1]) if len(grid) > 1 else 1
+    bx = int(block[0])
+    if any(int(b) != 1 for b in block[1:]) or any(int(g) != 1 for g in grid[2:]):
+        raise ValueError("seg_reduce: the block is 1-D and the grid 2-D (row chunks, columns)")
+    if bx % 32 or bx <= 0:
+        raise ValueError(f"seg_reduce: block of {bx} threads is not whole warps")
+    if gx * bx * chunk < n or chunk <= 0:
+        raise ValueError(f"seg_reduce: grid {gx} x {bx} threads x {chunk} rows does not cover {n} rows")
+    if x.dtype != dt or out.dtype != dt:
+        raise ValueError(f"seg_reduce: x and out must be {dt.name}, got {x.dtype} and {out.dtype}")
+    if starts.dtype != np.int64 or starts.ndim != 1 or starts.shape[0] != P or not starts.flags.c_contiguous:
+        raise ValueError(f"seg_reduce: starts must be contiguous int64 of length P={P}")
+    if out.shape != (d, P) or not out.flags.c_contiguous:
+        raise ValueError(f"seg_reduce: out must be a contiguous ({d}, {P}) array, got {out.shape}")
+    X = x if x.ndim == 2 else x[None, :]
+    if X.shape[0] < d or X.shape[1] < n or (n and X.strides[1] != dt.itemsize) or \
+            (d > 1 and X.strides[0] != ld * dt.itemsize):
+        raise ValueError(f"seg_reduce: x must hold {d} contiguous rows of {n} values, {ld} apart")
+    check_segments(starts, n)
+    if n == 0 or P == 0:
+        return out
+    fn, ident = getattr(np, op), identity(op, dt)
+    T = gx * bx
+    rows = np.arange(n, dtype=np.int64)
+    thread = rows // chunk
+    seg = np.searchsorted(starts, rows, side="right") - 1  # -1: before starts[0]
+    brk = np.ones(n, dtype=bool)
+    brk[1:] = (thread[1:] != thread[:-1]) | (seg[1:] != seg[:-1])
+    rs = np.nonzero(brk)[0]  # runs of one thread in one segment
+    r_thread, r_seg = thread[rs], seg[rs]
+    last = np.ones(rs.shape[0], dtype=bool)  # a thread's last run: its state when the loop ends
+    last[:-1] = r_thread[1:] != r_thread[:-1]
+    flushed = ~last & (r_seg >= 0)
+    for c in range(d):  # a loop over columns (blockIdx.y)
+        vals = fn.reduceat(X[c, :n], rs, dtype=dt)
+        oc = out[c]
+        fn.at(oc, r_seg[flushed], vals[flushed])  # flushes inside the row loop
+        s = np.full(T, -1, dtype=np.int64)
+        acc = np.full(T, ident, dtype=dt)
+        s[r_thread[last]], acc[r_thread[last]] = r_seg[last], vals[last]
+        sw, aw = s.reshape(-1, 32), acc.reshape(-1, 32)
+        whole = (sw == sw[:, :1]).all(axis=1) & (sw[:, 0] >= 0)  # the warp ends in one segment
+        fn.at(oc, sw[whole, 0], fn.reduce(aw[whole], axis=1))
+        lane = ~whole[:, None] & (sw >= 0)
+        fn.at(oc, sw[lane], aw[lane])
+    return out
+
+
+def emulate_launch(source: str, name: str, grid, block, args):
+    """:func:`emulate_seg_reduce` for a launch of a kernel built from ``(source, name)``; KeyError
+    if the source is none of :func:`device_kernel_sources`."""
+    if name != "seg_reduce":
+        raise KeyError(f"no emulation of kernel {name!r}")
+    for t, (_, per_op) in _TYPES.items():
+        for op in per_op:
+            if device_kernel_source(op, t) == source:
+                return emulate_seg_reduce(op, t, *args, grid=grid, block=block)
+    raise KeyError("no emulation of this kernel source")
 
 
 def exclusive_cumsum(sizes, xp=np):
