@@ -10,8 +10,9 @@ over rows or classes in Python.
 from __future__ import annotations
 
 from kernels.hierarchy import lowest_common_node
-from kernels.segmented import group_starts, segment_reduce
+from kernels.segmented import group_starts, segment_ids, segment_reduce
 
+from .backend import to_scalar
 from .encoding import Table
 
 
@@ -69,8 +70,14 @@ class ClassStats:
         def f():
             t, xp = self.table, self.xp
             v = t.numeric_values(j, t.keys[j][self.rows])
-            return segment_reduce("add", v, self.starts, xp, axis=0) / self.sizes
+            # a fixed-order sum: the same bits on every backend and every run
+            return segment_reduce("add", v, self.starts, xp, axis=0, max_size=self.max_size) / self.sizes
         return self._memo(("mean", j), f)
+
+    @property
+    def max_size(self) -> int:
+        """Rows in the largest class (one scalar read, kept)."""
+        return self._memo("max_size", lambda: int(to_scalar(self.sizes.max())) if self.n_kept else 0)
 
     def code_minmax(self, j: int):
         """Smallest and largest code of every class on categorical column ``j``."""
@@ -127,7 +134,7 @@ class ClassStats:
     def histogram(self, codes, n_values: int):
         """(classes, n_values) counts of ``codes`` (a per-row code array) in every class."""
         xp = self.xp
-        pos = xp.repeat(xp.arange(self.starts.shape[0], dtype=xp.int64), self.sizes)
+        pos = segment_ids(self.sizes, xp, n=self.n_kept)
         return xp.bincount(pos * n_values + codes[self.rows].astype(xp.int64),
                            minlength=self.starts.shape[0] * n_values).reshape(-1, n_values)
 

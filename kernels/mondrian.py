@@ -28,9 +28,9 @@ _LOW32 = np.int64(0xFFFFFFFF)
 
 def _ranges(starts, sizes, xp):
     """Row positions of the given segments, concatenated, and each row's local segment index."""
-    loc = segment_ids(sizes, xp)
-    ofs = exclusive_cumsum(sizes, xp)
     total = int(sizes.sum()) if sizes.shape[0] else 0
+    loc = segment_ids(sizes, xp, n=total)
+    ofs = exclusive_cumsum(sizes, xp)
     rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
     return rows, loc, ofs
 
@@ -83,8 +83,8 @@ def partition_spans(keys, sizes, *, col_info, n_categories, global_range, xp=np,
     caller that combined those across shards may pass one representative row per value.
     """
     sizes = xp.asarray(sizes, dtype=xp.int64)
-    return _spans(keys, sizes, exclusive_cumsum(sizes, xp), segment_ids(sizes, xp), col_info, n_categories,
-                  global_range, xp, cell_limit)
+    seg = segment_ids(sizes, xp, n=int(keys.shape[1]))
+    return _spans(keys, sizes, exclusive_cumsum(sizes, xp), seg, col_info, n_categories, global_range, xp, cell_limit)
 
 
 def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
@@ -185,7 +185,7 @@ def mondrian_partition(
         levels += 1
         P = sizes.shape[0]
         starts = exclusive_cumsum(sizes, xp)
-        seg = segment_ids(sizes, xp)
+        seg = segment_ids(sizes, xp, n=int(K.shape[1]))
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit)
         span[sizes < 2 * k] = 0.0
         n_act = K.shape[1]

@@ -1,47 +1,65 @@
 """Segmented reductions over rows kept contiguous per segment, for NumPy and CuPy.
 
-On NumPy a reduction is ``ufunc.reduceat``. CuPy has no ``reduceat``; there it is one CUDA kernel
-(:data:`_CUDA_SOURCE`, compiled at first use per operation and type, then cached by CuPy on disk):
-each thread scans a run of :data:`ROWS_PER_THREAD` consecutive rows of one column, keeps the
-running value of its current segment and issues one atomic per segment it finishes; when a whole
-warp ends inside one segment (the top levels of a partitioning, where a segment spans millions of
-rows) the warp first combines its 32 values with shuffles, so at most one atomic per warp and
-segment reaches memory. Nothing is copied to the host; an operation or type without a device
-kernel is an error (never a silent trip to the host).
+**The segment contract** (the same on both backends; :func:`check_segments` states it in code):
+``starts`` is a 1-D integer array, non-decreasing, every value in ``[0, n]`` (``n`` rows along the
+reduced axis). Segment ``i`` holds rows ``starts[i] .. starts[i+1] - 1`` (the last one up to
+``n - 1``). Rows before ``starts[0]`` belong to no segment and are ignored. An empty segment
+(``starts[i] == starts[i+1]``, or ``starts[i] == n``) holds the operation's identity: 0 for
+``add`` and ``bitwise_or``, the type's largest value for ``minimum``, its smallest for ``maximum``
+(``inf`` / ``-inf`` for floats). NumPy's ``reduceat`` is corrected to this where it differs. A
+violation (decreasing, out of range) raises ``ValueError`` on the host; on the device it is
+checked only when ``CHECK_SEGMENTS`` is on (environment ``GPUANON_CHECK_SEGMENTS=1``), since the
+check reads the device and would add a synchronization to every call.
+
+Integer reductions: NumPy's ``reduceat``; on CuPy one CUDA kernel (:data:`_CUDA_SOURCE`, compiled
+at first use per operation and type): each thread scans a run of :data:`ROWS_PER_THREAD`
+consecutive rows of one column, keeps the running value of its current segment and issues one
+atomic per segment it finishes; when a whole warp ends inside one segment the warp first combines
+its 32 values with shuffles. Integer sums wrap (two's complement) on both backends; the signed
+ones go through the unsigned atomics (same bits). Floating ``add`` is :func:`segment_sum`, a
+fixed-order pairwise sum made of elementwise IEEE additions only, so NumPy and CuPy give the same
+bits and two device runs agree. Nothing is copied to the host; an operation or type without a
+device implementation raises ``NotImplementedError`` (never a silent trip to the host).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
 ROWS_PER_THREAD = 32
 THREADS_PER_BLOCK = 256
+CHECK_SEGMENTS = os.environ.get("GPUANON_CHECK_SEGMENTS", "") not in ("", "0")
 
-# (ufunc name) -> (combine expression, atomic call); T is the C type, a / b the operands
+# op -> (combine expression, atomic function); T is the C type, AT the atomic's type
 _OPS = {
     "minimum": ("(b < a ? b : a)", "atomicMin"),
     "maximum": ("(b > a ? b : a)", "atomicMax"),
-    "add": ("(a + b)", "atomicAdd"),
+    "add": ("(T)((AT)a + (AT)b)", "atomicAdd"),  # in the unsigned atomic type: wraps, no signed overflow
     "bitwise_or": ("(a | b)", "atomicOr"),
 }
-# numpy dtype -> (C type, the type the atomic takes, identities per op)
+_U32, _U64 = "unsigned int", "unsigned long long"
+# numpy dtype -> (C type, {op: (identity literal, the type the atomic takes)}); every entry compiles
+# with NVRTC for sm_80 and sm_90 (tests/test_nvrtc.py)
 _TYPES = {
-    "uint32": ("unsigned int", "unsigned int", {"minimum": "0xFFFFFFFFu", "maximum": "0u", "add": "0u",
-                                                "bitwise_or": "0u"}),
-    "int32": ("int", "int", {"minimum": "2147483647", "maximum": "(-2147483647 - 1)", "add": "0",
-                             "bitwise_or": "0"}),
-    "uint64": ("unsigned long long", "unsigned long long",
-               {"minimum": "0xFFFFFFFFFFFFFFFFull", "maximum": "0ull", "add": "0ull", "bitwise_or": "0ull"}),
-    "int64": ("long long", "long long", {"minimum": "9223372036854775807ll",
-                                         "maximum": "(-9223372036854775807ll - 1)", "add": "0ll"}),
-    "float64": ("double", "double", {"add": "0.0"}),
-    "float32": ("float", "float", {"add": "0.0f"}),
+    "uint32": (_U32, {"minimum": ("0xFFFFFFFFu", _U32), "maximum": ("0u", _U32), "add": ("0u", _U32),
+                      "bitwise_or": ("0u", _U32)}),
+    "int32": ("int", {"minimum": ("2147483647", "int"), "maximum": ("(-2147483647 - 1)", "int"),
+                      "add": ("0", _U32), "bitwise_or": ("0", "int")}),
+    "uint64": (_U64, {"minimum": ("0xFFFFFFFFFFFFFFFFull", _U64), "maximum": ("0ull", _U64),
+                      "add": ("0ull", _U64), "bitwise_or": ("0ull", _U64)}),
+    "int64": ("long long", {"minimum": ("9223372036854775807ll", "long long"),
+                            "maximum": ("(-9223372036854775807ll - 1)", "long long"),
+                            "add": ("0ll", _U64), "bitwise_or": ("0ll", _U64)}),
 }
+_FLOAT_SUM = ("float32", "float64")  # add on these: segment_sum, the same on both backends
 
 _CUDA_SOURCE = r"""
 typedef @T@ T;
+typedef @AT@ AT;
 __device__ __forceinline__ T combine(T a, T b) { return @COMBINE@; }
-__device__ __forceinline__ void flush(T* p, T v) { @ATOMIC@((@AT@*)p, (@AT@)v); }
+__device__ __forceinline__ void flush(T* p, T v) { @ATOMIC@((AT*)p, (AT)v); }
 
 extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* __restrict__ starts,
                                       T* __restrict__ out, const long long n, const long long ld,
@@ -51,7 +69,7 @@ extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* 
     T* oc = out + (long long)blockIdx.y * P;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long r0 = tid * chunk;
-    long long s = -1;
+    long long s = -1;                                   // -1: no segment (rows before starts[0])
     T acc = ident;
     if (r0 < n) {
         const long long r1 = (r0 + chunk < n) ? r0 + chunk : n;
@@ -64,7 +82,7 @@ extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* 
         long long next = (s + 1 < P) ? starts[s + 1] : n;
         for (long long r = r0; r < r1; ++r) {
             if (r >= next) {                            // segment s ends before row r
-                flush(oc + s, acc);
+                if (s >= 0) flush(oc + s, acc);
                 acc = ident;
                 do { ++s; next = (s + 1 < P) ? starts[s + 1] : n; } while (r >= next);
             }
@@ -85,33 +103,168 @@ extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* 
 _KERNELS: dict = {}
 
 
-def device_kernel_source(ufunc_name: str, dtype) -> str:
-    """CUDA source of the segmented reduction ``ufunc_name`` for ``dtype`` (KeyError if none)."""
-    ctype, atype, idents = _TYPES[np.dtype(dtype).name]
-    combine, atomic = _OPS[ufunc_name]
-    ident = idents[ufunc_name]
+def device_kernel_source(op: str, dtype) -> str:
+    """CUDA source of the segmented reduction ``op`` for ``dtype`` (KeyError if none)."""
+    ctype, per_op = _TYPES[np.dtype(dtype).name]
+    ident, atype = per_op[op]
+    combine, atomic = _OPS[op]
     return (_CUDA_SOURCE.replace("@T@", ctype).replace("@AT@", atype).replace("@COMBINE@", combine)
             .replace("@ATOMIC@", atomic).replace("@IDENT@", ident))
 
 
-def has_device_kernel(ufunc_name: str, dtype) -> bool:
-    """Whether :func:`segment_reduce` has a device kernel for this operation and type."""
-    t = _TYPES.get(np.dtype(dtype).name)
-    return t is not None and ufunc_name in _OPS and ufunc_name in t[2]
+def has_device_kernel(op: str, dtype) -> bool:
+    """Whether a CUDA kernel exists (and compiles) for this operation and type."""
+    try:
+        t = _TYPES.get(np.dtype(dtype).name)
+    except TypeError:
+        return False
+    return t is not None and op in _OPS and op in t[1]
 
 
-def _device_reduce(ufunc_name: str, x, starts, xp):
-    """Segmented reduction on the device; ``x`` is 1-D or 2-D (segments along the last axis)."""
+def device_support(op: str, dtype) -> str | None:
+    """How :func:`segment_reduce` runs ``op`` on ``dtype`` on a device: ``"kernel"`` (the CUDA
+    kernel), ``"fixed-order sum"`` (:func:`segment_sum`, elementwise operations only) or ``None``
+    (``NotImplementedError``). ``bool`` ``add`` runs as ``int64``."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_ and op == "add":
+        dt = np.dtype(np.int64)
+    if has_device_kernel(op, dt):
+        return "kernel"
+    if op == "add" and dt.name in _FLOAT_SUM:
+        return "fixed-order sum"
+    return None
+
+
+def device_kernel_sources() -> list:
+    """``(name, source)`` of every CUDA kernel the package compiles (tests compile each with NVRTC).
+
+    A new RawKernel / ElementwiseKernel source joins this list."""
+    return [(f"seg_reduce/{op}/{t}", device_kernel_source(op, t))
+            for t, (_, per_op) in _TYPES.items() for op in _OPS if op in per_op]
+
+
+def ops() -> tuple:
+    """The operations :func:`segment_reduce` accepts."""
+    return tuple(_OPS)
+
+
+def identity(op: str, dtype):
+    """The value an empty segment holds for ``op`` on ``dtype`` (the contract's identity)."""
+    dt = np.dtype(dtype)
+    if op in ("add", "bitwise_or"):
+        return dt.type(0)
+    big = dt.kind in "iu"
+    if op == "minimum":
+        return np.iinfo(dt).max if big else dt.type(np.inf)
+    if op == "maximum":
+        return np.iinfo(dt).min if big else dt.type(-np.inf)
+    raise ValueError(f"op: {op!r} is not one of {', '.join(_OPS)}")
+
+
+def check_segments(starts, n: int, xp=np) -> None:
+    """Raise ``ValueError`` unless ``starts`` meets the segment contract for ``n`` rows.
+
+    On a device array this reads the device (a synchronization): use it in tests and under
+    ``CHECK_SEGMENTS``, not on the hot path.
+
+    >>> check_segments(np.array([0, 2, 2, 5]), 5)
+    >>> check_segments(np.array([0, 3, 2]), 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: starts: must be non-decreasing (a segment starts before the one before it); sort them
+    """
+    if getattr(starts, "ndim", None) != 1:
+        raise ValueError("starts: must be a 1-D array of segment start offsets")
+    if np.dtype(starts.dtype).kind not in "iu":
+        raise ValueError(f"starts: must hold integers, got {np.dtype(starts.dtype).name}; cast to int64")
+    if starts.shape[0] == 0:
+        return
+    if bool((starts[1:] < starts[:-1]).any()):
+        raise ValueError("starts: must be non-decreasing (a segment starts before the one before it); sort them")
+    if bool(starts[0] < 0) or bool(starts[-1] > n):
+        raise ValueError(f"starts: every start must lie in [0, {n}] (the number of rows)")
+
+
+def _host_reduce(op: str, x, starts, axis: int):
+    """``np.<op>.reduceat`` under the contract: empty segments hold the identity, sums keep the
+    input's type (they wrap, as on the device)."""
+    starts = np.asarray(starts)
+    check_segments(starts, x.shape[axis])
+    xm = np.moveaxis(x, axis, 0)
+    n, P = xm.shape[0], starts.shape[0]
+    m = int(np.searchsorted(starts, n, side="left"))  # segments starting before row n
+    fn = getattr(np, op)
+    if m == P and (P < 2 or bool((starts[1:] != starts[:-1]).all())):
+        return fn.reduceat(x, starts, axis=axis, dtype=x.dtype)
+    out = np.full((P,) + xm.shape[1:], identity(op, x.dtype), dtype=x.dtype)
+    if m:
+        r = fn.reduceat(xm, starts[:m], axis=0, dtype=x.dtype)
+        empty = np.diff(np.append(starts[:m], n)) == 0
+        r[empty] = identity(op, x.dtype)
+        out[:m] = r
+    return np.moveaxis(out, 0, axis)
+
+
+def segment_sum(x, starts, xp=np, axis: int = -1, max_size: int | None = None):
+    """Floating-point segmented sum in a fixed order: the same bits on NumPy and CuPy.
+
+    A pairwise tree over each row's position in its segment: at level ``L`` (stride ``h = 2**L``)
+    the row at position ``p`` with ``p % 2h == 0`` adds the row ``h`` below it when that row is in
+    its segment. Each level is a few whole-array elementwise passes (IEEE additions, no atomics,
+    no reduction whose order a library chooses); the segment's first row ends with the sum. The
+    levels run to ``max_size`` (the largest segment's size) when given, else to the row count
+    (extra levels change nothing). Segments follow the contract of this module.
+
+    >>> segment_sum(np.array([0.1, 0.2, 0.3, 1.0, 2.0]), np.array([0, 3, 3]))
+    array([0.6, 0. , 3. ])
+    """
+    X = xp.moveaxis(x, axis, 0) if x.ndim > 1 else x
+    n, P = int(X.shape[0]), int(starts.shape[0])
+    if xp is np:
+        check_segments(np.asarray(starts), n)
+    elif CHECK_SEGMENTS:
+        check_segments(starts, n, xp)
+    out = xp.zeros((P,) + tuple(X.shape[1:]), dtype=X.dtype)
+    if n == 0 or P == 0:
+        return xp.moveaxis(out, 0, axis) if x.ndim > 1 else out
+    st = starts.astype(xp.int64)
+    ends = xp.concatenate([st[1:], xp.full(1, n, dtype=xp.int64)])
+    marks = xp.zeros(n + 1, dtype=xp.int64)
+    xp.add.at(marks, st, 1)
+    seg = xp.cumsum(marks[:n]) - 1  # -1 before starts[0]
+    segc = xp.maximum(seg, 0)
+    r = xp.arange(n, dtype=xp.int64)
+    pos = r - st[segc]
+    rem = xp.where(seg >= 0, ends[segc] - r, 0)  # rows from this one to its segment's end
+    if max_size is None:
+        max_size = int(np.max(np.diff(np.append(np.asarray(starts), n)))) if xp is np else n
+    Y = X.astype(X.dtype, copy=True)
+    h = 1
+    while h < max_size:  # a loop over tree levels
+        take = ((pos[: n - h] & (2 * h - 1)) == 0) & (rem[: n - h] > h)
+        if Y.ndim > 1:
+            take = take.reshape((n - h,) + (1,) * (Y.ndim - 1))
+        Y[: n - h] = xp.where(take, Y[: n - h] + Y[h:], Y[: n - h])
+        h *= 2
+    nonempty = (ends > st) & (st < n)
+    first = Y[xp.minimum(st, n - 1)]
+    if Y.ndim > 1:
+        nonempty = nonempty.reshape((P,) + (1,) * (Y.ndim - 1))
+    out = xp.where(nonempty, first, out)
+    return xp.moveaxis(out, 0, axis) if x.ndim > 1 else out
+
+
+def _device_reduce(op: str, x, starts, xp):
+    """Segmented reduction by the CUDA kernel; ``x`` is 1-D or 2-D (segments along the last axis)."""
     dt = np.dtype(x.dtype)
-    if dt == np.bool_ and ufunc_name == "add":
-        x, dt = x.astype(xp.int64), np.dtype(np.int64)
-    if not has_device_kernel(ufunc_name, dt):
-        raise NotImplementedError(f"no device segmented '{ufunc_name}' for {dt.name} arrays; "
-                                  f"cast to one of {', '.join(t for t in _TYPES if ufunc_name in _TYPES[t][2])}")
-    key = (ufunc_name, dt.name)
+    if not has_device_kernel(op, dt):
+        kinds = ", ".join(t for t in _TYPES if op in _TYPES[t][1])
+        raise NotImplementedError(f"no device segmented '{op}' for {dt.name} arrays; cast to one of {kinds}"
+                                  + (" (or float32 / float64 for add)" if op == "add" else ""))
+    key = (xp.RawKernel, op, dt.name)  # per array module: a test double's kernels stay its own
     kern = _KERNELS.get(key)
     if kern is None:
-        kern = _KERNELS[key] = xp.RawKernel(device_kernel_source(ufunc_name, dt), "seg_reduce")
+        kern = _KERNELS[key] = xp.RawKernel(device_kernel_source(op, dt), "seg_reduce")
     two_d = x.ndim == 2
     X = x if two_d else x[None, :]
     if X.strides[1] != dt.itemsize or X.strides[0] % dt.itemsize:  # rows must be contiguous
@@ -119,40 +272,127 @@ def _device_reduce(ufunc_name: str, x, starts, xp):
     d, n = int(X.shape[0]), int(X.shape[1])
     ld = X.strides[0] // dt.itemsize if d > 1 else n
     P = int(starts.shape[0])
-    ident = {"minimum": _max_of(dt), "maximum": _min_of(dt)}.get(ufunc_name, 0)
-    out = xp.full((d, P), ident, dtype=dt)
+    if CHECK_SEGMENTS:
+        check_segments(starts, n, xp)
+    out = xp.full((d, P), identity(op, dt), dtype=dt)
     if n and P and d:
         st = xp.ascontiguousarray(starts.astype(xp.int64, copy=False))
         per_block = THREADS_PER_BLOCK * ROWS_PER_THREAD
         grid = ((n + per_block - 1) // per_block, d)
         kern(grid, (THREADS_PER_BLOCK,), (X, st, out, np.int64(n), np.int64(ld), np.int64(P),
-                                                 np.int32(ROWS_PER_THREAD)))
+                                          np.int32(ROWS_PER_THREAD)))
     return out if two_d else out[0]
 
 
-def _max_of(dt):
-    return np.iinfo(dt).max if dt.kind in "iu" else np.inf
+def segment_reduce(op: str, x, starts, xp=np, axis: int = -1, max_size: int | None = None):
+    """``xp.<op>.reduceat(x, starts, axis)`` under the segment contract of this module.
 
-
-def _min_of(dt):
-    return np.iinfo(dt).min if dt.kind in "iu" else -np.inf
-
-
-def segment_reduce(ufunc_name: str, x, starts, xp=np, axis: int = -1):
-    """``xp.<ufunc>.reduceat(x, starts, axis)`` for non-empty contiguous segments.
-
-    ``starts`` must be strictly increasing and every segment non-empty. ``x`` is 1-D, or 2-D with
-    the segments along its last axis. On CuPy this is a device kernel; an operation or dtype
-    without one raises ``NotImplementedError``.
+    ``op``: ``minimum``, ``maximum``, ``add`` or ``bitwise_or``. ``x`` is 1-D, or 2-D with the
+    segments along its last axis (any axis for floating ``add``). ``bool`` input to ``add`` is
+    counted as ``int64`` on both backends; floating ``add`` is :func:`segment_sum` on both
+    backends (``max_size``: the largest segment's size, if the caller knows it). On CuPy an
+    operation or dtype without a device implementation raises ``NotImplementedError``.
 
     >>> segment_reduce("maximum", np.array([3, 1, 4, 1, 5], dtype=np.uint32), np.array([0, 2, 3]))
     array([3, 4, 5], dtype=uint32)
+    >>> segment_reduce("minimum", np.array([3, 1, 4], dtype=np.int32), np.array([1, 1, 3]))
+    array([2147483647,          1, 2147483647], dtype=int32)
     """
+    if op not in _OPS:
+        raise ValueError(f"op: {op!r} is not one of {', '.join(_OPS)}")
+    if np.dtype(x.dtype) == np.bool_ and op == "add":
+        x = x.astype(xp.int64)
+    if op == "add" and np.dtype(x.dtype).kind == "f" and (xp is np or np.dtype(x.dtype).name in _FLOAT_SUM):
+        return segment_sum(x, starts, xp, axis=axis, max_size=max_size)
     if xp is np:
-        return getattr(np, ufunc_name).reduceat(x, starts, axis=axis)
+        return _host_reduce(op, x, starts, axis)
     if not (x.ndim == 1 or (x.ndim == 2 and axis in (1, -1))):
         raise NotImplementedError("device segmented reductions run along the last axis of a 1-D or 2-D array")
-    return _device_reduce(ufunc_name, x, starts, xp)
+    return _device_reduce(op, x, starts, xp)
+
+
+def emulate_seg_reduce(op: str, dtype, x, starts, out, n, ld, P, chunk, grid, block):
+    """One launch of the ``seg_reduce`` kernel for ``(op, dtype)``, computed with NumPy.
+
+    Takes the launch exactly as the kernel gets it: ``grid`` / ``block`` and the arguments
+    ``(x, starts, out, n, ld, P, chunk)`` as NumPy arrays and NumPy scalars (``int64`` for ``n``,
+    ``ld``, ``P``; ``int32`` for ``chunk``). Follows the kernel's algorithm, vectorized over
+    threads: each thread's chunk of rows, the flush of every segment it finishes inside its chunk,
+    the warp's all-in-one-segment combine, atomics as scatter reductions into ``out`` (which it
+    updates in place and returns). Raises ``ValueError`` when the launch breaks the kernel's
+    contract: wrong dtypes or scalar types, ``out`` not ``(d, P)`` contiguous, ``starts`` not
+    contiguous ``int64`` of length ``P`` or against the segment contract, rows of ``x`` not
+    contiguous or ``ld`` not their stride, a block that is not whole warps, a grid that does not
+    cover ``n`` rows. What it cannot show: timing, memory races the model hides (atomics are exact
+    here), anything the CUDA compiler does differently from this reading of the source.
+    """
+    dt = np.dtype(dtype)
+    if not has_device_kernel(op, dt):
+        raise ValueError(f"seg_reduce: no kernel for ({op}, {dt.name})")
+    for name, v, t in (("n", n, np.int64), ("ld", ld, np.int64), ("P", P, np.int64), ("chunk", chunk, np.int32)):
+        if type(v) is not t:
+            raise ValueError(f"seg_reduce: argument {name} must be a numpy.{t.__name__}, got {type(v).__name__}")
+    n, ld, P, chunk = int(n), int(ld), int(P), int(chunk)
+    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    block = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+    gx, d = int(grid[0]), int(grid[1]) if len(grid) > 1 else 1
+    bx = int(block[0])
+    if any(int(b) != 1 for b in block[1:]) or any(int(g) != 1 for g in grid[2:]):
+        raise ValueError("seg_reduce: the block is 1-D and the grid 2-D (row chunks, columns)")
+    if bx % 32 or bx <= 0:
+        raise ValueError(f"seg_reduce: block of {bx} threads is not whole warps")
+    if gx * bx * chunk < n or chunk <= 0:
+        raise ValueError(f"seg_reduce: grid {gx} x {bx} threads x {chunk} rows does not cover {n} rows")
+    if x.dtype != dt or out.dtype != dt:
+        raise ValueError(f"seg_reduce: x and out must be {dt.name}, got {x.dtype} and {out.dtype}")
+    if starts.dtype != np.int64 or starts.ndim != 1 or starts.shape[0] != P or not starts.flags.c_contiguous:
+        raise ValueError(f"seg_reduce: starts must be contiguous int64 of length P={P}")
+    if out.shape != (d, P) or not out.flags.c_contiguous:
+        raise ValueError(f"seg_reduce: out must be a contiguous ({d}, {P}) array, got {out.shape}")
+    X = x if x.ndim == 2 else x[None, :]
+    if X.shape[0] < d or X.shape[1] < n or (n and X.strides[1] != dt.itemsize) or \
+            (d > 1 and X.strides[0] != ld * dt.itemsize):
+        raise ValueError(f"seg_reduce: x must hold {d} contiguous rows of {n} values, {ld} apart")
+    check_segments(starts, n)
+    if n == 0 or P == 0:
+        return out
+    fn, ident = getattr(np, op), identity(op, dt)
+    T = gx * bx
+    rows = np.arange(n, dtype=np.int64)
+    thread = rows // chunk
+    seg = np.searchsorted(starts, rows, side="right") - 1  # -1: before starts[0]
+    brk = np.ones(n, dtype=bool)
+    brk[1:] = (thread[1:] != thread[:-1]) | (seg[1:] != seg[:-1])
+    rs = np.nonzero(brk)[0]  # runs of one thread in one segment
+    r_thread, r_seg = thread[rs], seg[rs]
+    last = np.ones(rs.shape[0], dtype=bool)  # a thread's last run: its state when the loop ends
+    last[:-1] = r_thread[1:] != r_thread[:-1]
+    flushed = ~last & (r_seg >= 0)
+    for c in range(d):  # a loop over columns (blockIdx.y)
+        vals = fn.reduceat(X[c, :n], rs, dtype=dt)
+        oc = out[c]
+        fn.at(oc, r_seg[flushed], vals[flushed])  # flushes inside the row loop
+        s = np.full(T, -1, dtype=np.int64)
+        acc = np.full(T, ident, dtype=dt)
+        s[r_thread[last]], acc[r_thread[last]] = r_seg[last], vals[last]
+        sw, aw = s.reshape(-1, 32), acc.reshape(-1, 32)
+        whole = (sw == sw[:, :1]).all(axis=1) & (sw[:, 0] >= 0)  # the warp ends in one segment
+        fn.at(oc, sw[whole, 0], fn.reduce(aw[whole], axis=1))
+        lane = ~whole[:, None] & (sw >= 0)
+        fn.at(oc, sw[lane], aw[lane])
+    return out
+
+
+def emulate_launch(source: str, name: str, grid, block, args):
+    """:func:`emulate_seg_reduce` for a launch of a kernel built from ``(source, name)``; KeyError
+    if the source is none of :func:`device_kernel_sources`."""
+    if name != "seg_reduce":
+        raise KeyError(f"no emulation of kernel {name!r}")
+    for t, (_, per_op) in _TYPES.items():
+        for op in per_op:
+            if device_kernel_source(op, t) == source:
+                return emulate_seg_reduce(op, t, *args, grid=grid, block=block)
+    raise KeyError("no emulation of this kernel source")
 
 
 def exclusive_cumsum(sizes, xp=np):
@@ -163,9 +403,23 @@ def exclusive_cumsum(sizes, xp=np):
     return out
 
 
-def segment_ids(sizes, xp=np):
-    """The segment index of every row, for consecutive segments of the given sizes."""
-    return xp.repeat(xp.arange(sizes.shape[0], dtype=xp.int64), sizes)
+def segment_ids(sizes, xp=np, n: int | None = None):
+    """The segment index of every row, for consecutive segments of the given sizes (int64).
+
+    A scatter of ones at every segment's start and a cumulative sum: O(rows), no synchronization
+    when ``n`` (the rows in all, ``sizes.sum()``) is given; without it the sum is read (on a
+    device, a synchronization). Empty segments get no row.
+
+    >>> segment_ids(np.array([2, 0, 3]), n=5)
+    array([0, 0, 2, 2, 2])
+    """
+    P = sizes.shape[0]
+    if n is None:
+        n = int(sizes.sum()) if P else 0
+    marks = xp.zeros(n + 1, dtype=xp.int64)
+    if P > 1:
+        xp.add.at(marks, xp.cumsum(sizes[:-1].astype(xp.int64)), 1)
+    return xp.cumsum(marks[:n])
 
 
 def group_starts(sorted_labels, xp=np):

@@ -17,7 +17,7 @@ import uuid
 
 import numpy as np
 
-from kernels.segmented import group_starts, segment_reduce
+from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host
 from ..cells import in_input_order, minmax_dtype
@@ -97,7 +97,7 @@ class Shard:
             mn[:, ih] = to_host(segment_reduce("minimum", K, starts, xp, axis=1))
             mx[:, ih] = to_host(segment_reduce("maximum", K, starts, xp, axis=1))
             sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
-            loc = xp.repeat(ids, sizes)
+            loc = ids[segment_ids(sizes, xp, n=int(rows.shape[0]))]
             for j, nc in zip(cat_cols, n_cats):  # a loop over categorical columns
                 cnt = xp.bincount(loc * nc + K[j].astype(xp.int64), minlength=P * nc)
                 pres[j] = to_host(cnt.reshape(P, nc) > 0)
@@ -119,7 +119,7 @@ class Shard:
             sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
             pos = xp.searchsorted(pend_x, ids)  # pend is sorted
             hit = (pos < pend_x.shape[0]) & (pend_x[xp.minimum(pos, pend_x.shape[0] - 1)] == ids)
-            seg_loc = xp.repeat(xp.where(hit, pos, -1), sizes)
+            seg_loc = xp.where(hit, pos, -1)[segment_ids(sizes, xp, n=int(rows.shape[0]))]
             keep = seg_loc >= 0
             sel, loc = rows[keep], seg_loc[keep]
         self._attempt = (token, sel, loc)
