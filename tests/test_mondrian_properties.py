@@ -177,7 +177,7 @@ def _check_case(case):
 
     # --- labels_: one generalized tuple per label, one missing pattern per label
     lab_kept = pd.Series(labels[kept])
-    tuples = out[qis].astype(str).agg("\x1f".join, axis=1)
+    tuples = out[qis].astype(object).fillna("\0NA").astype(str).agg("\x1f".join, axis=1)  # pandas 3: astype(str) keeps NaN
     assert (tuples.groupby(lab_kept.to_numpy()).nunique() == 1).all()
     if num_qis:
         pat = src[num_qis].isna().astype(int).astype(str).agg("".join, axis=1)

@@ -6,6 +6,8 @@ Numeric QI: the class's ``[min, max]``, written as ``range`` text (see :mod:`gpu
 hierarchy: the label of the lowest node covering the class's values (``*`` is the root: the cell
 is suppressed). Without one: the set of the class's distinct values, joined by ``|`` in code
 order (one escaping rule for every cell: ``|`` and ``\\`` inside a value are escaped with ``\\``).
+Every categorical cell is text, a single value too (``108``, ``1.5``, ``True``: the value's
+``str``), so a column of integer, float or bool categories is one string column in every format.
 The output keeps the input's columns and row order; suppressed rows are removed; identifiers are
 dropped.
 
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import device_column, device_frame, is_device_frame, stage, to_device, to_host
-from ..cells import in_input_order, is_missing, minmax_dtype, needs_escape, range_texts, set_text
+from ..cells import in_input_order, is_missing, minmax_dtype, range_texts, set_text
 from ..classes import ClassStats
 from ..encoding import Table
 
@@ -38,7 +40,7 @@ def _mask_texts(masks: np.ndarray, cats: list) -> np.ndarray:
         codes = [w * 64 + b for w in range(uniq.shape[1]) for b in range(64) if (int(uniq[u, w]) >> b) & 1]
         if len(codes) == 1:
             v = cats[codes[0]]
-            texts[u] = None if is_missing(v) else (set_text([v]) if needs_escape(v) else v)
+            texts[u] = None if is_missing(v) else set_text([v])  # text, whatever the value's type
         else:
             texts[u] = set_text(cats[c] for c in codes)
     return texts[inv.reshape(-1)]
@@ -118,11 +120,11 @@ def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
         node, level = (to_host(a) for a in cs.hierarchy_nodes(j))
         h = bound.hierarchy
         text = h.labels_of(node)
-        leaf = level == 0  # a single value stays the original value (with its type)
+        leaf = level == 0  # a single value: its text, as a set of one (escaped) value
         if leaf.any():
             leaf_value = np.empty(h.n_nodes, dtype=object)
             cats = np.empty(len(col.categories), dtype=object)
-            cats[:] = [set_text([v]) if needs_escape(v) else v for v in col.categories]
+            cats[:] = [None if is_missing(v) else set_text([v]) for v in col.categories]
             leaf_value[to_host(bound.code_levels[:, 0])] = cats
             text[leaf] = leaf_value[node[leaf]]
         return text

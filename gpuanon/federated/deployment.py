@@ -142,7 +142,9 @@ def run_deployment(cfg: dict, timeout: float = 1800.0, keep_dir: str | None = No
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "gpuanon"\n\n[superlink.gpuanon]\naddress = "127.0.0.1:{fleet}"\ninsecure = true\n')
     (work / "run-config.toml").write_text("experiment = " + json.dumps(json.dumps(c)) + "\n")
-    env = dict(os.environ, FLWR_HOME=str(home), PYTHONUNBUFFERED="1")
+    # the SuperLink starts flower-superexec from PATH: this interpreter's scripts first (a venv not activated)
+    path = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), os.environ.get("PATH")]))
+    env = dict(os.environ, FLWR_HOME=str(home), PYTHONUNBUFFERED="1", PATH=path)
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     procs: list = []

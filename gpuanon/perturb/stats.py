@@ -105,7 +105,9 @@ def local_stats(X, xp=np, block_rows: int = _STATS_BLOCK_ROWS) -> Stats:
     if xp is not np:
         X = to_device(X, xp)  # one copy of the entity's rows, in their own dtype; blocks widen on the device
     for a in range(0, m, block_rows):
-        Xb = xp.array(X[a:a + block_rows], dtype=xp.float64)  # always a copy
+        # always a copy, row-major whatever the input's layout (a frame's block is column-major under
+        # pandas 3), so the sums run in one order and the statistics do not depend on where X came from
+        Xb = xp.array(X[a:a + block_rows], dtype=xp.float64, order="C")
         parts.append(_block_stats(Xb, xp))
         del Xb
     return merge_all(parts)
