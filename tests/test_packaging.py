@@ -31,7 +31,7 @@ def test_ci_runs_the_readme_test_command():
         ["awk", r"/<!-- test-command -->/{f=1; next} f && /^```/{if (n++) exit; next} f {print}", "README.md"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert cmd == _block_after("<!-- test-command -->")
-    assert "pytest" in cmd and '".[test]"' in cmd
+    assert "pytest" in cmd and '".[test,device-check]"' in cmd
 
 
 def test_main_command_flags_exist():
@@ -63,6 +63,15 @@ def test_environment_yml_parses_and_lints():
     assert len(rapids) == 1, "cudf, cuml and dask-cuda must share one RAPIDS release"
     pip_sections = [d for d in deps if isinstance(d, dict)]
     assert pip_sections and "-e ." in pip_sections[0]["pip"]
+
+
+def test_test_extra_carries_no_cupy():
+    """CuPy for the CPU checks lives in ``device-check``: ``.[test,gpu-cu13]`` must not install a CUDA 12
+    CuPy beside the CUDA 13 one (both are the ``cupy`` package)."""
+    extras = _extras()["optional-dependencies"]
+    assert not [d for d in extras["test"] if d.startswith(("cupy", "nvidia-"))]
+    assert any(d.startswith("cupy-cuda12x==") for d in extras["device-check"])
+    assert any(d.startswith("nvidia-cuda-nvrtc-cu12==") for d in extras["device-check"])
 
 
 def test_pyproject_extras():
@@ -115,12 +124,14 @@ def _requirements(deps) -> list:
 
 
 def _test_pins() -> dict:
-    """``{name: Version}`` of the test extra's ``==`` pins (names canonical)."""
+    """``{name: Version}`` of the ``==`` pins of the test and device-check extras (names canonical):
+    what the README's test command installs."""
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
     pins = {}
-    for r in _requirements(_extras()["optional-dependencies"]["test"]):
+    extras = _extras()["optional-dependencies"]
+    for r in _requirements(extras["test"] + extras["device-check"]):
         (spec,) = r.specifier  # one "==" each (test_pyproject_extras)
         pins[canonicalize_name(r.name)] = Version(spec.version)
     return pins
