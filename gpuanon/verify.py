@@ -177,7 +177,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
                 rank = idx - xp.searchsorted(sg, sg, side="left")  # position inside the class's run
                 top = xp.bincount(sg, weights=xp.where(rank == 0, sc, 0), minlength=n_cls)
                 tail = xp.bincount(sg, weights=xp.where(rank >= l - 1, sc, 0), minlength=n_cls)
-                bad = int((~(top < c * tail)).sum())
+                bad = int(to_scalar((~(top < c * tail)).sum()))
                 if bad:
                     failures.append(f"recursive ({c}, {l})-diversity fails for {bad} class(es)")
         if t is not None and ach_t > t + TOLERANCE:

@@ -5,6 +5,7 @@ that escapes gpuanon.backend's count."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cupy_double import DeviceDouble, DeviceDoubleError
@@ -76,3 +77,70 @@ def adult():
 @pytest.mark.parametrize("k", [3, 10])
 def test_adult(adult, k):
     run_both(adult, k=k, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income")
+
+
+A = dict(quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income")
+OCC = [q for q in ADULT_QUASI_IDENTIFIERS if q != "occupation"]
+
+
+@pytest.fixture(scope="module")
+def adult8k(adult):
+    return adult.sample(8000, random_state=1).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(k=4, l=2, l_kind="distinct"),
+    dict(k=4, l=2, l_kind="entropy", sensitive="occupation", quasi_identifiers=OCC),
+    dict(k=4, l=2, l_kind="recursive", c=3.0, sensitive="occupation", quasi_identifiers=OCC),
+    dict(k=4, t=0.2, t_distance="equal"),
+    dict(k=4, t=0.2, t_distance="ordered"),
+    dict(k=4, t=0.3, t_distance="kl"),
+    dict(k=5, l=2, mode="relaxed"),
+], ids=["l-distinct", "l-entropy", "l-recursive", "t-equal", "t-ordered", "t-kl", "relaxed"])
+def test_adult_criteria(adult8k, kw):
+    run_both(adult8k, **{**A, **kw})
+
+
+@pytest.mark.parametrize("fmt", ["range", "minmax", "mean"])
+def test_adult_formats_optimized(adult8k, fmt):
+    run_both(adult8k, k=5, l=2, output_format=fmt, optimize=True, **A)
+
+
+def test_adult_hierarchies_auto(adult8k):
+    run_both(adult8k, k=5, hierarchies="auto", **A)
+
+
+def test_hierarchies_from_files(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 3000
+    jobs = {"nurse": ["care", "*"], "doctor": ["care", "*"], "clerk": ["office", "*"], "lawyer": ["office", "*"],
+            "cook": ["food", "*"]}
+    df = pd.DataFrame({"age": rng.integers(20, 70, n), "grade": rng.integers(1, 7, n),
+                       "job": rng.choice(np.array(list(jobs), dtype=object), n),
+                       "disease": rng.choice(np.array(["flu", "cold", "none"], dtype=object), n)})
+    grades = {str(g): ["low" if g < 4 else "high", "*"] for g in range(1, 7)}
+    gfile, jfile = tmp_path / "grade.csv", tmp_path / "job.csv"
+    gfile.write_text("".join(f"{v};{';'.join(p)}\n" for v, p in grades.items()))
+    jfile.write_text("".join(f"{v};{';'.join(p)}\n" for v, p in jobs.items()))
+    run_both(df, k=4, l=2, quasi_identifiers=["age", "grade", "job"], categorical=["grade"], sensitive="disease",
+             hierarchies={"grade": str(gfile), "job": jfile})
+
+
+def test_missing_values_numeric_and_categorical(adult8k):
+    df = adult8k.copy()
+    rng = np.random.default_rng(5)
+    df["age"] = df["age"].astype("float64")
+    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
+    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
+    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    for fmt in ("range", "mean"):
+        run_both(df, k=5, output_format=fmt, **A)
+
+
+def test_categorical_of_more_than_64_categories():
+    rng = np.random.default_rng(3)
+    n = 6000
+    df = pd.DataFrame({"city": rng.choice(np.array([f"c{i:03d}" for i in range(150)], dtype=object), n),
+                       "age": rng.integers(18, 90, n), "x": rng.normal(size=n).round(2),
+                       "sa": rng.choice(np.array(["a", "b", "c"], dtype=object), n)})
+    run_both(df, k=5, l=2, quasi_identifiers=["city", "age", "x"], sensitive="sa", target="sa")
