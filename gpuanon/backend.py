@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels import host as _kernel_host
+
 from .errors import BackendError
 
 log = logging.getLogger("gpuanon")
@@ -75,9 +77,7 @@ _DEVICE: list = [None]
 
 @contextmanager
 def use_device_module(mod):
-    """Test only: the GPU backend runs on ``mod`` (a strict CPU stand-in for CuPy) while the block
-    runs: ``gpu`` gives ``Backend('gpu', mod, pandas)``, its arrays are device arrays, copies and
-    syncs are counted as on a GPU. cuDF stays unavailable."""
+    """Test only: the GPU backend runs on ``mod`` (a CPU stand-in for CuPy; frames stay pandas)."""
     prev, _DEVICE[0] = _DEVICE[0], mod
     try:
         yield mod
@@ -226,16 +226,6 @@ def to_scalar(a: Any):
     if hasattr(a, "nbytes"):
         _count("to_host", a, is_device_array(a))
     return a.item() if hasattr(a, "item") else a
-
-
-def _install_kernel_hooks() -> None:
-    """Kernels read device values through ``kernels.host``: give it the counted copies."""
-    from kernels import host  # noqa: PLC0415
-
-    host.HOOKS.update(scalar=to_scalar, host=to_host)
-
-
-_install_kernel_hooks()
 
 
 def array_module(a: Any) -> ModuleType:
@@ -499,3 +489,6 @@ def load_cuml() -> tuple[ModuleType | None, str]:
     except Exception as exc:  # an installed but unusable cuML (no driver, wrong CUDA)
         return None, f"cuML is installed but cannot be used ({type(exc).__name__}: {exc})"
     return cuml, ""
+
+
+_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host)  # kernels' host reads are counted too

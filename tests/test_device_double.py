@@ -144,3 +144,78 @@ def test_categorical_of_more_than_64_categories():
                        "age": rng.integers(18, 90, n), "x": rng.normal(size=n).round(2),
                        "sa": rng.choice(np.array(["a", "b", "c"], dtype=object), n)})
     run_both(df, k=5, l=2, quasi_identifiers=["city", "age", "x"], sensitive="sa", target="sa")
+
+
+def test_hepmass_200k():
+    """HEPMASS-shaped 200,000 x 28 (the GPU's scale; on the double about a second per backend)."""
+    df = make_hepmass(200_000, random_state=0)
+    run_both(df, k=10, quasi_identifiers=list(HEPMASS_FEATURES), sensitive="label", target="label",
+             output_format="minmax")
+
+
+def test_distpab_fit_and_perturb():
+    from gpuanon.perturb import DISTPAB
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3000, 6)) @ rng.normal(size=(6, 6)) + 2.0
+    parts = [X[:1000], X[1000:]]
+    cpu = DISTPAB(noise=0.0, shuffle=False, random_state=3, backend="cpu").fit_entities(parts)
+    dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+    with B.use_device_module(dev):
+        gpu = DISTPAB(noise=0.0, shuffle=False, random_state=3, backend="gpu").fit_entities(parts)
+        assert gpu.backend_.xp is dev
+        for i, p in enumerate(parts):
+            a, pa = cpu.perturb(p, entity=i)
+            b, pb = gpu.perturb(p, entity=i)
+            assert isinstance(b, np.ndarray)
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(pa, pb)
+        noisy = DISTPAB(noise=0.3, random_state=3, backend="gpu").fit(X)
+        Y, perm = noisy.perturb(X)  # device draws differ from NumPy's: shapes and finiteness only
+        assert Y.shape == X.shape and np.isfinite(Y).all() and sorted(perm) == list(range(len(X)))
+    for attr in ("angle_degrees_", "axis_", "phi_", "translation_"):
+        assert not _diff(np.asarray(getattr(cpu, attr)).tolist(), np.asarray(getattr(gpu, attr)).tolist()), attr
+    s = dev.stats.summary()
+    assert s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]
+
+
+def test_sweep(adult8k):
+    from gpuanon.anonymize.sweep import run_sweep
+
+    kw = dict(sensitive="income", target="income", ks=[3, 6], ls=[2], ts=[0.3])
+    cpu = run_sweep(adult8k, ADULT_QUASI_IDENTIFIERS, backend="cpu", **kw)
+    dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+    with B.use_device_module(dev):
+        gpu = run_sweep(adult8k, ADULT_QUASI_IDENTIFIERS, backend="gpu", **kw)
+    drop = [c for c in cpu.columns if "second" in c or c in ("backend", "time")]
+    pd.testing.assert_frame_equal(cpu.drop(columns=drop), gpu.drop(columns=drop))
+    s = dev.stats.summary()
+    assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
+
+
+def test_dask_two_workers(monkeypatch):
+    """A 2-worker in-process LocalCluster on the double against the same cluster run on the CPU."""
+    pytest.importorskip("distributed")
+    from gpuanon.distributed import make_client, ranges
+    from gpuanon.distributed.mondrian import run_distributed
+
+    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
+    df = make_hepmass(20_000, random_state=1)
+    kw = dict(k=10, quasi_identifiers=HEPMASS_FEATURES, target="label", sensitive="label", t=0.2, progress=False)
+    frames = [df.iloc[:9_000], df.iloc[9_000:]]
+    client, cl = make_client(2)
+    try:
+        cpu = run_distributed(Mondrian(backend="cpu", **kw), client, frames=frames, local_rows=4_000)
+        dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+        with B.use_device_module(dev):
+            gpu = run_distributed(Mondrian(backend="gpu", **kw), client, frames=frames, local_rows=4_000)
+    finally:
+        client.close()
+        cl.close()
+    assert gpu.backend.name == "gpu"
+    np.testing.assert_array_equal(cpu.labels, gpu.labels)
+    assert cpu.output.equals(gpu.output)
+    assert not _diff(cpu.metrics, gpu.metrics)
+    assert cpu.verification.to_dict() == gpu.verification.to_dict()
+    s = dev.stats.summary()
+    assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
