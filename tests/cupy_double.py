@@ -91,6 +91,7 @@ class Stats:
         self.escaped = Counter()       # (what, file:line) -> count
         self.implicit_sites = Counter()
         self.kernel_faults = Counter()  # (kernel, fault) -> launches
+        self.attempts: dict = {}       # Mondrian level -> cut attempts made up to its end
 
     def total(self, counter, *, kind=None, stage=None):
         return sum(v for key, v in counter.items()
@@ -104,7 +105,8 @@ class Stats:
                             for kind in ("counted", "escaped", "implicit")}} for s in stages}
         levels = sorted({k[1] for k in self.ops if k[0] == "partition" and k[1] is not None})
         per_level = {int(L): {"ops": self.ops[("partition", L)],
-                              "syncs": sum(v for k, v in self.syncs.items() if k[0] == "partition" and k[1] == L)}
+                              "syncs": sum(v for k, v in self.syncs.items() if k[0] == "partition" and k[1] == L),
+                              "attempts": self.attempts.get(L, 0) - self.attempts.get(L - 1, 0)}
                      for L in levels}
         return {"ops": sum(self.ops.values()), "syncs": sum(self.syncs.values()),
                 "syncs_counted": self.total(self.syncs, kind="counted"),
@@ -132,7 +134,12 @@ def _level(stage, frame):
         if f is None:
             return None
         if f.f_code.co_name == "mondrian_partition" and f.f_globals.get("__name__") == "kernels.mondrian":
-            return f.f_locals.get("levels")
+            loc = f.f_locals
+            lv = loc.get("levels")
+            c = _CTR[0]
+            if c is not None and lv is not None:  # attempts made up to this level (cumulative)
+                c.dev.stats.attempts[lv] = loc.get("attempts", 0)
+            return lv
         f = f.f_back
     return None
 
@@ -633,7 +640,7 @@ def _seg_reduce_reference(kern, grid, block, args):
         raise DeviceDoubleError("seg_reduce: source does not have the expected typedef / flush")
     ctype, atomic, atype = m.group(1), am.group(1), am.group(2)
     if atype not in CUDA_ATOMICS.get(atomic, ()):
-        kern.dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")
+        _ctr().dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")  # kernels are cached
     if len(args) != 7:
         raise DeviceDoubleError(f"seg_reduce takes 7 arguments, got {len(args)}")
     X, st, out, n, ld, P, chunk = args
