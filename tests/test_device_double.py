@@ -193,22 +193,18 @@ def test_sweep(adult8k):
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
 
 
-def test_dask_two_workers(monkeypatch):
-    """A 2-worker in-process LocalCluster on the double against the same cluster run on the CPU."""
-    pytest.importorskip("distributed")
-    from gpuanon.distributed import make_client, ranges
+def _cluster_both(frames, kw, local_rows):
+    from gpuanon.distributed import make_client
     from gpuanon.distributed.mondrian import run_distributed
 
-    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
-    df = make_hepmass(20_000, random_state=1)
-    kw = dict(k=10, quasi_identifiers=HEPMASS_FEATURES, target="label", sensitive="label", t=0.2, progress=False)
-    frames = [df.iloc[:9_000], df.iloc[9_000:]]
     client, cl = make_client(2)
     try:
-        cpu = run_distributed(Mondrian(backend="cpu", **kw), client, frames=frames, local_rows=4_000)
+        cpu = run_distributed(Mondrian(backend="cpu", progress=False, **kw), client, frames=frames,
+                              local_rows=local_rows)
         dev = DeviceDouble(known_faults=KNOWN_FAULTS)
         with B.use_device_module(dev):
-            gpu = run_distributed(Mondrian(backend="gpu", **kw), client, frames=frames, local_rows=4_000)
+            gpu = run_distributed(Mondrian(backend="gpu", progress=False, **kw), client, frames=frames,
+                                  local_rows=local_rows)
     finally:
         client.close()
         cl.close()
@@ -219,6 +215,30 @@ def test_dask_two_workers(monkeypatch):
     assert cpu.verification.to_dict() == gpu.verification.to_dict()
     s = dev.stats.summary()
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
+
+
+def test_dask_two_workers(monkeypatch):
+    """A 2-worker in-process LocalCluster on the double against the same cluster run on the CPU:
+    HEPMASS-shaped with value ranges for every numeric QI and t-closeness."""
+    pytest.importorskip("distributed")
+    from gpuanon.distributed import ranges
+
+    monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)
+    df = make_hepmass(20_000, random_state=1)
+    kw = dict(k=10, quasi_identifiers=HEPMASS_FEATURES, target="label", sensitive="label", t=0.2)
+    _cluster_both([df.iloc[:9_000], df.iloc[9_000:]], kw, 4_000)
+
+
+def test_dask_two_workers_adult_missing_optimized(adult):
+    """The cluster on Adult with missing values, l-diversity, optimize and the mean format."""
+    pytest.importorskip("distributed")
+    df = adult.iloc[:6000].reset_index(drop=True)
+    rng = np.random.default_rng(5)
+    df["age"] = df["age"].astype("float64")
+    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
+    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    kw = dict(k=5, l=2, optimize=True, output_format="mean", **A)
+    _cluster_both([df.iloc[:2500], df.iloc[2500:]], kw, 1_000)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -224,7 +224,8 @@ class Shard:
         """Chunk of the whole-table column statistics of QIs ``cols`` (see :mod:`.metrics`)."""
         from .metrics import value_target_counts  # noqa: PLC0415
 
-        return value_target_counts(self.keys[list(cols)], self.target, nt, self.xp)
+        rows = to_device(np.asarray(list(cols), dtype=np.int64), self.xp)  # a counted copy of the column ids
+        return value_target_counts(self.keys[rows], self.target, nt, self.xp)
 
     def build_output(self, pieces, qis, kinds: dict, columns, fmt: str, identifiers):
         """This shard's anonymized rows, in input order: its own columns, QIs replaced by the
