@@ -8,10 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cupy_double import DeviceDouble, DeviceDoubleError
-from gpuanon import Mondrian
-from gpuanon import backend as B
-from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, HEPMASS_FEATURES, load_adult, make_hepmass
+pytest.importorskip("cupy", reason="the device double reads CuPy's API from the cupy-cuda12x wheel "
+                    "(importable without a GPU); install it to run these tests")
+
+from cupy_double import DeviceDouble, DeviceDoubleError  # noqa: E402
+from gpuanon import Mondrian  # noqa: E402
+from gpuanon import backend as B  # noqa: E402
+from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, HEPMASS_FEATURES, load_adult, make_hepmass  # noqa: E402
 
 #: kernel faults whose fix is pending in kernels/segmented.py: recorded by the double, not raised
 #: (int64 add through atomicAdd(long long*), which CUDA lacks: F1)
