@@ -73,6 +73,10 @@ IMPLICIT_SYNCS = {
 }
 
 
+#: parameters CuPy turns into host numbers (a device scalar there is read back: one sync)
+_HOST_NUMBER_PARAMS = {"shape", "start", "stop", "step", "num", "minlength", "N", "M", "repeats_host", "size"}
+
+
 class DeviceDoubleError(TypeError):
     """A call that real CuPy would refuse (or that breaks a kernel's contract)."""
 
@@ -516,6 +520,10 @@ class _Func:
         k2 = {k: _unwrap(v, what, name=k) for k, v in kwargs.items()}
         n_sync = IMPLICIT_SYNCS.get(what, 0)
         n_sync = n_sync(args, kwargs) if callable(n_sync) else n_sync
+        # a device scalar where CuPy needs a host number (a shape, a length, a bound): CuPy reads it
+        named = list(zip(names, args)) + list(kwargs.items())
+        n_sync += sum(1 for nm, v in named if nm in _HOST_NUMBER_PARAMS and
+                      (isinstance(v, DArray) or isinstance(v, (tuple, list)) and any(isinstance(x, DArray) for x in v)))
         if n_sync:
             _ctr().sync(what, frame, implicit=n_sync)
         _ctr().op(frame)

@@ -379,3 +379,12 @@ def test_per_level_counts_do_not_grow_with_the_rows():
     for st, v in m_big.report_["transfers"]["stages"].items():
         assert v.get("syncs", 0) == big["stages"].get(st, {}).get("syncs_counted", 0), st
     assert big["syncs_escaped"] == 0 and big["uploads_escaped"] == 0
+
+
+def test_the_double_counts_device_scalars_used_as_host_numbers():
+    dev = DeviceDouble()
+    n = dev.asarray(4).sum()  # a 0-d device array
+    with B.use_device_module(dev):
+        _ = dev.arange(n)
+        _ = dev.zeros(n)
+    assert dev.stats.summary()["syncs_implicit"] == 2
