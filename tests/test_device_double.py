@@ -388,3 +388,30 @@ def test_the_double_counts_device_scalars_used_as_host_numbers():
         _ = dev.arange(n)
         _ = dev.zeros(n)
     assert dev.stats.summary()["syncs_implicit"] == 2
+
+
+def test_command_line_parquet_to_parquet(adult8k, tmp_path):
+    """``gpuanon anonymize --backend gpu`` in process on the double: the same Parquet file and report."""
+    from gpuanon.cli import main
+
+    src = tmp_path / "in.parquet"
+    adult8k.to_parquet(src)
+    outs = {}
+    for be in ("cpu", "gpu"):
+        out, rep = tmp_path / f"{be}.parquet", tmp_path / f"{be}.json"
+        args = ["anonymize", str(src), "--qi", ",".join(ADULT_QUASI_IDENTIFIERS), "--sensitive", "income",
+                "--k", "5", "--l", "2", "--format", "minmax", "--backend", be, "--out", str(out),
+                "--report", str(rep), "--quiet"]
+        dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+        with B.use_device_module(dev):
+            assert main(args) == 0
+        import json
+
+        outs[be] = (pd.read_parquet(out), json.loads(rep.read_text()), dev.stats.summary())
+    (oc, rc, _), (og, rg, s) = outs["cpu"], outs["gpu"]
+    assert rg["backend"] == "gpu" and rc["backend"] == "cpu"
+    pd.testing.assert_frame_equal(oc, og)
+    drop = set(_VOLATILE) | {"input", "output"}
+    d = _diff({k: v for k, v in rc.items() if k not in drop}, {k: v for k, v in rg.items() if k not in drop})
+    assert not d, d
+    assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
