@@ -47,6 +47,7 @@ What it cannot catch:
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sys
 import threading
@@ -152,8 +153,11 @@ def _level(stage, frame):
     return None
 
 
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _site(frame):
-    return f"{frame.f_code.co_filename.split('/wt/')[-1]}:{frame.f_lineno}"
+    return f"{os.path.relpath(frame.f_code.co_filename, _REPO)}:{frame.f_lineno}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,8 +469,11 @@ class DArray:
                 return getattr(self._a, name)()
             return sync_method
         if not callable(real) or not hasattr(self._a, name):
-            if hasattr(self._a, name):
-                return getattr(self._a, name)
+            v = getattr(self._a, name, None)
+            if isinstance(v, np.ndarray):  # .real, .imag, .base: device arrays
+                return DArray(v)
+            if v is not None and not callable(v) and isinstance(v, (int, float, bool, tuple, np.dtype)):
+                return v
             raise DeviceDoubleError(f"the device double does not emulate cupy.ndarray.{name}")
 
         def method(*args, **kwargs):
