@@ -415,3 +415,18 @@ def test_command_line_parquet_to_parquet(adult8k, tmp_path):
     d = _diff({k: v for k, v in rc.items() if k not in drop}, {k: v for k, v in rg.items() if k not in drop})
     assert not d, d
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
+
+
+def test_device_counts_script(capsys):
+    import importlib.util
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "device_counts.py"
+    spec = importlib.util.spec_from_file_location("device_counts", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--rows", "5000"]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    assert run["rows"] == 5000 and run["device_ops"] > 0 and run["syncs_escaped"] == 0
+    assert set(run["per_level"]) and run["report_transfers"]["syncs"] == run["syncs_through_backend"] - 1  # labels_
