@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels import host as _kernel_host
+
 from .errors import BackendError
 
 log = logging.getLogger("gpuanon")
@@ -64,8 +66,23 @@ class Backend:
 # ---------------------------------------------------------------------------------------------
 
 def is_device_array(a: Any) -> bool:
-    """True for a CuPy array (device memory)."""
-    return type(a).__module__.split(".")[0] == "cupy"
+    """True for a CuPy array (device memory), or an array of the device module a test installed."""
+    return type(a).__module__.split(".")[0] == "cupy" or (_DEVICE[0] is not None and
+                                                          isinstance(a, _DEVICE[0].ndarray))
+
+
+#: test only: a CPU stand-in for CuPy (tests/cupy_double.py) installed by :func:`use_device_module`
+_DEVICE: list = [None]
+
+
+@contextmanager
+def use_device_module(mod):
+    """Test only: the GPU backend runs on ``mod`` (a CPU stand-in for CuPy; frames stay pandas)."""
+    prev, _DEVICE[0] = _DEVICE[0], mod
+    try:
+        yield mod
+    finally:
+        _DEVICE[0] = prev
 
 
 class TransferLog:
@@ -79,12 +96,15 @@ class TransferLog:
     def __init__(self, simulate: bool = False):
         self.simulate = simulate
         self.counts: dict[tuple[str, str], list[int]] = {}
+        self.syncs: dict[str, int] = {}  # per stage: device-to-host reads the host waits for
         self.started = time.perf_counter()
 
     def add(self, stage: str, direction: str, nbytes: int) -> None:
         c = self.counts.setdefault((stage, direction), [0, 0])
         c[0] += 1
         c[1] += int(nbytes)
+        if direction == "to_host":
+            self.syncs[stage] = self.syncs.get(stage, 0) + 1
 
     def bytes(self, stages=None, direction: str | None = None) -> int:
         """Bytes moved in ``stages`` (all when None) and ``direction`` (both when None)."""
@@ -96,14 +116,16 @@ class TransferLog:
                    if (stages is None or s in stages) and (direction is None or d == direction))
 
     def to_dict(self) -> dict:
-        """The report's ``transfers``: per stage, calls and bytes in each direction, and totals."""
+        """The report's ``transfers``: per stage, calls and bytes in each direction, syncs, and totals."""
         stages: dict[str, dict] = {}
         for (s, d), (n, b) in sorted(self.counts.items()):
             stages.setdefault(s, {})[d] = {"calls": n, "bytes": b}
+        for s, n in self.syncs.items():
+            stages[s]["syncs"] = n
         return {"counted": "arrays that would cross (CPU run)" if self.simulate else "device copies",
                 "stages": stages, "calls": self.calls(), "bytes": self.bytes(),
                 "to_host_bytes": self.bytes(direction="to_host"),
-                "to_device_bytes": self.bytes(direction="to_device")}
+                "to_device_bytes": self.bytes(direction="to_device"), "syncs": sum(self.syncs.values())}
 
 
 _LOCK = threading.Lock()
@@ -182,10 +204,17 @@ def to_device(a: Any, xp=None):
     return xp.asarray(host)
 
 
+def to_host_list(a: Any) -> list:
+    """``a`` as a Python list (one counted copy for a device array)."""
+    return to_host(a).tolist()
+
+
 def synchronize() -> None:
     """Wait for the GPU's queued work (a no-op unless CuPy is in use): stage timings are honest."""
     import sys  # noqa: PLC0415
 
+    if _DEVICE[0] is not None:
+        return _DEVICE[0].cuda.Device().synchronize()
     cp = sys.modules.get("cupy")
     if cp is not None and gpu_status()[0]:
         cp.cuda.Device().synchronize()
@@ -202,6 +231,8 @@ def to_scalar(a: Any):
 def array_module(a: Any) -> ModuleType:
     """NumPy or CuPy, whichever owns ``a``."""
     if is_device_array(a):
+        if _DEVICE[0] is not None and isinstance(a, _DEVICE[0].ndarray):
+            return _DEVICE[0]
         import cupy  # noqa: PLC0415
 
         return cupy
@@ -214,6 +245,8 @@ def special(xp) -> ModuleType:
         import scipy.special  # noqa: PLC0415
 
         return scipy.special
+    if xp is _DEVICE[0]:
+        return xp.cupyx.scipy.special
     import cupyx.scipy.special  # noqa: PLC0415
 
     return cupyx.scipy.special
@@ -236,9 +269,17 @@ def _driver_present() -> tuple[bool, str]:
     return False, "no NVIDIA driver or device found"
 
 
-@lru_cache(maxsize=1)
 def gpu_status() -> tuple[bool, str]:
-    """``(usable, reason)``: whether CuPy can allocate and compute on a GPU here.
+    """``(usable, reason)``: whether CuPy can allocate and compute on a GPU here (probed once)."""
+    return (True, "device double") if _DEVICE[0] is not None else _gpu_probe()
+
+
+gpu_status.cache_clear = lambda: _gpu_probe.cache_clear()  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=1)
+def _gpu_probe() -> tuple[bool, str]:
+    """``(usable, reason)`` of :func:`gpu_status`.
 
     Never raises and never hangs on a machine without a driver: the device nodes and driver
     library are looked for before CuPy is imported, and every CuPy failure is caught.
@@ -277,7 +318,7 @@ def is_device_frame(obj: Any) -> bool:
 
 def cudf_module() -> ModuleType | None:
     """cuDF when it is installed and a GPU is usable, else None."""
-    if not gpu_usable():
+    if not gpu_usable() or _DEVICE[0] is not None:
         return None
     try:
         import cudf  # noqa: PLC0415
@@ -417,6 +458,8 @@ def get_backend(name: str | None = None, *, quiet: bool = False, n_rows: int | N
                             f"(GPUANON_GPU_MIN_ROWS)")
     elif chosen == "cpu":
         be = Backend("cpu", np, _frame_module(False), reason="cpu requested")
+    elif _DEVICE[0] is not None:
+        be = Backend("gpu", _DEVICE[0], _frame_module(False), reason=f"{chosen} requested", device="device double")
     else:
         ok, why = gpu_status()
         if ok:
@@ -455,3 +498,6 @@ def load_cuml() -> tuple[ModuleType | None, str]:
     except Exception as exc:  # an installed but unusable cuML (no driver, wrong CUDA)
         return None, f"cuML is installed but cannot be used ({type(exc).__name__}: {exc})"
     return cuml, ""
+
+
+_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host)  # kernels' host reads are counted too

@@ -33,7 +33,7 @@ class ClassStats:
         self.rows = kept[order]  # kept rows sorted by class
         slab = lab[order]
         self.starts = group_starts(slab, xp)
-        self.sizes = xp.diff(xp.concatenate([self.starts, xp.asarray([slab.shape[0]], dtype=xp.int64)]))
+        self.sizes = xp.diff(xp.concatenate([self.starts, xp.full(1, slab.shape[0], dtype=xp.int64)]))
         self.class_ids = slab[self.starts]
         self.n_classes = n_classes
         self.kept = kept

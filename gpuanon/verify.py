@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .backend import to_host
+from .backend import to_host, to_scalar
 
 TOLERANCE = 1e-9
 
@@ -95,7 +95,7 @@ def _cell_ids(cells, xp):
     gs = xp.cumsum(new.astype(xp.int64)) - 1
     for c in cells:
         cs = c[order]
-        if bool((cs != cs[starts][gs]).any()):
+        if to_scalar((cs != cs[starts][gs]).any()):
             order = xp.lexsort(xp.stack([c for c in reversed(cells)]))
             diff = xp.zeros(n, dtype=bool)
             diff[0] = True
@@ -106,7 +106,7 @@ def _cell_ids(cells, xp):
             break
     gid = xp.empty(n, dtype=xp.int64)
     gid[order] = gs
-    return gid, int(gs[-1]) + 1
+    return gid, int(to_scalar(gs[-1])) + 1
 
 
 def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
@@ -157,13 +157,13 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
         pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
         g = pair_u // m
         distinct = xp.bincount(g, minlength=n_cls)
-        ach_l = int(distinct.min())
+        ach_l = int(to_scalar(distinct.min()))
         p = pair_cnt / sizes[g]
         ent = xp.bincount(g, weights=-p * xp.log(p), minlength=n_cls)
-        ent_min = float(ent.min())
+        ent_min = float(to_scalar(ent.min()))
         ach_le = float(np.exp(ent_min))
         dist = _distances(gid, n_cls, sa_codes, q, t_distance, xp)
-        ach_t = float(dist.max())
+        ach_t = float(to_scalar(dist.max()))
         if l:
             if l_kind == "distinct" and ach_l < l:
                 failures.append(f"l-diversity: a class has {ach_l} distinct '{sensitive}' value(s) < l = {l}")
@@ -177,7 +177,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
                 rank = idx - xp.searchsorted(sg, sg, side="left")  # position inside the class's run
                 top = xp.bincount(sg, weights=xp.where(rank == 0, sc, 0), minlength=n_cls)
                 tail = xp.bincount(sg, weights=xp.where(rank >= l - 1, sc, 0), minlength=n_cls)
-                bad = int((~(top < c * tail)).sum())
+                bad = int(to_scalar((~(top < c * tail)).sum()))
                 if bad:
                     failures.append(f"recursive ({c}, {l})-diversity fails for {bad} class(es)")
         if t is not None and ach_t > t + TOLERANCE:
@@ -263,10 +263,10 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
         entries = [xp.asarray(d).astype(xp.uint64, copy=False) for d in dictionaries]
         code_gid, _ = _cell_ids(entries, xp)
         gid = code_gid[codes]
-        used = xp.bincount(gid, minlength=int(code_gid.max()) + 1 if code_gid.shape[0] else 0) > 0
+        used = xp.bincount(gid, minlength=int(to_scalar(code_gid.max())) + 1 if code_gid.shape[0] else 0) > 0
         dense = xp.cumsum(used.astype(xp.int64)) - 1
         gid = dense[gid]
-        n_cls = int(used.sum()) if n else 0
+        n_cls = int(to_scalar(used.sum())) if n else 0
     else:
         cells = []
         for j, d in enumerate(dictionaries):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .host import scalar
+
 MISSING = np.uint32(0xFFFFFFFF)
 _SIGN = np.uint32(0x80000000)
 
@@ -43,7 +45,7 @@ def rank_keys(x, xp=np):
     miss = xp.isnan(x)
     uniq, inv = xp.unique(x, return_inverse=True)  # NaNs collapse into one, sorted last
     keys = inv.reshape(-1).astype(xp.uint32)
-    if bool(miss.any()):
+    if scalar(miss.any()):
         keys[miss] = MISSING
         uniq = uniq[~xp.isnan(uniq)]
     return keys, uniq

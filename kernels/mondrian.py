@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .hierarchy import lowest_common_node
+from .host import scalar
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
 from .specs import CategoricalSpec, HierarchySpec, NumericSpec, as_spec
 
@@ -28,7 +29,7 @@ _LOW32 = np.int64(0xFFFFFFFF)
 
 def _ranges(starts, sizes, xp):
     """Row positions of the given segments, concatenated, and each row's local segment index."""
-    total = int(sizes.sum()) if sizes.shape[0] else 0
+    total = int(scalar(sizes.sum())) if sizes.shape[0] else 0
     loc = segment_ids(sizes, xp, n=total)
     ofs = exclusive_cumsum(sizes, xp)
     rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
@@ -168,7 +169,7 @@ def mondrian_partition(
     needs_hist = sa is not None and n_sa > 0
     if blocks is None:
         perm = xp.arange(n, dtype=xp.int64)
-        sizes = xp.asarray([n], dtype=xp.int64)
+        sizes = xp.full(1, n, dtype=xp.int64)
     else:
         blocks = xp.asarray(blocks, dtype=xp.int64)
         perm = xp.argsort(blocks, kind="stable").astype(xp.int64)

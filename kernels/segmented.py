@@ -28,6 +28,8 @@ import os
 
 import numpy as np
 
+from .host import scalar
+
 ROWS_PER_THREAD = 32
 THREADS_PER_BLOCK = 256
 CHECK_SEGMENTS = os.environ.get("GPUANON_CHECK_SEGMENTS", "") not in ("", "0")
@@ -179,9 +181,9 @@ def check_segments(starts, n: int, xp=np) -> None:
         raise ValueError(f"starts: must hold integers, got {np.dtype(starts.dtype).name}; cast to int64")
     if starts.shape[0] == 0:
         return
-    if bool((starts[1:] < starts[:-1]).any()):
+    if bool(scalar((starts[1:] < starts[:-1]).any())):
         raise ValueError("starts: must be non-decreasing (a segment starts before the one before it); sort them")
-    if bool(starts[0] < 0) or bool(starts[-1] > n):
+    if bool(scalar(starts[0] < 0)) or bool(scalar(starts[-1] > n)):
         raise ValueError(f"starts: every start must lie in [0, {n}] (the number of rows)")
 
 
@@ -415,7 +417,7 @@ def segment_ids(sizes, xp=np, n: int | None = None):
     """
     P = sizes.shape[0]
     if n is None:
-        n = int(sizes.sum()) if P else 0
+        n = int(scalar(sizes.sum())) if P else 0
     marks = xp.zeros(n + 1, dtype=xp.int64)
     if P > 1:
         xp.add.at(marks, xp.cumsum(sizes[:-1].astype(xp.int64)), 1)

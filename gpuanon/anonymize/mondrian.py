@@ -31,7 +31,7 @@ from kernels.mondrian import mondrian_partition
 from .. import metrics as metrics_mod
 from .. import verify as verify_mod
 from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
-                      stage, synchronize, to_device, to_host)
+                      stage, synchronize, to_device, to_host, to_scalar)
 from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
                        resolve_t_distance, whole_table_error)
 from ..encoding import Table, encode, kernel_specs
@@ -260,7 +260,7 @@ class Mondrian(BaseEstimator):
         whole_hist = None
         if crit.needs_histogram:
             whole_hist = xp.bincount(table.sa, minlength=table.n_sa)[None, :]
-            if not bool(crit.satisfied(xp.asarray([table.n_rows]), whole_hist, xp)[0]):
+            if not to_scalar(crit.satisfied(xp.full(1, table.n_rows, dtype=xp.int64), whole_hist, xp)[0]):
                 raise whole_table_error(self.l_kind, int(self.l), float(self.c), schema.sensitive,
                                         to_host(whole_hist))
         if int(self.k) > table.n_rows:
@@ -313,9 +313,9 @@ class Mondrian(BaseEstimator):
                 bh = xp.bincount(table.blocks * table.n_sa + table.sa,
                                  minlength=table.n_blocks * table.n_sa).reshape(table.n_blocks, table.n_sa)
             bad = ~crit.satisfied(bsizes, bh, xp)
-            if bool(bad.any()):
+            if to_scalar(bad.any()):
                 drop = bad[table.blocks]
-                suppressed = int(drop.sum())
+                suppressed = int(to_scalar(drop.sum()))
                 keep = xp.nonzero(~drop)[0]
                 reason = blocks_reason(suppressed, crit)
         check_suppression(suppressed, n, self.max_suppression, reason)

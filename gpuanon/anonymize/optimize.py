@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import to_scalar
 from .criteria import Criteria
 from ..encoding import Table
 
@@ -78,7 +79,7 @@ def optimize_partitions(table: Table, labels, n_parts: int, crit: Criteria, xp=n
                                                   minlength=n_parts) for s in range(ghist.shape[1])],
                                      axis=1).astype(xp.int64)
         bad = (rsize > 0) & ~crit.satisfied(rsize, rhist, xp)
-        if not bool(bad.any()):
+        if not to_scalar(bad.any()):
             break
         cand = xp.nonzero(exact & bad[gpart])[0]
         # the smallest exact group of each failing partition (ties: lowest group id) goes back
@@ -86,11 +87,11 @@ def optimize_partitions(table: Table, labels, n_parts: int, crit: Criteria, xp=n
         firsts = xp.ones(order.shape[0], dtype=bool)
         firsts[1:] = gpart[order][1:] != gpart[order][:-1]
         exact[order[firsts]] = False
-        returned += int(firsts.sum())
+        returned += int(to_scalar(firsts.sum()))
     # new labels: exact groups after the partitions, then canonical numbering by first row
     ex_ids = xp.cumsum(exact) - 1
     new = xp.where(exact[g], n_parts + ex_ids[g], lab)
-    n_exact = int(exact.sum())
+    n_exact = int(to_scalar(exact.sum()))
     total = n_parts + n_exact
     first = xp.full(total, labels.shape[0], dtype=xp.int64)
     order = xp.argsort(new, kind="stable")
@@ -101,9 +102,10 @@ def optimize_partitions(table: Table, labels, n_parts: int, crit: Criteria, xp=n
     present = first < labels.shape[0]
     relabel = xp.full(total, -1, dtype=xp.int64)
     pos = xp.argsort(xp.where(present, first, labels.shape[0]), kind="stable")
-    relabel[pos[: int(present.sum())]] = xp.arange(int(present.sum()), dtype=xp.int64)
+    n_present = int(to_scalar(present.sum()))
+    relabel[pos[:n_present]] = xp.arange(n_present, dtype=xp.int64)
     out = xp.full(labels.shape[0], -1, dtype=xp.int64)
     out[kept] = relabel[new]
-    info = {"exact_classes": n_exact, "exact_rows": int(xp.where(exact, gsize, 0).sum()),
+    info = {"exact_classes": n_exact, "exact_rows": int(to_scalar(xp.where(exact, gsize, 0).sum())),
             "returned_groups": returned, "rounds": rounds}
-    return out, int(present.sum()), info
+    return out, n_present, info

@@ -26,7 +26,7 @@ import numpy as np
 
 from kernels.keys import MISSING
 
-from ..backend import to_device, to_host
+from ..backend import to_device, to_host, to_scalar
 
 def value_target_counts(keys, target, nt: int, xp) -> list:
     """Chunk: per QI, ``(pair, rows)`` host arrays; ``pair = key * nt + target code``."""
@@ -65,7 +65,7 @@ def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: 
     counts = ct.sum(axis=1)
     nt = int(ct.shape[1])
     h_x = entropy_bits_x(counts, xp)
-    has_missing = bool(numeric and vals.shape[0] and int(vals[-1]) == int(MISSING))
+    has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == int(MISSING))
     dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1))
     if not has_target or target_counts is None or nt < 2:
         joint = None

@@ -19,7 +19,7 @@ import numpy as np
 
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
-from ..backend import get_backend, to_device, to_host
+from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
@@ -96,7 +96,7 @@ class Shard:
             ih = to_host(ids)
             mn[:, ih] = to_host(segment_reduce("minimum", K, starts, xp, axis=1))
             mx[:, ih] = to_host(segment_reduce("maximum", K, starts, xp, axis=1))
-            sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
+            sizes = xp.diff(xp.concatenate([starts, xp.full(1, rows.shape[0], dtype=xp.int64)]))
             loc = ids[segment_ids(sizes, xp, n=int(rows.shape[0]))]
             for j, nc in zip(cat_cols, n_cats):  # a loop over categorical columns
                 cnt = xp.bincount(loc * nc + K[j].astype(xp.int64), minlength=P * nc)
@@ -116,7 +116,7 @@ class Shard:
         if rows.shape[0] == 0:
             sel, loc = rows, rows
         else:
-            sizes = xp.diff(xp.concatenate([starts, xp.asarray([rows.shape[0]], dtype=xp.int64)]))
+            sizes = xp.diff(xp.concatenate([starts, xp.full(1, rows.shape[0], dtype=xp.int64)]))
             pos = xp.searchsorted(pend_x, ids)  # pend is sorted
             hit = (pos < pend_x.shape[0]) & (pend_x[xp.minimum(pos, pend_x.shape[0] - 1)] == ids)
             seg_loc = xp.where(hit, pos, -1)[segment_ids(sizes, xp, n=int(rows.shape[0]))]
@@ -186,7 +186,7 @@ class Shard:
         fg = to_device(np.asarray(final_group, dtype=np.int64), xp)
         new_part = xp.full(rows.shape[0], -1, dtype=xp.int64)
         new_group = fg[p]
-        if bool(is_cut.any()):
+        if to_scalar(is_cut.any()):
             crow, cc = rows[is_cut], ci[is_cut]
             left = self._left(crow, cc, ccol, relaxed, cthr, cuse_lt)
             child = 2 * cc + (~left).astype(xp.int64)
@@ -224,7 +224,8 @@ class Shard:
         """Chunk of the whole-table column statistics of QIs ``cols`` (see :mod:`.metrics`)."""
         from .metrics import value_target_counts  # noqa: PLC0415
 
-        return value_target_counts(self.keys[list(cols)], self.target, nt, self.xp)
+        rows = to_device(np.asarray(list(cols), dtype=np.int64), self.xp)  # a counted copy of the column ids
+        return value_target_counts(self.keys[rows], self.target, nt, self.xp)
 
     def build_output(self, pieces, qis, kinds: dict, columns, fmt: str, identifiers):
         """This shard's anonymized rows, in input order: its own columns, QIs replaced by the
@@ -392,7 +393,7 @@ class Home:
     def label_piece(self, lo: int, hi: int):
         """``(global row indices, labels)`` of this home's rows in ``[lo, hi)`` (one origin shard)."""
         xp = self.xp
-        a, b = (int(x) for x in xp.searchsorted(self.gidx, xp.asarray([lo, hi], dtype=xp.int64)))
+        a, b = to_host(xp.searchsorted(self.gidx, to_device(np.array([lo, hi], dtype=np.int64), xp))).tolist()
         return to_host(self.gidx[a:b]), to_host(self.labels[a:b])
 
     # ---------------------------------------------------------------- stages
@@ -471,7 +472,7 @@ class Home:
 
         gi, _ = self.label_piece(lo, hi)
         xp = self.xp
-        a = int(xp.searchsorted(self.gidx, xp.asarray(lo, dtype=xp.int64)))
+        a = int(to_scalar(xp.searchsorted(self.gidx, xp.full(1, lo, dtype=xp.int64))))
         pos = self.row_pos[a:a + gi.shape[0]]
         out = {}
         for c, (kind, v, uniq) in self.values.items():  # a loop over columns

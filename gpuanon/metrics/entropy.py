@@ -143,8 +143,9 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> 
         starts = xp.unique(xp.searchsorted(cum[1:vp + 1], q, side="right"))
     else:
         starts = xp.arange(vp, dtype=xp.int64)
-    tail = [vp] if has_missing else []
-    starts = xp.concatenate([starts.astype(xp.int64), xp.asarray(tail + [v], dtype=xp.int64)])
+    tail = xp.full(2 if has_missing else 1, v, dtype=xp.int64)  # a fill, not a copy from the host
+    tail[0] = vp
+    starts = xp.concatenate([starts.astype(xp.int64), tail])
     bin_counts = xp.diff(cum[starts])
     return NumericDomain(starts, cum, bin_counts, binned, bool(has_missing))
 

@@ -134,7 +134,7 @@ def dense_ids(a):
     CPU, a sort on the GPU)."""
     xp = array_module(a)
     if xp is np:
-        ids, uniq = pd.factorize(a)
+        ids, uniq = pd.factorize(a, sort=True)  # ids in value order, as the sort on the GPU gives
         return ids.astype(np.int64), len(uniq)
     uniq, inv = xp.unique(a, return_inverse=True)
     return inv.reshape(-1).astype(xp.int64), int(uniq.shape[0])

@@ -105,7 +105,7 @@ def runs(sorted_keys, xp):
     new = xp.ones(n, dtype=bool)
     new[1:] = sorted_keys[1:] != sorted_keys[:-1]
     start = xp.nonzero(new)[0]
-    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.asarray([n], dtype=start.dtype)]))
+    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
 
 
 _TLS = threading.local()

@@ -1,0 +1,28 @@
+"""How kernels read a device value on the host: :func:`scalar` and :func:`host`.
+
+``kernels`` imports nothing from ``gpuanon``; ``gpuanon.backend`` installs its counted copies into
+:data:`HOOKS` when it is imported, so a kernel's host reads are logged with the rest. Alone (NumPy
+arrays) the defaults are ``.item()`` and ``numpy.asarray``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _item(a):
+    return a.item() if hasattr(a, "item") else a
+
+
+#: ``scalar``: one element as a Python number; ``host``: a NumPy copy (both counted once installed)
+HOOKS = {"scalar": _item, "host": np.asarray}
+
+
+def scalar(a):
+    """One element of ``a`` as a Python number (a counted sync on a device)."""
+    return HOOKS["scalar"](a)
+
+
+def host(a):
+    """``a`` as a NumPy array (a counted device-to-host copy on a device)."""
+    return HOOKS["host"](a)
