@@ -404,14 +404,7 @@ def read_parquet_device(path) -> Any:
 def _frame_module(gpu: bool) -> ModuleType:
     import pandas  # noqa: PLC0415
 
-    if gpu:
-        try:
-            import cudf  # noqa: PLC0415
-
-            return cudf
-        except Exception:
-            return pandas
-    return pandas
+    return (cudf_module() if gpu else None) or pandas
 
 
 def resolve_name(name: str | None = None) -> str:
