@@ -199,9 +199,10 @@ def mondrian_partition(
         cut = xp.zeros(P, dtype=bool)
         pending = span.max(axis=1) > 0  # partitions with a column left to try
         while True:
-            # one read per attempt: how many partitions are pending and how many rows they hold
-            n_pend, total = (int(x) for x in host(xp.stack([pending.sum(dtype=xp.int64),
-                                                             xp.where(pending, sizes, 0).sum()])))
+            # one read per attempt: how many partitions are pending and cut, and how many rows each holds
+            n_pend, total, n_cut, cut_rows = (int(x) for x in host(xp.stack([
+                pending.sum(dtype=xp.int64), xp.where(pending, sizes, 0).sum(),
+                cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
             if n_pend == 0:
                 break
             pend = indices_of(pending, n_pend, xp)
@@ -242,9 +243,7 @@ def mondrian_partition(
             span[pend, col] = -1.0
             pending[pend] = ~ok & (span[pend].max(axis=1) > 0)
 
-        # one read: how many partitions are cut and how many rows they hold
-        n_cut, cut_rows = (int(x) for x in host(xp.stack([cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
-        n_fin = P - n_cut
+        n_fin = P - n_cut  # read with the last (empty) attempt
         by_cut = xp.argsort(cut.astype(xp.int8), kind="stable")  # finished, then cut; each in order
         fin, cidx = by_cut[:n_fin], by_cut[n_fin:]
         if n_fin:
