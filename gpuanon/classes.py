@@ -9,6 +9,7 @@ over rows or classes in Python.
 
 from __future__ import annotations
 
+from kernels.counts import count_values
 from kernels.hierarchy import lowest_common_node
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
@@ -101,19 +102,28 @@ class ClassStats:
         return self._memo(("nodes", j, id(lv)), f)
 
     def category_masks(self, j: int):
-        """(n_classes, words) uint64 bitmask of the codes present in each class."""
+        """(n_classes, words) uint64 bitmask of the codes present in each class.
+
+        One scatter-or of every row's bit into ``[class, code // 64]`` (codes past the last word
+        set no bit).
+        """
         def f():
             t, xp = self.table, self.xp
             code = t.keys[j][self.rows].astype(xp.int64)
             ncat = t.columns[j].n_categories
             words = max(1, -(-ncat // 64))
-            out = xp.zeros((self.starts.shape[0], words), dtype=xp.uint64)
-            for w in range(words):  # a loop over 64-category words, not over classes
-                bit = xp.where(code // 64 == w, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)),
-                               xp.uint64(0))
-                out[:, w] = segment_reduce("bitwise_or", bit.astype(xp.uint64), self.starts, xp, axis=0)
-            return out
+            word = code // 64
+            inside = word < words
+            bit = xp.where(inside, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)), xp.uint64(0))
+            out = xp.zeros(self.starts.shape[0] * words, dtype=xp.uint64)
+            xp.bitwise_or.at(out, self.row_segment * words + xp.where(inside, word, 0), bit.astype(xp.uint64))
+            return out.reshape(-1, words)
         return self._memo(("masks", j), f)
+
+    @property
+    def row_segment(self):
+        """Class position (0..#classes-1) of every row of ``rows`` (the kept rows sorted by class)."""
+        return self._memo("row_segment", lambda: segment_ids(self.sizes, self.xp, n=self.n_kept))
 
     def set_ids(self, j: int):
         """A uint64 per class, equal exactly when the classes hold the same set of categories."""
@@ -134,9 +144,8 @@ class ClassStats:
     def histogram(self, codes, n_values: int):
         """(classes, n_values) counts of ``codes`` (a per-row code array) in every class."""
         xp = self.xp
-        pos = segment_ids(self.sizes, xp, n=self.n_kept)
-        return xp.bincount(pos * n_values + codes[self.rows].astype(xp.int64),
-                           minlength=self.starts.shape[0] * n_values).reshape(-1, n_values)
+        flat = self.row_segment * n_values + codes[self.rows].astype(xp.int64)
+        return count_values(flat, self.starts.shape[0] * n_values, xp).reshape(-1, n_values)
 
     def target_hist(self):
         t = self.table

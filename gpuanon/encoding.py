@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from kernels.counts import count_values
 from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
@@ -147,7 +148,7 @@ class Table:
         """The whole table's sensitive-value distribution (host float64)."""
         if self.sa is None:
             return None
-        counts = to_host(self.xp.bincount(self.sa, minlength=self.n_sa)).astype(np.float64)
+        counts = to_host(count_values(self.sa, self.n_sa, self.xp)).astype(np.float64)
         return counts / max(counts.sum(), 1.0)
 
     def numeric_values(self, j: int, keys=None):

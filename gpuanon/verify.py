@@ -109,9 +109,26 @@ def _cell_ids(cells, xp):
     return gid, int(to_scalar(gs[-1])) + 1
 
 
+def _counts(idx, length: int, xp, weights=None):
+    """``bincount(idx, weights, minlength=length)`` as exact int64 (integer weights), ``length`` bins.
+
+    The verifier's own copy (it shares no code with what forms the classes): on NumPy, ``bincount``;
+    on a device, one scatter-add into a zeroed array, which reads nothing back (``cupy.bincount``
+    reads the device twice to size its output).
+    """
+    if xp is np:
+        out = np.bincount(idx, weights=weights, minlength=length)
+        if out.shape[0] != length:
+            raise ValueError(f"idx: values must lie in [0, {length})")
+        return out.astype(np.int64) if weights is not None else out
+    out = xp.zeros(length, dtype=xp.int64)
+    xp.add.at(out, idx, 1 if weights is None else weights.astype(xp.int64))
+    return out
+
+
 def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
     m = q.shape[0]
-    counts = xp.bincount(gid, minlength=n_cls).astype(xp.float64)
+    counts = _counts(gid, n_cls, xp).astype(xp.float64)
     if kind in ("equal", "kl"):
         pair = gid * m + sa_codes
         u, cnt = xp.unique(pair, return_counts=True)
@@ -132,7 +149,7 @@ def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
     for i, s0 in enumerate(range(0, n_cls, per)):  # a loop over chunks of classes, not classes
         s1 = min(n_cls, s0 + per)
         r0, r1 = bounds[i], bounds[i + 1]
-        h = xp.bincount((sg[r0:r1] - s0) * m + sa_codes[order[r0:r1]], minlength=(s1 - s0) * m)
+        h = _counts((sg[r0:r1] - s0) * m + sa_codes[order[r0:r1]], (s1 - s0) * m, xp)
         h = h.reshape(s1 - s0, m) / counts[s0:s1, None]
         out[s0:s1] = xp.abs(xp.cumsum(h - q[None, :], axis=1)).sum(axis=1) / max(m - 1, 1)
     return out
@@ -141,7 +158,7 @@ def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
 def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, t, t_distance, xp,
            failures: list) -> VerificationResult:
     """Class sizes, distinct sensitive values, entropies and distances from row class ids."""
-    sizes = xp.bincount(gid, minlength=n_cls) if n else xp.zeros(0, dtype=xp.int64)
+    sizes = _counts(gid, n_cls, xp) if n else xp.zeros(0, dtype=xp.int64)
     ach_k = 0
     stats = {}
     if n_cls:
@@ -156,7 +173,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
         m = int(q.shape[0])
         pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
         g = pair_u // m
-        distinct = xp.bincount(g, minlength=n_cls)
+        distinct = _counts(g, n_cls, xp)
         ach_l = int(to_scalar(distinct.min()))
         p = pair_cnt / sizes[g]
         ent = xp.bincount(g, weights=-p * xp.log(p), minlength=n_cls)
@@ -175,8 +192,8 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
                 ln = sg.shape[0]
                 idx = xp.arange(ln)
                 rank = idx - xp.searchsorted(sg, sg, side="left")  # position inside the class's run
-                top = xp.bincount(sg, weights=xp.where(rank == 0, sc, 0), minlength=n_cls)
-                tail = xp.bincount(sg, weights=xp.where(rank >= l - 1, sc, 0), minlength=n_cls)
+                top = _counts(sg, n_cls, xp, weights=xp.where(rank == 0, sc, 0))
+                tail = _counts(sg, n_cls, xp, weights=xp.where(rank >= l - 1, sc, 0))
                 bad = int(to_scalar((~(top < c * tail)).sum()))
                 if bad:
                     failures.append(f"recursive ({c}, {l})-diversity fails for {bad} class(es)")
@@ -261,9 +278,9 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
         # grouping of the rows' own tuples; groups no row uses are dropped)
         n = int(codes.shape[0])
         entries = [xp.asarray(d).astype(xp.uint64, copy=False) for d in dictionaries]
-        code_gid, _ = _cell_ids(entries, xp)
+        code_gid, n_code_groups = _cell_ids(entries, xp)
         gid = code_gid[codes]
-        used = xp.bincount(gid, minlength=int(to_scalar(code_gid.max())) + 1 if code_gid.shape[0] else 0) > 0
+        used = _counts(gid, n_code_groups, xp) > 0
         dense = xp.cumsum(used.astype(xp.int64)) - 1
         gid = dense[gid]
         n_cls = int(to_scalar(used.sum())) if n else 0

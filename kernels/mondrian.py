@@ -3,7 +3,7 @@
 All active partitions advance one level at a time. Rows stay contiguous per partition under a
 permutation; a level is a handful of whole-array passes: segmented min / max of the keys for the
 spans, one sort keyed by ``(partition, key of the chosen QI)`` for the medians, ``searchsorted``
-for the child sizes, one ``bincount`` for the children's sensitive-value histograms, and a
+for the child sizes, one scatter-add for the children's sensitive-value histograms, and a
 stable regroup that keeps every child's rows in original row order. There is no Python loop
 over partitions or rows: the loops run over levels, over columns and over "next widest column"
 attempts.
@@ -20,16 +20,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .hierarchy import lowest_common_node
-from .host import scalar
+from .counts import count_values, indices_of
+from .host import host, scalar
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
 from .specs import CategoricalSpec, HierarchySpec, NumericSpec, as_spec
 
 _LOW32 = np.int64(0xFFFFFFFF)
 
 
-def _ranges(starts, sizes, xp):
-    """Row positions of the given segments, concatenated, and each row's local segment index."""
-    total = int(scalar(sizes.sum())) if sizes.shape[0] else 0
+def _ranges(starts, sizes, xp, total: int | None = None):
+    """Row positions of the given segments, concatenated, and each row's local segment index.
+
+    ``total``: the rows in all (``sizes.sum()``) when the caller knows it; else it is read.
+    """
+    if total is None:
+        total = int(scalar(sizes.sum())) if sizes.shape[0] else 0
     loc = segment_ids(sizes, xp, n=total)
     ofs = exclusive_cumsum(sizes, xp)
     rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
@@ -95,7 +100,7 @@ def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
     flat = child * n_sa + sa_rows.astype(xp.int64)
     per = max(1, cell_limit // (2 * n_sa))
     if n_pend <= per:
-        h = xp.bincount(flat, minlength=2 * n_pend * n_sa).reshape(n_pend, 2, n_sa)
+        h = count_values(flat, 2 * n_pend * n_sa, xp).reshape(n_pend, 2, n_sa)
         return h[:, 0, :], h[:, 1, :]
     # Large histograms: count in blocks of segments (a loop over blocks, not over partitions).
     hl = xp.zeros((n_pend, n_sa), dtype=xp.int64)
@@ -105,7 +110,7 @@ def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
     for b, s0 in enumerate(range(0, n_pend, per)):
         s1 = min(n_pend, s0 + per)
         r1 = ends[b]
-        h = xp.bincount(flat[r0:r1] - 2 * s0 * n_sa, minlength=2 * (s1 - s0) * n_sa)
+        h = count_values(flat[r0:r1] - 2 * s0 * n_sa, 2 * (s1 - s0) * n_sa, xp)
         h = h.reshape(s1 - s0, 2, n_sa)
         hl[s0:s1] = h[:, 0, :]
         hr[s0:s1] = h[:, 1, :]
@@ -188,21 +193,23 @@ def mondrian_partition(
         starts = exclusive_cumsum(sizes, xp)
         seg = segment_ids(sizes, xp, n=int(K.shape[1]))
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit)
-        span[sizes < 2 * k] = 0.0
+        span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
         cut = xp.zeros(P, dtype=bool)
-        pend = xp.nonzero(span.max(axis=1) > 0)[0]
-        while pend.shape[0] > 0:
-            sp = span[pend]
-            col = xp.argmax(sp, axis=1)  # widest first, ties: lowest column index
-            live = sp[xp.arange(pend.shape[0]), col] > 0
-            pend, col = pend[live], col[live]
-            if pend.shape[0] == 0:
+        pending = span.max(axis=1) > 0  # partitions with a column left to try
+        while True:
+            # one read per attempt: how many partitions are pending and cut, and how many rows each holds
+            n_pend, total, n_cut, cut_rows = (int(x) for x in host(xp.stack([
+                pending.sum(dtype=xp.int64), xp.where(pending, sizes, 0).sum(),
+                cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
+            if n_pend == 0:
                 break
+            pend = indices_of(pending, n_pend, xp)
+            col = xp.argmax(span[pend], axis=1)  # widest first, ties: lowest column index
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
-            rows, loc, pofs = _ranges(pstarts, psizes, xp)
+            rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
             v = K[col[loc], rows]
             key = (loc << 32) | v.astype(xp.int64)
             if relaxed:
@@ -210,7 +217,6 @@ def mondrian_partition(
                 skey = key[order]
             else:
                 skey = xp.sort(key)
-            n_pend = pend.shape[0]
             med = skey[pofs + (psizes - 1) // 2] & _LOW32
             if relaxed:
                 nleft = (psizes + 1) // 2
@@ -232,25 +238,25 @@ def mondrian_partition(
             else:
                 hl = hr = None
             ok = (nleft > 0) & (nright > 0) & allowed(nleft, hl, xp) & allowed(nright, hr, xp)
-            cut[pend[ok]] = True
-            rsel = ok[loc]
-            go_left[rows[rsel]] = left[rsel]
+            cut[pend] = ok  # pending partitions are not cut yet
+            go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
             span[pend, col] = -1.0
-            pend = pend[~ok]
+            pending[pend] = ~ok & (span[pend].max(axis=1) > 0)
 
-        fin = xp.nonzero(~cut)[0]
-        if fin.shape[0]:
-            frows, floc, _ = _ranges(starts[fin], sizes[fin], xp)
+        n_fin = P - n_cut  # read with the last (empty) attempt
+        by_cut = xp.argsort(cut.astype(xp.int8), kind="stable")  # finished, then cut; each in order
+        fin, cidx = by_cut[:n_fin], by_cut[n_fin:]
+        if n_fin:
+            frows, floc, _ = _ranges(starts[fin], sizes[fin], xp, n_act - cut_rows)
             labels[perm[frows]] = n_parts + floc
             first_rows.append(perm[starts[fin]])  # rows stay in original order per segment
-            n_parts += int(fin.shape[0])
-        cidx = xp.nonzero(cut)[0]
+            n_parts += n_fin
         if progress is not None:
             progress(levels, int(n_act), n_parts)
-        if cidx.shape[0] == 0:
+        if n_cut == 0:
             break
         csizes = sizes[cidx]
-        crows, cloc, cofs = _ranges(starts[cidx], csizes, xp)
+        crows, cloc, cofs = _ranges(starts[cidx], csizes, xp, cut_rows)
         L = go_left[crows].astype(xp.int64)
         R = 1 - L
         csL = xp.cumsum(L) - L

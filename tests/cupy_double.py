@@ -548,11 +548,36 @@ class _Func:
             if attr == "at":
                 _check_call(f"{parent.name}.at", real_m, args, kwargs)
                 a2 = [_unwrap(a, f"{parent.name}.at") for a in args]
+                _check_scatter(parent.name, a2)
                 _ctr().op(frame)
                 impl_m(*a2, **kwargs)
                 return None
             return parent._run(frame, impl_m, f"{parent.name}.{attr}", args, kwargs, real_m, False)
         return method
+
+
+#: dtypes of the array ``a`` that CuPy 14.2's ``ufunc.at`` scatters into by an integer index (read from
+#: ``_scatter_op_single`` in cupy/_core/_routines_indexing.pyx: atomics CUDA has); other ufuncs
+#: have no ``at`` there (``NotImplementedError``)
+AT_DTYPES = {
+    "add": {"int32", "int64", "float16", "float32", "float64", "uint32", "uint64"},
+    "subtract": {"int32", "uint32"},
+    "maximum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
+    "minimum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
+    **{f"bitwise_{op}": {"int32", "int64", "uint32", "uint64"} for op in ("and", "or", "xor")},
+}
+
+
+def _check_scatter(name, args):
+    """``cupy.<name>.at(a, indices, b)``: refused as CuPy refuses it (ufunc or dtype of ``a``)."""
+    if name not in AT_DTYPES:
+        raise DeviceDoubleError(f"cupy.{name}.at is not supported by CuPy (NotImplementedError there)")
+    a, idx = args[0], args[1] if len(args) > 1 else None
+    if isinstance(idx, np.ndarray) and idx.dtype == bool:
+        return  # a boolean mask: CuPy's masked scatter, no atomics, any dtype
+    if a.dtype.name not in AT_DTYPES[name]:
+        raise DeviceDoubleError(f"cupy.{name}.at only supports {', '.join(sorted(AT_DTYPES[name]))} "
+                                f"as data type, not {a.dtype.name} (CuPy raises TypeError)")
 
 
 class _Namespace:

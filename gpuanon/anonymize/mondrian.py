@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
 
 from .. import metrics as metrics_mod
@@ -259,7 +260,7 @@ class Mondrian(BaseEstimator):
         crit = self._criteria(table)
         whole_hist = None
         if crit.needs_histogram:
-            whole_hist = xp.bincount(table.sa, minlength=table.n_sa)[None, :]
+            whole_hist = count_values(table.sa, table.n_sa, xp)[None, :]
             if not to_scalar(crit.satisfied(xp.full(1, table.n_rows, dtype=xp.int64), whole_hist, xp)[0]):
                 raise whole_table_error(self.l_kind, int(self.l), float(self.c), schema.sensitive,
                                         to_host(whole_hist))
@@ -307,11 +308,11 @@ class Mondrian(BaseEstimator):
         reason = ""
         if table.blocks is not None:
             # Missing-value blocks that cannot stand as a class on their own are suppressed.
-            bsizes = xp.bincount(table.blocks, minlength=table.n_blocks)
+            bsizes = count_values(table.blocks, table.n_blocks, xp)
             bh = None
             if crit.needs_histogram:
-                bh = xp.bincount(table.blocks * table.n_sa + table.sa,
-                                 minlength=table.n_blocks * table.n_sa).reshape(table.n_blocks, table.n_sa)
+                bh = count_values(table.blocks * table.n_sa + table.sa, table.n_blocks * table.n_sa,
+                                  xp).reshape(table.n_blocks, table.n_sa)
             bad = ~crit.satisfied(bsizes, bh, xp)
             if to_scalar(bad.any()):
                 drop = bad[table.blocks]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.counts import count_values
+
 from ..backend import to_scalar
 from .criteria import Criteria
 from ..encoding import Table
@@ -55,16 +57,18 @@ def optimize_partitions(table: Table, labels, n_parts: int, crit: Criteria, xp=n
     lab = labels[kept]
     tid, m = tuple_ids(table.keys, kept, xp)
     g, ng = _dense(lab * m + tid, xp)  # group = (partition, tuple)
-    gsize = xp.bincount(g, minlength=ng)
+    gsize = count_values(g, ng, xp)
     gpart = xp.zeros(ng, dtype=xp.int64)
     gpart[g] = lab
-    psize = xp.bincount(lab, minlength=n_parts)
+    psize = count_values(lab, n_parts, xp)
     ghist = phist = None
     if crit.needs_histogram:
         nsa = len(table.sa_values)
         sa = table.sa[kept].astype(xp.int64)
-        ghist = xp.bincount(g * nsa + sa, minlength=ng * nsa).reshape(ng, nsa)
-        phist = xp.bincount(lab * nsa + sa, minlength=n_parts * nsa).reshape(n_parts, nsa)
+        ghist = count_values(g * nsa + sa, ng * nsa, xp).reshape(ng, nsa)
+        phist = count_values(lab * nsa + sa, n_parts * nsa, xp).reshape(n_parts, nsa)
+        # bin (partition of the group, sensitive value) of every cell of ghist
+        gcell = (gpart[:, None] * nsa + xp.arange(nsa, dtype=xp.int64)[None, :]).reshape(-1)
     exact = crit.satisfied(gsize, ghist, xp)
     # a group that is the whole partition gains nothing: leave it generalized (same values)
     exact &= gsize < psize[gpart]
@@ -72,12 +76,11 @@ def optimize_partitions(table: Table, labels, n_parts: int, crit: Criteria, xp=n
     while True:
         rounds += 1
         w = xp.where(exact, gsize, 0)
-        rsize = psize - xp.bincount(gpart, weights=w, minlength=n_parts).astype(xp.int64)
+        rsize = psize - count_values(gpart, n_parts, xp, weights=w)
         rhist = None
         if ghist is not None:
-            rhist = phist - xp.stack([xp.bincount(gpart, weights=xp.where(exact, ghist[:, s], 0),
-                                                  minlength=n_parts) for s in range(ghist.shape[1])],
-                                     axis=1).astype(xp.int64)
+            given = xp.where(exact[:, None], ghist, 0).reshape(-1)
+            rhist = phist - count_values(gcell, n_parts * nsa, xp, weights=given).reshape(n_parts, nsa)
         bad = (rsize > 0) & ~crit.satisfied(rsize, rhist, xp)
         if not to_scalar(bad.any()):
             break

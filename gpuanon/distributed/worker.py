@@ -17,6 +17,7 @@ import uuid
 
 import numpy as np
 
+from kernels.counts import count_values
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
@@ -54,10 +55,10 @@ class Shard:
         """Chunk: rows per block and (with ``n_sa``) sensitive histograms per block."""
         xp = self.xp
         b = self.blocks if self.blocks is not None else xp.zeros(self.n, dtype=xp.int64)
-        sizes = to_host(xp.bincount(b, minlength=n_blocks))
+        sizes = to_host(count_values(b, n_blocks, xp))
         hist = None
         if n_sa:
-            hist = to_host(xp.bincount(b * n_sa + self.sa, minlength=n_blocks * n_sa).reshape(n_blocks, n_sa))
+            hist = to_host(count_values(b * n_sa + self.sa.astype(xp.int64), n_blocks * n_sa, xp).reshape(n_blocks, n_sa))
         return sizes, hist
 
     def start(self, block_part, block_group) -> None:
@@ -99,7 +100,7 @@ class Shard:
             sizes = xp.diff(xp.concatenate([starts, xp.full(1, rows.shape[0], dtype=xp.int64)]))
             loc = ids[segment_ids(sizes, xp, n=int(rows.shape[0]))]
             for j, nc in zip(cat_cols, n_cats):  # a loop over categorical columns
-                cnt = xp.bincount(loc * nc + K[j].astype(xp.int64), minlength=P * nc)
+                cnt = count_values(loc * nc + K[j].astype(xp.int64), P * nc, xp)
                 pres[j] = to_host(cnt.reshape(P, nc) > 0)
         else:
             for j, nc in zip(cat_cols, n_cats):
@@ -146,7 +147,7 @@ class Shard:
         hi_shift = shift + bits
         match = (v >> xp.uint64(hi_shift)) == pre[loc] if hi_shift < 64 else xp.ones(v.shape[0], dtype=bool)
         b = ((v >> xp.uint64(shift)) & xp.uint64(nb - 1)).astype(xp.int64)
-        cnt = xp.bincount(loc[match] * nb + b[match], minlength=len(pend) * nb)
+        cnt = count_values(loc * nb + b, len(pend) * nb, xp, weights=match)
         return to_host(cnt.reshape(len(pend), nb))
 
     def _left(self, rows, loc, col, relaxed, thr, use_lt):
@@ -166,11 +167,11 @@ class Shard:
         if rows.shape[0] == 0:
             return np.zeros(m, dtype=np.int64), (np.zeros((m, n_sa), dtype=np.int64) if n_sa else None)
         left = self._left(rows, loc, col, relaxed, thr, use_lt)
-        nleft = to_host(xp.bincount(loc[left], minlength=m))
+        nleft = to_host(count_values(loc, m, xp, weights=left))
         hl = None
         if n_sa:
-            hl = to_host(xp.bincount(loc[left] * n_sa + self.sa[rows[left]].astype(xp.int64),
-                                     minlength=m * n_sa).reshape(m, n_sa))
+            hl = to_host(count_values(loc * n_sa + self.sa[rows].astype(xp.int64), m * n_sa, xp,
+                                      weights=left).reshape(m, n_sa))
         return nleft, hl
 
     def apply_level(self, cut_idx, ccol, relaxed, cthr, cuse_lt, final_group, child_part, child_group) -> None:

@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from kernels.counts import count_values
+
 from ..backend import array_module, special, to_scalar
 
 N_BINS = 256
@@ -294,7 +297,7 @@ def suppressed_joint(domain_counts, suppressed_target_counts):
 
 
 def domain_joint(bin_index, target_codes, n_bins: int, n_targets: int, xp=None):
-    """Joint counts ``(n_bins, n_targets)`` of rows' bins and targets (one bincount)."""
+    """Joint counts ``(n_bins, n_targets)`` of rows' bins and targets (one scatter-add)."""
     xp = xp or array_module(bin_index)
     flat = bin_index.astype(xp.int64) * n_targets + target_codes.astype(xp.int64)
-    return xp.bincount(flat, minlength=n_bins * n_targets).reshape(n_bins, n_targets)
+    return count_values(flat, n_bins * n_targets, xp).reshape(n_bins, n_targets)

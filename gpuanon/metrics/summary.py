@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernels.counts import count_values
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
@@ -259,7 +260,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
     thist = tcounts = None
     if table.target is not None:
         thist = stats.target_hist()
-        tcounts = xp.bincount(table.target, minlength=nt)
+        tcounts = count_values(table.target, nt, xp)
 
     def categorical(c, st, set_id, sets, joint_after, **extra) -> ColumnSummary:
         full = xp.zeros(c.n_categories, dtype=xp.int64)
@@ -344,12 +345,13 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     new = xp.ones(n, dtype=bool)
     new[1:] = sg[1:] != sg[:-1]
     first = order[xp.nonzero(new)[0]]  # the first partition of every class (ids are dense: 0, 1, ...)
-    merged = xp.bincount(gid, weights=sizes.astype(xp.float64), minlength=n_ec).astype(xp.int64)
+    merged = count_values(gid, n_ec, xp, weights=sizes.astype(xp.int64))
     thist = None
     if summary.target_hist is not None:
         th = summary.target_hist
-        thist = xp.stack([xp.bincount(gid, weights=th[:, t].astype(xp.float64), minlength=n_ec)
-                          for t in range(th.shape[1])], axis=1).astype(xp.int64)
+        nt = th.shape[1]
+        cell = (gid[:, None] * nt + xp.arange(nt, dtype=xp.int64)[None, :]).reshape(-1)
+        thist = count_values(cell, n_ec * nt, xp, weights=th.astype(xp.int64).reshape(-1)).reshape(n_ec, nt)
     cols = []
     for col in summary.columns:
         c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
@@ -406,7 +408,7 @@ class HierarchyScorer:
         if table.target is not None:
             nt = len(table.target_values)
             self.thist = stats.target_hist()
-            self.tcounts = xp.bincount(table.target, minlength=nt)
+            self.tcounts = count_values(table.target, nt, xp)
             self.tsup = self.tcounts - self.thist.sum(axis=0)
             self._any_suppressed = bool(stats.n_kept < table.n_rows)
         self._ranges: dict = {}
