@@ -27,6 +27,11 @@ class BackendError(GpuanonError, RuntimeError):
     """The requested backend is not usable on this machine."""
 
 
+class OutputError(GpuanonError):
+    """An output cannot be written (no space, read-only, not a regular place for files, two outputs with
+    one name): nothing of the command's outputs is left behind."""
+
+
 class VerificationError(GpuanonError):
     """The independent check of an output failed: nothing is written."""
 

@@ -5,7 +5,9 @@
     gpuanon check anon.csv --qi age,zip --sensitive disease --k 5 --l 2
 
 Errors in the input print one line naming the problem and the fix and exit with status 2;
-``check`` exits with status 1 when the table does not meet the requested k / l / t.
+``check`` exits with status 1 when the table does not meet the requested k / l / t. An interrupt
+(Ctrl-C, SIGINT) exits with status 130, SIGTERM (how batch schedulers stop a job) with 143; either way
+no output and no temporary file is left.
 
 One module per subcommand, each with ``add_parser(sub)`` and ``run(args)``; option defaults come
 from the packaged ``defaults.toml`` and a ``--config`` file (:mod:`gpuanon.cli.config`).
@@ -13,7 +15,9 @@ from the packaged ``defaults.toml`` and a ``--config`` file (:mod:`gpuanon.cli.c
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 from .. import __version__
 from ..errors import GpuanonError
@@ -44,7 +48,31 @@ def build_parser(config: dict | None = None) -> Parser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C: every temporary output is
+    removed on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM does not cut the clean-up short
+    raise Terminated()
+
+
 def main(argv=None) -> int:
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    except Terminated:  # arrived outside the command (while parsing the options)
+        sys.stderr.write("gpuanon: terminated (SIGTERM); nothing was written\n")
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(getattr(args, "quiet", False))
@@ -60,6 +88,9 @@ def main(argv=None) -> int:
     except GpuanonError as exc:
         sys.stderr.write(f"gpuanon: error: {exc}\n")
         return exc.exit_code
+    except Terminated:
+        sys.stderr.write("gpuanon: terminated (SIGTERM); nothing was written\n")
+        return 143
     except KeyboardInterrupt:
         sys.stderr.write("gpuanon: interrupted\n")
         return 130

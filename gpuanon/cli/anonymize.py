@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from ..errors import InputError
 from .common import given, hierarchy_spec, plural, read_input, rho_value
@@ -43,8 +42,8 @@ def add_parser(sub, config: dict | None = None):
 
 
 def run(args) -> int:
-    from ..io import atomic_path, check_writable, write_json, write_table  # noqa: PLC0415
     from ..report import command_report, render_html  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
     if getattr(args, "cluster", None):  # scale-out on Dask: the workers read and write the table
         from ..distributed.command import anonymize_on_cluster  # noqa: PLC0415
@@ -53,34 +52,33 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     out_path, report_path, html_path = args.out, args.report, args.html
-    if out_path:
-        check_writable(out_path)
-    if report_path:
-        check_writable(report_path, table=False)
-    if html_path:
-        check_writable(html_path, table=False)
+    outputs = command_outputs(args, [("--out", out_path, True), ("--report", report_path, False),
+                                     ("--html", html_path, False)])
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
     df, roles, source = read_input(args, device_ok=True)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     out = m.fit_transform(df)
-    t1 = time.perf_counter()
-    if out_path:
-        write_table(out, out_path, metadata=m.output_metadata_)
-    t_write = time.perf_counter() - t1
-    report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
-                            read=t_read, write=t_write, total=time.perf_counter() - t0)
+    with outputs.writing() as w:  # every output to a temporary file; all renamed at the end, or none
+        t1 = time.perf_counter()
+        if out_path:
+            w.table("--out", out, metadata=m.output_metadata_)
+        t_write = time.perf_counter() - t1
+        report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
+                                read=t_read, write=t_write, total=time.perf_counter() - t0)
+        if report_path:
+            w.json("--report", report)
+        if html_path:
+            w.text("--html", render_html(report, title=f"gpuanon report: {source}"))
     secs = report["seconds"]
     if not args.quiet and secs["write"] >= 0.5:
         log.info("write done in %.2f s", secs["write"])
-    if report_path:
-        write_json(report, report_path)
-    if html_path:
-        with atomic_path(html_path) as tmp:
-            Path(tmp).write_text(render_html(report, title=f"gpuanon report: {source}"))
+    written = [p for p in (out_path, report_path, html_path) if p]
     log.info("%s; %.2f s%s", summary_line(report), secs["total"],
-             f"; wrote {out_path}" if out_path else "; no --out given, nothing written")
+             f"; wrote {', '.join(map(str, written))}" if out_path else
+             "; no --out given, " + (f"no table written (wrote {', '.join(map(str, written))})" if written
+                                     else "nothing written"))
     return 0
 
 

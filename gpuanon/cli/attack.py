@@ -49,8 +49,8 @@ def add_parser(sub):
 
 
 def _frontier(args) -> int:
-    from ..io import check_writable, write_json, write_table  # noqa: PLC0415
     from ..perturb.frontier import compare, parse_noise, plot_frontier, run_frontier  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
     if not args.dataset:
         raise InputError("--frontier needs a named data set: --dataset breast_cancer|wine|adult|hepmass|digits")
@@ -60,13 +60,10 @@ def _frontier(args) -> int:
         raise InputError(f"{', '.join(extra)} cannot be used with --frontier; it perturbs --dataset itself")
     if not args.out:
         raise InputError("--frontier needs --out FILE.csv for the table")
-    check_writable(args.out)
-    if args.png:
-        if not str(args.png).lower().endswith(".png"):
-            raise InputError(f"--png '{args.png}' must end with .png")
-        check_writable(args.png, table=False)
-    if args.report:
-        check_writable(args.report, table=False)
+    if args.png and not str(args.png).lower().endswith(".png"):
+        raise InputError(f"--png '{args.png}' must end with .png")
+    outputs = command_outputs(args, [("--out", args.out, True), ("--png", args.png, False),
+                                     ("--report", args.report, False)])
     noise = parse_noise(args.noise)
     if args.folds < 2:
         raise InputError(f"--folds must be at least 2, got {args.folds}")
@@ -80,15 +77,16 @@ def _frontier(args) -> int:
                        draws=args.draws, svm_max_rows=args.svm_rows or None, known_fraction=args.known_fraction,
                        backend=args.backend, progress=log.info)
     table = res.table
-    write_table(table, args.out)
-    if args.png:
-        cfg = res.config
-        title = (f"{cfg['description']}; {cfg['folds']}-fold CV"
-                 + (f", SVM on {cfg['svm_rows']} rows" if cfg["svm_rows"] < cfg["rows"] else "")
-                 + f"; seed {cfg['random_state']}")
-        plot_frontier(table, args.png, title=title, raw_accuracy=res.raw.get("mean"))
-    if args.report:
-        write_json(res.to_dict(), args.report)
+    with outputs.writing() as w:  # the table, plot and report, or none of them
+        w.table("--out", table)
+        if args.png:
+            cfg = res.config
+            title = (f"{cfg['description']}; {cfg['folds']}-fold CV"
+                     + (f", SVM on {cfg['svm_rows']} rows" if cfg["svm_rows"] < cfg["rows"] else "")
+                     + f"; seed {cfg['random_state']}")
+            w.file("--png", lambda tmp: plot_frontier(table, tmp, title=title, raw_accuracy=res.raw.get("mean")))
+        if args.report:
+            w.json("--report", res.to_dict())
     cols = ["method", "noise", "accuracy_knn", "accuracy_svm", "accuracy_lr", "naive", "ica", "io", "attack_min"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for other, c in compare(table).items():
@@ -102,8 +100,8 @@ def run(args) -> int:
     import numpy as np  # noqa: PLC0415
 
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
-    from ..io import write_json  # noqa: PLC0415
     from ..perturb.attacks import evaluate_attacks  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
 
     if args.frontier:
@@ -116,6 +114,7 @@ def run(args) -> int:
                          "or --frontier --dataset NAME")
     if bool(args.original) == bool(args.dataset):
         raise InputError("give the original table: --original FILE or --dataset NAME (one of them)")
+    outputs = command_outputs(args, [("--report", args.report, False)])
     roles = {}
     if args.original:
         orig = load_table(args.original)
@@ -150,7 +149,8 @@ def run(args) -> int:
     res = evaluate_attacks(X, Xp, random_state=args.seed, known_fraction=args.known_fraction)
     res["features"] = feats
     if args.report:
-        write_json(res, args.report)
+        with outputs.writing() as w:
+            w.json("--report", res)
     for key, val in res.items():
         if isinstance(val, dict) and "min" in val:
             print(f"{key:>24}: min {val['min']:.4f}  mean {val.get('mean', float('nan')):.4f}")

@@ -31,10 +31,12 @@ def run(args) -> int:
     from ..anonymize.criteria import resolve_t_distance  # noqa: PLC0415
     from ..datasets import load_table  # noqa: PLC0415
     from ..cells import resolve_qi_columns  # noqa: PLC0415
-    from ..io import write_json  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
     from ..verify import verify  # noqa: PLC0415
 
+    from .common import command_outputs  # noqa: PLC0415
+
+    outputs = command_outputs(args, [("--report", args.report, False)])
     df, roles, source = read_input(args)
     qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
     if not qi:
@@ -71,7 +73,8 @@ def run(args) -> int:
 
         rep["metrics"] = output_metrics(df, orig, [x.strip() for x in qi.split(",") if x.strip()], target, k=args.k)
     if args.report:
-        write_json(rep, args.report)
+        with outputs.writing() as w:
+            w.json("--report", rep)
     ach = f"achieved k={res.k}" + ("" if res.l is None else f" l={res.l}") + (
         "" if res.t is None else f" t={res.t:.4f} ({t_distance} distance)")
     print(f"{source}: {plural(res.n_rows, 'row')}, {plural(res.n_classes, 'class', 'classes')}; {ach}")

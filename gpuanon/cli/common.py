@@ -136,31 +136,45 @@ def setup_logging(quiet: bool) -> None:
     log.propagate = False
 
 
-_INPUT_OPTIONS = ("input", "original", "perturbed")
+_INPUT_OPTIONS = ("input", "original", "perturbed", "config")
 _OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png")
 
 
-def _same_file(a, b) -> bool:
-    import os  # noqa: PLC0415
+def input_files(args) -> dict:
+    """The files a command reads, by the words an error names them with: ``{'the input file': path, ...}``
+    (with ``--hierarchy COL=FILE``'s files)."""
+    found = {}
+    for name in _INPUT_OPTIONS:
+        v = getattr(args, name, None)
+        if isinstance(v, (str, Path)) and v:
+            found["the input file" if name == "input" else f"the --{name} file"] = v
+    for pair in getattr(args, "hierarchy", None) or []:
+        if "=" in str(pair):
+            col, path = str(pair).split("=", 1)
+            found[f"the --hierarchy file of '{col.strip()}'"] = path.strip()
+    return found
 
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return Path(a).resolve() == Path(b).resolve()
+
+def command_outputs(args, items):
+    """The command's outputs (``items``: ``(label, path, is_table)``, path None when not written), checked
+    before any work: distinct, none an input, each writable. Write them with ``.writing()``."""
+    from ..io import Outputs  # noqa: PLC0415
+
+    outputs = Outputs(input_files(args))
+    for label, path, table in items:
+        outputs.add(label, path, table=table)
+    outputs.check()
+    return outputs
 
 
 def refuse_overwriting_inputs(args) -> None:
-    """No output may name an input file: the user's data is never overwritten."""
-    inputs = [(n, getattr(args, n, None)) for n in _INPUT_OPTIONS]
+    """No output may name an input file, nor another output: the user's data is never overwritten, and
+    no output replaces another (each command checks its default paths, e.g. sweep's plot, again)."""
+    from ..io import Outputs  # noqa: PLC0415
+
+    outputs = Outputs(input_files(args))
     for name in _OUTPUT_OPTIONS:
         out = getattr(args, name, None)
-        if not isinstance(out, (str, Path)) or not out:
-            continue
-        for in_name, inp in inputs:
-            if isinstance(inp, (str, Path)) and inp and _same_file(out, inp):
-                what = "the input file" if in_name == "input" else f"the --{in_name} file"
-                stem, dot, ext = Path(str(out)).name.partition(".")
-                raise InputError(f"--{name} '{out}' is {what}, which would be overwritten; write the output "
-                                 f"to another file, e.g. '{Path(str(out)).with_name(stem + '_out' + dot + ext)}'")
+        if isinstance(out, (str, Path)) and out:
+            outputs.add(f"--{name}", out)
+    outputs.check_names()

@@ -42,16 +42,14 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..evaluate import DEFAULT_PROTECTIONS, markdown_scores, run_evaluation  # noqa: PLC0415
-    from ..io import atomic_path, check_writable, write_json  # noqa: PLC0415
     from ..report import render_evaluation_html  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
     out = Path(args.out)
-    check_writable(out, table=False)
     report = args.report or str(out.with_suffix(".json"))
-    check_writable(report, table=False)
-    for extra in (args.html, args.table):
-        if extra:
-            check_writable(extra, table=False)
+    rlabel = "--report" if args.report else "--report (default: next to --out)"
+    outputs = command_outputs(args, [("--out", out, False), (rlabel, report, False), ("--html", args.html, False),
+                                     ("--table", args.table, False)])
     df, roles, source = read_input(args)
     target = args.target or roles.get("target")
     if not target:
@@ -64,17 +62,15 @@ def run(args) -> int:
                         random_state=args.random_state, backend=args.backend,
                         max_suppression=args.max_suppression, positive=args.positive)
     ev.config["input"] = source
-    with atomic_path(out) as tmp:
-        ev.results.to_csv(tmp, index=False)
     doc = ev.to_dict()
-    write_json(doc, report)
-    if args.html:
-        with atomic_path(args.html) as tmp:
-            Path(tmp).write_text(render_evaluation_html(doc), encoding="utf-8")
     md = markdown_scores(ev.results)
-    if args.table:
-        with atomic_path(args.table) as tmp:
-            Path(tmp).write_text(md)
+    with outputs.writing() as w:  # every output, or none
+        w.file("--out", lambda tmp: ev.results.to_csv(tmp, index=False))
+        w.json(rlabel, doc)
+        if args.html:
+            w.text("--html", render_evaluation_html(doc))
+        if args.table:
+            w.text("--table", md)
     print(md, end="")
     log.info("wrote %s", ", ".join(str(p) for p in (out, report, args.html, args.table) if p))
     return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from ..errors import InputError
 from .common import split_list
@@ -62,11 +61,9 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..federated.run import make_config  # noqa: PLC0415
-    from ..io import atomic_path, check_writable, write_json  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
-    for extra in (args.report, args.html):
-        if extra:
-            check_writable(extra, table=False)
+    outputs = command_outputs(args, [("--report", args.report, False), ("--html", args.html, False)])
     if args.input and args.dataset:
         raise InputError("give either an input file or --dataset, not both")
     device = args.device or ("cuda" if args.gpus_per_client else "cpu")
@@ -91,12 +88,12 @@ def run(args) -> int:
         text = (f"federated {cfg['protection']} ({cfg['silos']} silos, {cfg['split']}, {cfg['model']['name']}, "
                 f"{cfg['rounds']} rounds x {cfg['local_epochs']} epochs): accuracy {f['accuracy']:.4f}  precision "
                 f"{f['precision']:.4f}  recall {f['recall']:.4f}  F1 {f['f1']:.4f}  ({doc['seconds']:.1f} s)\n")
-    if args.report:
-        write_json(doc, args.report)
-    if args.html:
-        from ..federated.report import render_federated_html  # noqa: PLC0415
+    with outputs.writing() as w:  # the report and the page, or neither
+        if args.report:
+            w.json("--report", doc)
+        if args.html:
+            from ..federated.report import render_federated_html  # noqa: PLC0415
 
-        with atomic_path(args.html) as tmp:
-            Path(tmp).write_text(render_federated_html(doc), encoding="utf-8")
+            w.text("--html", render_federated_html(doc))
     print(text, end="")
     return 0

@@ -32,12 +32,12 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..hierarchy import frequency_hierarchy, masking_hierarchy  # noqa: PLC0415
-    from ..io import atomic_path, check_writable  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
     if args.hierarchy_command != "build":
         raise InputError("say what to do: gpuanon hierarchy build --column COL --out FILE.csv")
-    check_writable(args.out, table=False)
+    outputs = command_outputs(args, [("--out", args.out, False)])
     df, roles, source = read_input(args)
     if args.column not in df.columns:
         raise InputError(f"column '{args.column}' is not in {source}{suggest(args.column, list(df.columns))}")
@@ -53,8 +53,8 @@ def run(args) -> int:
             h = frequency_hierarchy(df[args.column], df[target], rho_value(args.rho), name=args.column)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-    with atomic_path(args.out) as tmp:
-        h.to_arx_csv(tmp)
+    with outputs.writing() as w:
+        w.file("--out", h.to_arx_csv)
     frame = h.to_frame()
     if not args.quiet:
         print(frame.to_string(index=False))

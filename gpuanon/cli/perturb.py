@@ -53,12 +53,10 @@ def run(args) -> int:
     import numpy as np  # noqa: PLC0415
     import pandas as pd  # noqa: PLC0415
 
-    from ..io import check_writable, write_json, write_table  # noqa: PLC0415
     from ..perturb import perturb_distributed, perturb_frame  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
-    check_writable(args.out)
-    if args.report:
-        check_writable(args.report, table=False)
+    outputs = command_outputs(args, [("--out", args.out, True), ("--report", args.report, False)])
     if args.entities < 1:
         raise InputError(f"--entities must be >= 1, got {args.entities}")
     if args.noise < 0:
@@ -108,17 +106,18 @@ def run(args) -> int:
                                            random_state=seed, shuffle=args.shuffle, backend=args.backend)
         out = pd.concat(outs, ignore_index=True)
         report["mode"] = "distributed"
-    t1 = time.perf_counter()
-    write_table(out, args.out)
-    report.update(input=source, output=args.out, n_rows=int(len(out)), label=label, passengers=passengers,
-                  noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id),
-                  dropped_columns=dropped)
-    secs = dict(report.get("seconds", {}))
-    secs["write"] = round(time.perf_counter() - t1, 6)
-    secs["wall"] = round(time.perf_counter() - t0, 6)
-    report["seconds"] = secs
-    if args.report:
-        write_json(report, args.report)
+    with outputs.writing() as w:  # the table and its report, or neither
+        t1 = time.perf_counter()
+        w.table("--out", out)
+        report.update(input=source, output=args.out, n_rows=int(len(out)), label=label, passengers=passengers,
+                      noise=args.noise, shuffle=args.shuffle, seed=seed, row_id_written=bool(args.write_row_id),
+                      dropped_columns=dropped)
+        secs = dict(report.get("seconds", {}))
+        secs["write"] = round(time.perf_counter() - t1, 6)
+        secs["wall"] = round(time.perf_counter() - t0, 6)
+        report["seconds"] = secs
+        if args.report:
+            w.json("--report", report)
     log.info("perturbed %d rows x %d features (%s, %d entities): Phi %.4f at %g degrees, axis %s; wrote %s",
              len(out), len(features), report["mode"], report.get("n_entities", 1), report["phi"],
              report["angle_degrees"], features[int(report["axis"])], args.out)

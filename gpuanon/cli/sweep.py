@@ -58,13 +58,16 @@ def _float_list(text: str, name: str) -> list[float]:
 
 
 def run(args) -> int:
-    from ..io import atomic_path, check_writable  # noqa: PLC0415
     from ..anonymize.sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
+    from .common import command_outputs  # noqa: PLC0415
 
     out = Path(args.out)
-    check_writable(out, table=False)
     plot = args.plot or str(out.with_suffix(".png"))
     table_path = args.table or str(out.with_name(out.stem + "_table.md"))
+    outputs = command_outputs(args, [("--out", out, False),
+                                     ("--plot" if args.plot else "--plot (default: next to --out)", plot, False),
+                                     ("--table" if args.table else "--table (default: next to --out)", table_path,
+                                      False)])
     ks, ls = _int_list(args.k_values, "k-values"), _int_list(args.l_values, "l-values")
     ts = _float_list(args.t_values, "t-values")
     df, roles, source = read_input(args)
@@ -83,13 +86,14 @@ def run(args) -> int:
                     l_kind=args.l_kind, t_distance=args.t_distance, max_suppression=args.max_suppression,
                     backend=args.backend, progress=None if args.quiet else progress,
                     hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize))
-    with atomic_path(out) as tmp:
-        res.to_csv(tmp, index=False)
-    if (res["criterion"] == "k-anonymity").any():
-        plot_sweep(res, plot)
     md = to_markdown(thesis_table(res, args.base_k))
-    with atomic_path(table_path) as tmp:
-        Path(tmp).write_text(md)
+    plotted = bool((res["criterion"] == "k-anonymity").any())
+    labels = list(outputs.items)
+    with outputs.writing() as w:  # all three, or none
+        w.file(labels[0], lambda tmp: res.to_csv(tmp, index=False))
+        if plotted:
+            w.file(labels[1], lambda tmp: plot_sweep(res, tmp))
+        w.text(labels[2], md)
     print(md, end="")
-    log.info("wrote %s, %s, %s", out, plot, table_path)
+    log.info("wrote %s", ", ".join(map(str, (out, plot, table_path) if plotted else (out, table_path))))
     return 0
