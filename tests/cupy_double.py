@@ -659,14 +659,14 @@ def _seg_reduce_reference(kern, grid, block, args):
 
     src = kern.code
     m = re.search(r"typedef (.+?) T;", src)
-    am = re.search(r"flush\(T\* p, T v\) \{ (atomic\w+)\(\((.+?)\*\)p", src)
-    if not m or not am:
+    flushes = re.findall(r"flush\w*\(T\* p, T v\) \{ (atomic\w+)\(\((.+?)\*\)p", src)  # flush, flush2
+    if not m or not flushes:
         raise DeviceDoubleError("seg_reduce: source does not have the expected typedef / flush")
-    atomic, atype = am.group(1), am.group(2)
-    alias = re.search(r"typedef (.+?) " + re.escape(atype) + ";", src)
-    atype = alias.group(1) if alias else atype  # the atomic's type through its typedef
-    if atype not in CUDA_ATOMICS.get(atomic, ()):
-        _ctr().dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")  # kernels are cached
+    for atomic, atype in flushes:
+        alias = re.search(r"typedef (.+?) " + re.escape(atype) + ";", src)
+        atype = alias.group(1) if alias else atype  # the atomic's type through its typedef
+        if atype not in CUDA_ATOMICS.get(atomic, ()):
+            _ctr().dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")  # kernels are cached
     if len(args) != 7:
         raise DeviceDoubleError(f"seg_reduce takes 7 arguments, got {len(args)}")
     for a, nm in zip(args[:3], ("x", "starts", "out")):
