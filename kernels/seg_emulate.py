@@ -53,7 +53,7 @@ class _Warps:
     """The combine of the launched operation on ``(a, b)`` pairs (``b``: minmax's maxima)."""
 
     def __init__(self, op, dt):
-        o1, o2 = _S._pair(op)
+        o1, o2 = _S.plain_ops(op)
         self.two = o1 != o2
         self.f1, self.f2 = getattr(np, o1), getattr(np, o2)
         self.i1, self.i2 = _S.identity(o1, dt), _S.identity(o2, dt)
@@ -212,7 +212,7 @@ def emulate_launch(source: str, name: str, grid, block, args):
     if the source is none of :func:`kernels.segmented.device_kernel_sources`."""
     if name != "seg_reduce":
         raise KeyError(f"no emulation of kernel {name!r}")
-    for t in _S._TYPES:
+    for t in _S.kernel_dtypes():
         for op in _S.ops():
             if _S.has_device_kernel(op, t) and _S.device_kernel_source(op, t) == source:
                 return emulate_seg_reduce(op, t, *args, grid=grid, block=block)

@@ -157,7 +157,12 @@ extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* 
 _KERNELS: dict = {}
 
 
-def _pair(op: str) -> tuple:
+def kernel_dtypes() -> tuple:
+    """The dtypes the CUDA kernel is built for."""
+    return tuple(_TYPES)
+
+
+def plain_ops(op: str) -> tuple:
     """The one or two plain operations a kernel for ``op`` runs (``minmax``: both)."""
     return ("minimum", "maximum") if op == "minmax" else (op, op)
 
@@ -167,7 +172,7 @@ def device_kernel_source(op: str, dtype) -> str:
     ctype, per_op = _TYPES[np.dtype(dtype).name]
     if op not in _OPS:
         raise KeyError(op)
-    o1, o2 = _pair(op)
+    o1, o2 = plain_ops(op)
     (ident, atype), (ident2, atype2) = per_op[o1], per_op[o2]
     assert atype == atype2  # one AT for both outputs
     (combine, atomic), (combine2, atomic2) = _OPS[o1], _OPS[o2]
@@ -182,7 +187,7 @@ def has_device_kernel(op: str, dtype) -> bool:
         t = _TYPES.get(np.dtype(dtype).name)
     except TypeError:
         return False
-    return t is not None and op in _OPS and all(o in t[1] for o in _pair(op))
+    return t is not None and op in _OPS and all(o in t[1] for o in plain_ops(op))
 
 
 def device_support(op: str, dtype) -> str | None:
@@ -423,6 +428,3 @@ def group_starts(sorted_labels, xp=np):
     change = xp.ones(n, dtype=bool)
     change[1:] = sorted_labels[1:] != sorted_labels[:-1]
     return xp.nonzero(change)[0].astype(xp.int64)
-
-
-from .seg_emulate import emulate_launch, emulate_seg_reduce  # noqa: E402  (the kernel's NumPy emulation)

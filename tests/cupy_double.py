@@ -653,9 +653,9 @@ _ATOMIC_OP = {"atomicMin": "minimum", "atomicMax": "maximum", "atomicAdd": "add"
 def _seg_reduce_reference(kern, grid, block, args):
     """The segmented reduction of ``kernels/segmented.py``: the atomics its source calls are ones CUDA
     has, then the launch is computed by the kernel's own NumPy emulation
-    (:func:`kernels.segmented.emulate_launch`: the kernel's steps vectorized over threads, every
+    (:func:`kernels.seg_emulate.emulate_launch`: the kernel's steps vectorized over warps and lanes, every
     argument checked against the kernel's contract)."""
-    from kernels.segmented import emulate_launch
+    from kernels.seg_emulate import emulate_launch
 
     src = kern.code
     m = re.search(r"typedef (.+?) T;", src)

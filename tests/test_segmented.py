@@ -2,7 +2,7 @@
 CUDA kernel's algorithm emulated thread by thread against NumPy's ``reduceat``.
 
 The device code path runs here on :class:`FakeDeviceXP`: NumPy under another name, whose
-``RawKernel`` launches run :func:`kernels.segmented.emulate_seg_reduce`. What it cannot catch: it
+``RawKernel`` launches run :func:`kernels.seg_emulate.emulate_seg_reduce`. What it cannot catch: it
 does not refuse host conversions or NumPy-only calls (its arrays are NumPy arrays), and it says
 nothing about compilation (tests/test_nvrtc.py), CUDA numerics, races, memory or speed.
 """
@@ -14,6 +14,7 @@ import types
 import numpy as np
 import pytest
 
+from kernels import seg_emulate as E
 from kernels import segmented as S
 
 OPS = S.ops()
@@ -31,7 +32,7 @@ class FakeDeviceXP(types.SimpleNamespace):
             self.source, self.name, self.launches = source, name, 0
 
         def __call__(self, grid, block, args):
-            S.emulate_launch(self.source, self.name, grid, block, args)
+            E.emulate_launch(self.source, self.name, grid, block, args)
 
 
 FAKE = FakeDeviceXP()
@@ -198,21 +199,21 @@ def test_the_emulation_refuses_launches_that_break_the_contract():
     st = np.array([0, 50], dtype=np.int64)
     out = np.zeros((1, 2), dtype=np.int64)
     good = dict(n=np.int64(100), ld=np.int64(100), P=np.int64(2), chunk=np.int32(32), grid=(1, 1), block=(256,))
-    S.emulate_seg_reduce("add", "int64", x, st, out, **good)
+    E.emulate_seg_reduce("add", "int64", x, st, out, **good)
     assert out.tolist() == [[x[0, :50].sum(), x[0, 50:].sum()]]
     bad = [dict(n=100), dict(grid=(1, 2)), dict(block=(100,)), dict(chunk=np.int32(0)), dict(P=np.int64(3))]
     for change in bad:
         with pytest.raises(ValueError):
-            S.emulate_seg_reduce("add", "int64", x, st, np.zeros((1, 2), dtype=np.int64), **{**good, **change})
+            E.emulate_seg_reduce("add", "int64", x, st, np.zeros((1, 2), dtype=np.int64), **{**good, **change})
     with pytest.raises(ValueError, match="cover"):
-        S.emulate_seg_reduce("add", "int64", np.zeros((1, 9000), dtype=np.int64), st, out,
+        E.emulate_seg_reduce("add", "int64", np.zeros((1, 9000), dtype=np.int64), st, out,
                              **{**good, "n": np.int64(9000), "ld": np.int64(9000)})
     with pytest.raises(ValueError, match="int64"):
-        S.emulate_seg_reduce("add", "int64", x, st.astype(np.int32), out, **good)
+        E.emulate_seg_reduce("add", "int64", x, st.astype(np.int32), out, **good)
     with pytest.raises(ValueError, match="non-decreasing"):
-        S.emulate_seg_reduce("add", "int64", x, st[::-1].copy(), out, **good)
+        E.emulate_seg_reduce("add", "int64", x, st[::-1].copy(), out, **good)
     with pytest.raises(ValueError, match="contiguous rows"):
-        S.emulate_seg_reduce("add", "int64", np.zeros((2, 200), dtype=np.int64)[:, ::2], st,
+        E.emulate_seg_reduce("add", "int64", np.zeros((2, 200), dtype=np.int64)[:, ::2], st,
                              np.zeros((2, 2), dtype=np.int64), **{**good, "grid": (1, 2)})
 
 
