@@ -15,6 +15,7 @@ lower median ``m``: left ``v <= m``, right ``v > m``; if right is empty, left ``
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
 from .host import host, scalar
+from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
 from .specs import CategoricalSpec, HierarchySpec, NumericSpec, as_spec
 
@@ -41,44 +43,153 @@ def _ranges(starts, sizes, xp, total: int | None = None):
     return rows, loc, ofs
 
 
+_PLAN: list = [None]  # the column plan of the last column list (weak references to its specs)
+_RANK_TABLE_LIMIT = 1 << 22  # rank columns' values concatenated (one gather) up to this many
+
+
+class _SpanPlan:
+    """Per-column constants of :func:`_spans`, built once per column list (a fit) on its device.
+
+    ``kind``: host list of ``'skip'``, ``'f32'``, ``'rank'``, ``'nan'`` (a numeric column without
+    values), ``'cat'``, ``'hier'``. Device arrays: ``div`` (the numeric range, 1 elsewhere),
+    ``is_f`` / ``is_r`` / ``is_nan`` masks, the rank columns' values concatenated (``table``) with
+    per-column offsets ``roff`` and largest index ``rmax``, and for the categorical columns their
+    indices ``cidx``, counts ``cn`` and cumulative counts ``cbase``.
+    """
+
+    def __init__(self, specs, n_categories, global_range, xp):
+        d = len(specs)
+        self.kind, ncat, rng = [], [0] * d, [1.0] * d
+        for j, spec in enumerate(specs):
+            if isinstance(spec, HierarchySpec):
+                k = "hier"
+            elif isinstance(spec, CategoricalSpec):
+                ncat[j] = int(n_categories[j])
+                k = "cat" if ncat[j] > 1 else "skip"
+            elif isinstance(spec, NumericSpec):
+                g = float(global_range[j])
+                k = "skip" if not g > 0 else "f32" if spec.values is None else \
+                    "rank" if int(spec.values.shape[0]) else "nan"
+                rng[j] = g if k != "skip" else 1.0
+            else:  # as_spec returns one of the three
+                raise TypeError(f"column {j}: unknown spec {type(spec).__name__}")
+            self.kind.append(k)
+        rank = [j for j in range(d) if self.kind[j] == "rank"]
+        lens = [int(specs[j].values.shape[0]) for j in rank]
+        self.rank_each = sum(lens) > _RANK_TABLE_LIMIT  # large tables: a gather per column instead
+        roff, rmax, o = [0] * d, [0] * d, 0
+        for j, ln in zip(rank, lens):
+            roff[j], rmax[j], o = o, ln - 1, o + ln
+        self.table = None if (not rank or self.rank_each) else \
+            xp.concatenate([xp.asarray(specs[j].values, dtype=xp.float64) for j in rank])
+        self.cat = [j for j in range(d) if self.kind[j] == "cat"]
+        self.ncat_total = sum(ncat[j] for j in self.cat)
+        cb = [0] * len(self.cat)
+        for i in range(1, len(self.cat)):
+            cb[i] = cb[i - 1] + ncat[self.cat[i - 1]]
+        self.div = _on_device(rng, xp.float64, xp)[:, None]
+        self.is_f = _on_device([k == "f32" for k in self.kind], xp.bool_, xp)[:, None]
+        self.is_r = _on_device([k == "rank" for k in self.kind], xp.bool_, xp)[:, None]
+        self.is_nan = _on_device([k == "nan" for k in self.kind], xp.bool_, xp)[:, None]
+        self.roff = _on_device(roff, xp.int64, xp)[:, None]
+        self.rmax = _on_device(rmax, xp.int64, xp)[:, None]
+        self.cidx = _on_device(self.cat, xp.int64, xp)
+        self.cn = _on_device([ncat[j] for j in self.cat], xp.int64, xp)[:, None]
+        self.cbase = _on_device(cb, xp.int64, xp)[:, None]
+        self.rows = {k: _row_range([j for j in range(d) if self.kind[j] == k]) for k in ("f32", "rank")}
+
+
+def _row_range(cols):
+    """The slice of rows from the first to the last of ``cols`` (None if there is none)."""
+    return slice(cols[0], cols[-1] + 1) if cols else None
+
+
+def _on_device(values, dtype, xp):
+    """A small constant array on ``xp``'s device, written element by element from Python scalars
+    (once per fit: no host array crosses to the device)."""
+    out = xp.zeros(len(values), dtype=dtype)
+    for i, v in enumerate(values):  # a loop over columns, once per fit
+        if v:
+            out[i] = v
+    return out
+
+
+def _span_plan(specs, n_categories, global_range, xp):
+    """The cached :class:`_SpanPlan` of this column list, or a new one."""
+    key = (id(xp), tuple(int(c) for c in n_categories), np.asarray([float(g) for g in global_range]).tobytes())
+    got = _PLAN[0]
+    if got is not None and got[1] == key and len(got[0]) == len(specs) and \
+            all(r() is sp for r, sp in zip(got[0], specs)):
+        return got[2]
+    plan = _SpanPlan(specs, n_categories, global_range, xp)
+    _PLAN[0] = ([weakref.ref(sp) for sp in specs], key, plan)
+    return plan
+
+
+def _distinct_share(K, seg, P, plan, xp, cell_limit):
+    """Distinct codes over categories ``(len(plan.cat), P)`` of the categorical columns, in one
+    scatter over (column, segment, code) cells and one cumulative sum; None when the cells or the
+    row index would pass ``cell_limit`` (then each column is counted apart)."""
+    cells = P * plan.ncat_total
+    if not plan.cat or cells > cell_limit or len(plan.cat) * int(K.shape[1]) > cell_limit:
+        return None
+    Kc = K[plan.cidx]
+    flat = plan.cbase * P + seg[None, :] * plan.cn + Kc.astype(xp.int64)
+    present = xp.zeros(cells, dtype=bool)
+    present[flat.reshape(-1)] = True
+    cs = xp.zeros(cells + 1, dtype=xp.int64)
+    xp.cumsum(present, dtype=xp.int64, out=cs[1:])
+    first = plan.cbase * P + xp.arange(P, dtype=xp.int64)[None, :] * plan.cn
+    return (cs[first + plan.cn] - cs[first]).astype(xp.float64) / plan.cn.astype(xp.float64)
+
+
 def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit):
     """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
 
     ``col_info``: one :mod:`kernels.specs` spec per column (older descriptions are read by
-    :func:`~kernels.specs.as_spec`).
+    :func:`~kernels.specs.as_spec`). Whole-matrix operations on the ``(d, P)`` minima and maxima:
+    one decode of all float32-key columns, one gather for all rank columns, one count for all
+    categorical ones; a hierarchy column (or a categorical one too large to count with the others)
+    takes its own few operations.
     """
     d = K.shape[0]
     P = sizes.shape[0]
     specs = [as_spec(c) for c in col_info]
-    mn = segment_reduce("minimum", K, starts, xp, axis=1)
-    mx = segment_reduce("maximum", K, starts, xp, axis=1)
-    span = xp.zeros((P, d), dtype=xp.float64)
-    for j in range(d):
-        single = mn[j] == mx[j]
-        spec = specs[j]
-        if isinstance(spec, HierarchySpec):  # leaves under the lowest common node of both ends
-            node, _ = lowest_common_node(spec.levels, mn[j], mx[j], xp)
-            s = spec.frac[node]
-        elif isinstance(spec, CategoricalSpec):
+    plan = _span_plan(specs, n_categories, global_range, xp)
+    mn, mx = segment_reduce("minmax", K, starts, xp, axis=1)
+    S = xp.zeros((d, P), dtype=xp.float64)  # value ranges (numeric) or shares; 0: no span
+    f = plan.rows["f32"]
+    if f is not None:
+        part = decode_float32_keys(mx[f], xp) - decode_float32_keys(mn[f], xp)
+        S[f] = xp.where(plan.is_f[f], part, S[f])
+    r = plan.rows["rank"]
+    if r is not None and plan.table is not None:
+        lo = xp.minimum(mn[r].astype(xp.int64), plan.rmax[r]) + plan.roff[r]
+        hi = xp.minimum(mx[r].astype(xp.int64), plan.rmax[r]) + plan.roff[r]
+        S[r] = xp.where(plan.is_r[r], plan.table[hi] - plan.table[lo], S[r])
+    elif r is not None:  # large value tables: one gather per column
+        for j in range(r.start, r.stop):
+            if plan.kind[j] == "rank":
+                S[j] = specs[j].decode(mx[j], xp) - specs[j].decode(mn[j], xp)
+    if "nan" in plan.kind:
+        S = xp.where(plan.is_nan, xp.nan, S)
+    share = _distinct_share(K, seg, P, plan, xp, cell_limit)
+    if share is not None:
+        S[plan.cidx] = share
+    for j, kind in enumerate(plan.kind):  # a loop over columns: hierarchies, large categorical ones
+        if kind == "hier":  # leaves under the lowest common node of both ends
+            node, _ = lowest_common_node(specs[j].levels, mn[j], mx[j], xp)
+            S[j] = specs[j].frac[node]
+        elif kind == "cat" and share is None:
             ncat = int(n_categories[j])
-            if ncat <= 1:
-                continue
             flat = seg * ncat + K[j].astype(xp.int64)
             if P * ncat <= cell_limit:
                 cnt = xp.bincount(flat, minlength=P * ncat).reshape(P, ncat)
                 distinct = (cnt > 0).sum(axis=1)
             else:
                 distinct = xp.bincount(xp.unique(flat) // ncat, minlength=P)
-            s = distinct.astype(xp.float64) / ncat
-        elif isinstance(spec, NumericSpec):
-            rng = float(global_range[j])
-            if not rng > 0:
-                continue
-            s = (spec.decode(mx[j], xp) - spec.decode(mn[j], xp)) / rng
-        else:  # as_spec returns one of the three
-            raise TypeError(f"column {j}: unknown spec {type(spec).__name__}")
-        span[:, j] = xp.where(single, 0.0, s)
-    return span
+            S[j] = distinct.astype(xp.float64) / ncat
+    return xp.ascontiguousarray(xp.where(mn == mx, 0.0, S / plan.div).T)
 
 
 def partition_spans(keys, sizes, *, col_info, n_categories, global_range, xp=np, cell_limit: int = 1 << 25):

@@ -12,11 +12,16 @@ checked only when ``CHECK_SEGMENTS`` is on (environment ``GPUANON_CHECK_SEGMENTS
 check reads the device and would add a synchronization to every call.
 
 Integer reductions: NumPy's ``reduceat``; on CuPy one CUDA kernel (:data:`_CUDA_SOURCE`, compiled
-at first use per operation and type): each thread scans a run of :data:`ROWS_PER_THREAD`
-consecutive rows of one column, keeps the running value of its current segment and issues one
-atomic per segment it finishes; when a whole warp ends inside one segment the warp first combines
-its 32 values with shuffles. Integer sums wrap (two's complement) on both backends; the signed
-ones go through the unsigned atomics (same bits). Floating ``add`` is :func:`segment_sum`, a
+at first use per operation and type). Each warp owns a tile of ``32 * ROWS_PER_THREAD`` rows of one
+column and walks it in steps of 32 rows, lane ``i`` reading row ``base + i`` (coalesced). One lane
+searches ``starts`` for the tile's first segment; after that the warp advances through ``starts``
+as it crosses boundaries. A step inside one segment only adds each lane's value to the lane's
+share; a step that crosses boundaries finds every row's segment (a search by shuffles over the
+next 32 starts), marks the heads of runs in a ballot, reduces each run by a segmented warp scan
+and issues one atomic per run that ends inside the step. ``minmax`` computes the minimum and
+the maximum in the same pass (two outputs). :mod:`kernels.seg_emulate` follows the kernel step by
+step in NumPy (the tests' and the device double's model of it). Integer sums wrap (two's
+complement) on both backends; the signed ones go through the unsigned atomics (same bits). Floating ``add`` is :func:`segment_sum`, a
 fixed-order pairwise sum made of elementwise IEEE additions only, so NumPy and CuPy give the same
 bits and two device runs agree. Nothing is copied to the host; an operation or type without a
 device implementation raises ``NotImplementedError`` (never a silent trip to the host).
@@ -40,6 +45,7 @@ _OPS = {
     "maximum": ("(b > a ? b : a)", "atomicMax"),
     "add": ("(T)((AT)a + (AT)b)", "atomicAdd"),  # in the unsigned atomic type: wraps, no signed overflow
     "bitwise_or": ("(a | b)", "atomicOr"),
+    "minmax": None,  # minimum and maximum in one pass: two outputs
 }
 _U32, _U64 = "unsigned int", "unsigned long long"
 # numpy dtype -> (C type, {op: (identity literal, the type the atomic takes)}); every entry compiles
@@ -60,58 +66,119 @@ _FLOAT_SUM = ("float32", "float64")  # add on these: segment_sum, the same on bo
 _CUDA_SOURCE = r"""
 typedef @T@ T;
 typedef @AT@ AT;
+#define TWO @TWO@
+#define FULL 0xffffffffu
 __device__ __forceinline__ T combine(T a, T b) { return @COMBINE@; }
 __device__ __forceinline__ void flush(T* p, T v) { @ATOMIC@((AT*)p, (AT)v); }
+__device__ __forceinline__ T combine2(T a, T b) { return @COMBINE2@; }
+__device__ __forceinline__ void flush2(T* p, T v) { @ATOMIC2@((AT*)p, (AT)v); }
+
+struct V { T a, b; };  // a running value; b: the maximum of minmax (unused otherwise)
+__device__ __forceinline__ V comb(V p, V q) {
+    V o; o.a = combine(p.a, q.a); o.b = TWO ? combine2(p.b, q.b) : p.b; return o;
+}
+__device__ __forceinline__ V shfl_up(V p, int off) {
+    V o; o.a = __shfl_up_sync(FULL, p.a, off); o.b = TWO ? __shfl_up_sync(FULL, p.b, off) : p.b; return o;
+}
+__device__ __forceinline__ V warp_total(V p) {  // every lane gets the combination of the warp's 32 values
+    for (int m = 16; m > 0; m >>= 1) {
+        V o; o.a = __shfl_xor_sync(FULL, p.a, m); o.b = TWO ? __shfl_xor_sync(FULL, p.b, m) : p.b;
+        p = comb(p, o);
+    }
+    return p;
+}
+__device__ __forceinline__ void put(T* oc, long long P2, long long s, V v) {
+    flush(oc + s, v.a);
+    if (TWO) flush2(oc + P2 + s, v.b);
+}
 
 extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* __restrict__ starts,
                                       T* __restrict__ out, const long long n, const long long ld,
                                       const long long P, const int chunk) {
-    const T ident = @IDENT@;
+    const V ident = {@IDENT@, @IDENT2@};
     const T* xc = x + (long long)blockIdx.y * ld;
     T* oc = out + (long long)blockIdx.y * P;
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long r0 = tid * chunk;
-    long long s = -1;                                   // -1: no segment (rows before starts[0])
-    T acc = ident;
-    if (r0 < n) {
-        const long long r1 = (r0 + chunk < n) ? r0 + chunk : n;
-        long long lo = 0, hi = P;                       // last segment starting at or before r0
+    const long long P2 = (long long)gridDim.y * P;      // minmax: the maxima follow the d x P minima
+    const int lane = threadIdx.x & 31;
+    const long long tile = 32LL * chunk;                // a warp's rows: chunk steps of 32 rows
+    const long long base = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * tile;
+    if (base >= n) return;                              // the whole warp (base is one per warp)
+    const long long end = (base + tile < n) ? base + tile : n;
+    long long s = 0;
+    if (lane == 0) {                                    // one search per warp: the segment of row base
+        long long lo = 0, hi = P;
         while (lo < hi) {
             const long long mid = (lo + hi) >> 1;
-            if (starts[mid] <= r0) lo = mid + 1; else hi = mid;
+            if (starts[mid] <= base) lo = mid + 1; else hi = mid;
         }
-        s = lo - 1;
-        long long next = (s + 1 < P) ? starts[s + 1] : n;
-        for (long long r = r0; r < r1; ++r) {
-            if (r >= next) {                            // segment s ends before row r
-                if (s >= 0) flush(oc + s, acc);
-                acc = ident;
-                do { ++s; next = (s + 1 < P) ? starts[s + 1] : n; } while (r >= next);
-            }
-            acc = combine(acc, xc[r]);
+        s = lo - 1;                                     // -1: no segment (rows before starts[0])
+    }
+    s = __shfl_sync(FULL, s, 0);
+    long long next = (s + 1 < P) ? starts[s + 1] : n;   // the row where segment s ends
+    V acc = ident;                                      // this lane's share of segment s
+    for (long long r0 = base; r0 < end; r0 += 32) {
+        const long long r = r0 + lane;                  // coalesced: lane i reads row r0 + i
+        const long long last = (r0 + 31 < end) ? r0 + 31 : end - 1;
+        V v = ident;
+        if (r <= last) { v.a = xc[r]; v.b = v.a; }
+        if (next > last) { acc = comb(acc, v); continue; }  // no segment starts in these rows
+        long long c = 0;                                // starts after s at or before row r
+        for (long long i0 = s + 1;; i0 += 32) {         // 32 starts at a time (more: empty segments)
+            const long long sj = (i0 + lane < P) ? starts[i0 + lane] : n;
+            int k = 0;                                  // how many of the 32 are <= r: a search by shuffles
+            for (int b = 16; b > 0; b >>= 1) if (__shfl_sync(FULL, sj, k + b - 1) <= r) k += b;
+            if (__shfl_sync(FULL, sj, k) <= r) k += 1;
+            c += k;
+            if (__shfl_sync(FULL, sj, 31) > last) break;
         }
+        const long long cp = __shfl_up_sync(FULL, c, 1);
+        const unsigned heads = __ballot_sync(FULL, lane == 0 || c != cp);  // a run of one segment starts
+        const int first = 31 - __clz(heads & (FULL >> (31 - lane)));        // where this lane's run starts
+        V w = v;                                        // segmented inclusive scan: w = run up to this lane
+        for (int off = 1; off < 32; off <<= 1) {
+            const V y = shfl_up(w, off);
+            if (lane - off >= first) w = comb(y, w);
+        }
+        const V tot = warp_total(acc);                  // segment s in the earlier steps
+        const int L = (int)(last - r0);                 // the last lane holding a row
+        const long long cL = __shfl_sync(FULL, c, L);
+        if (lane == 0 && c != 0 && s >= 0) put(oc, P2, s, tot);  // segment s ended before row r0
+        if (lane < L && ((heads >> (lane + 1)) & 1u) && s + c >= 0)  // a run that ends in this step
+            put(oc, P2, s + c, c == 0 ? comb(tot, w) : w);
+        acc = (c == cL && r <= last) ? v : ident;       // the last run goes on, in the lanes' shares
+        s += cL;
+        next = (s + 1 < P) ? starts[s + 1] : n;
     }
-    const unsigned full = 0xffffffffu;
-    const long long s0 = __shfl_sync(full, s, 0);
-    if (__all_sync(full, s == s0) && s0 >= 0) {         // the whole warp ends in one segment
-        for (int off = 16; off > 0; off >>= 1) acc = combine(acc, __shfl_down_sync(full, acc, off));
-        if ((threadIdx.x & 31) == 0) flush(oc + s0, acc);
-    } else if (s >= 0) {
-        flush(oc + s, acc);
-    }
+    const V tot = warp_total(acc);
+    if (lane == 0 && s >= 0) put(oc, P2, s, tot);
 }
 """
 
 _KERNELS: dict = {}
 
 
+def kernel_dtypes() -> tuple:
+    """The dtypes the CUDA kernel is built for."""
+    return tuple(_TYPES)
+
+
+def plain_ops(op: str) -> tuple:
+    """The one or two plain operations a kernel for ``op`` runs (``minmax``: both)."""
+    return ("minimum", "maximum") if op == "minmax" else (op, op)
+
+
 def device_kernel_source(op: str, dtype) -> str:
     """CUDA source of the segmented reduction ``op`` for ``dtype`` (KeyError if none)."""
     ctype, per_op = _TYPES[np.dtype(dtype).name]
-    ident, atype = per_op[op]
-    combine, atomic = _OPS[op]
-    return (_CUDA_SOURCE.replace("@T@", ctype).replace("@AT@", atype).replace("@COMBINE@", combine)
-            .replace("@ATOMIC@", atomic).replace("@IDENT@", ident))
+    if op not in _OPS:
+        raise KeyError(op)
+    o1, o2 = plain_ops(op)
+    (ident, atype), (ident2, atype2) = per_op[o1], per_op[o2]
+    assert atype == atype2  # one AT for both outputs
+    (combine, atomic), (combine2, atomic2) = _OPS[o1], _OPS[o2]
+    return (_CUDA_SOURCE.replace("@T@", ctype).replace("@AT@", atype).replace("@TWO@", str(int(o1 != o2)))
+            .replace("@COMBINE@", combine).replace("@ATOMIC@", atomic).replace("@COMBINE2@", combine2)
+            .replace("@ATOMIC2@", atomic2).replace("@IDENT@", ident).replace("@IDENT2@", ident2))
 
 
 def has_device_kernel(op: str, dtype) -> bool:
@@ -120,7 +187,7 @@ def has_device_kernel(op: str, dtype) -> bool:
         t = _TYPES.get(np.dtype(dtype).name)
     except TypeError:
         return False
-    return t is not None and op in _OPS and op in t[1]
+    return t is not None and op in _OPS and all(o in t[1] for o in plain_ops(op))
 
 
 def device_support(op: str, dtype) -> str | None:
@@ -142,7 +209,7 @@ def device_kernel_sources() -> list:
 
     A new RawKernel / ElementwiseKernel source joins this list."""
     return [(f"seg_reduce/{op}/{t}", device_kernel_source(op, t))
-            for t, (_, per_op) in _TYPES.items() for op in _OPS if op in per_op]
+            for t in _TYPES for op in _OPS if has_device_kernel(op, t)]
 
 
 def ops() -> tuple:
@@ -151,8 +218,11 @@ def ops() -> tuple:
 
 
 def identity(op: str, dtype):
-    """The value an empty segment holds for ``op`` on ``dtype`` (the contract's identity)."""
+    """The value an empty segment holds for ``op`` on ``dtype`` (the contract's identity; for
+    ``minmax`` the pair of ``minimum``'s and ``maximum``'s)."""
     dt = np.dtype(dtype)
+    if op == "minmax":
+        return identity("minimum", dt), identity("maximum", dt)
     if op in ("add", "bitwise_or"):
         return dt.type(0)
     big = dt.kind in "iu"
@@ -276,20 +346,28 @@ def _device_reduce(op: str, x, starts, xp):
     P = int(starts.shape[0])
     if CHECK_SEGMENTS:
         check_segments(starts, n, xp)
-    out = xp.full((d, P), identity(op, dt), dtype=dt)
+    if op == "minmax":  # the minima, then the maxima: one (2, d, P) output
+        lo, hi = identity(op, dt)
+        out = xp.full((2, d, P), lo, dtype=dt)
+        out[1] = hi
+    else:
+        out = xp.full((d, P), identity(op, dt), dtype=dt)
     if n and P and d:
         st = xp.ascontiguousarray(starts.astype(xp.int64, copy=False))
         per_block = THREADS_PER_BLOCK * ROWS_PER_THREAD
         grid = ((n + per_block - 1) // per_block, d)
         kern(grid, (THREADS_PER_BLOCK,), (X, st, out, np.int64(n), np.int64(ld), np.int64(P),
                                           np.int32(ROWS_PER_THREAD)))
+    if op == "minmax":
+        return (out[0], out[1]) if two_d else (out[0, 0], out[1, 0])
     return out if two_d else out[0]
 
 
 def segment_reduce(op: str, x, starts, xp=np, axis: int = -1, max_size: int | None = None):
     """``xp.<op>.reduceat(x, starts, axis)`` under the segment contract of this module.
 
-    ``op``: ``minimum``, ``maximum``, ``add`` or ``bitwise_or``. ``x`` is 1-D, or 2-D with the
+    ``op``: ``minimum``, ``maximum``, ``add``, ``bitwise_or``, or ``minmax`` (both the minimum and
+    the maximum in one pass over ``x``; returns the pair ``(minima, maxima)``). ``x`` is 1-D, or 2-D with the
     segments along its last axis (any axis for floating ``add``). ``bool`` input to ``add`` is
     counted as ``int64`` on both backends; floating ``add`` is :func:`segment_sum` on both
     backends (``max_size``: the largest segment's size, if the caller knows it). On CuPy an
@@ -307,94 +385,12 @@ def segment_reduce(op: str, x, starts, xp=np, axis: int = -1, max_size: int | No
     if op == "add" and np.dtype(x.dtype).kind == "f" and (xp is np or np.dtype(x.dtype).name in _FLOAT_SUM):
         return segment_sum(x, starts, xp, axis=axis, max_size=max_size)
     if xp is np:
+        if op == "minmax":
+            return _host_reduce("minimum", x, starts, axis), _host_reduce("maximum", x, starts, axis)
         return _host_reduce(op, x, starts, axis)
     if not (x.ndim == 1 or (x.ndim == 2 and axis in (1, -1))):
         raise NotImplementedError("device segmented reductions run along the last axis of a 1-D or 2-D array")
     return _device_reduce(op, x, starts, xp)
-
-
-def emulate_seg_reduce(op: str, dtype, x, starts, out, n, ld, P, chunk, grid, block):
-    """One launch of the ``seg_reduce`` kernel for ``(op, dtype)``, computed with NumPy.
-
-    Takes the launch exactly as the kernel gets it: ``grid`` / ``block`` and the arguments
-    ``(x, starts, out, n, ld, P, chunk)`` as NumPy arrays and NumPy scalars (``int64`` for ``n``,
-    ``ld``, ``P``; ``int32`` for ``chunk``). Follows the kernel's algorithm, vectorized over
-    threads: each thread's chunk of rows, the flush of every segment it finishes inside its chunk,
-    the warp's all-in-one-segment combine, atomics as scatter reductions into ``out`` (which it
-    updates in place and returns). Raises ``ValueError`` when the launch breaks the kernel's
-    contract: wrong dtypes or scalar types, ``out`` not ``(d, P)`` contiguous, ``starts`` not
-    contiguous ``int64`` of length ``P`` or against the segment contract, rows of ``x`` not
-    contiguous or ``ld`` not their stride, a block that is not whole warps, a grid that does not
-    cover ``n`` rows. What it cannot show: timing, memory races the model hides (atomics are exact
-    here), anything the CUDA compiler does differently from this reading of the source.
-    """
-    dt = np.dtype(dtype)
-    if not has_device_kernel(op, dt):
-        raise ValueError(f"seg_reduce: no kernel for ({op}, {dt.name})")
-    for name, v, t in (("n", n, np.int64), ("ld", ld, np.int64), ("P", P, np.int64), ("chunk", chunk, np.int32)):
-        if type(v) is not t:
-            raise ValueError(f"seg_reduce: argument {name} must be a numpy.{t.__name__}, got {type(v).__name__}")
-    n, ld, P, chunk = int(n), int(ld), int(P), int(chunk)
-    grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-    block = tuple(block) if isinstance(block, (tuple, list)) else (block,)
-    gx, d = int(grid[0]), int(grid[1]) if len(grid) > 1 else 1
-    bx = int(block[0])
-    if any(int(b) != 1 for b in block[1:]) or any(int(g) != 1 for g in grid[2:]):
-        raise ValueError("seg_reduce: the block is 1-D and the grid 2-D (row chunks, columns)")
-    if bx % 32 or bx <= 0:
-        raise ValueError(f"seg_reduce: block of {bx} threads is not whole warps")
-    if gx * bx * chunk < n or chunk <= 0:
-        raise ValueError(f"seg_reduce: grid {gx} x {bx} threads x {chunk} rows does not cover {n} rows")
-    if x.dtype != dt or out.dtype != dt:
-        raise ValueError(f"seg_reduce: x and out must be {dt.name}, got {x.dtype} and {out.dtype}")
-    if starts.dtype != np.int64 or starts.ndim != 1 or starts.shape[0] != P or not starts.flags.c_contiguous:
-        raise ValueError(f"seg_reduce: starts must be contiguous int64 of length P={P}")
-    if out.shape != (d, P) or not out.flags.c_contiguous:
-        raise ValueError(f"seg_reduce: out must be a contiguous ({d}, {P}) array, got {out.shape}")
-    X = x if x.ndim == 2 else x[None, :]
-    if X.shape[0] < d or X.shape[1] < n or (n and X.strides[1] != dt.itemsize) or \
-            (d > 1 and X.strides[0] != ld * dt.itemsize):
-        raise ValueError(f"seg_reduce: x must hold {d} contiguous rows of {n} values, {ld} apart")
-    check_segments(starts, n)
-    if n == 0 or P == 0:
-        return out
-    fn, ident = getattr(np, op), identity(op, dt)
-    T = gx * bx
-    rows = np.arange(n, dtype=np.int64)
-    thread = rows // chunk
-    seg = np.searchsorted(starts, rows, side="right") - 1  # -1: before starts[0]
-    brk = np.ones(n, dtype=bool)
-    brk[1:] = (thread[1:] != thread[:-1]) | (seg[1:] != seg[:-1])
-    rs = np.nonzero(brk)[0]  # runs of one thread in one segment
-    r_thread, r_seg = thread[rs], seg[rs]
-    last = np.ones(rs.shape[0], dtype=bool)  # a thread's last run: its state when the loop ends
-    last[:-1] = r_thread[1:] != r_thread[:-1]
-    flushed = ~last & (r_seg >= 0)
-    for c in range(d):  # a loop over columns (blockIdx.y)
-        vals = fn.reduceat(X[c, :n], rs, dtype=dt)
-        oc = out[c]
-        fn.at(oc, r_seg[flushed], vals[flushed])  # flushes inside the row loop
-        s = np.full(T, -1, dtype=np.int64)
-        acc = np.full(T, ident, dtype=dt)
-        s[r_thread[last]], acc[r_thread[last]] = r_seg[last], vals[last]
-        sw, aw = s.reshape(-1, 32), acc.reshape(-1, 32)
-        whole = (sw == sw[:, :1]).all(axis=1) & (sw[:, 0] >= 0)  # the warp ends in one segment
-        fn.at(oc, sw[whole, 0], fn.reduce(aw[whole], axis=1))
-        lane = ~whole[:, None] & (sw >= 0)
-        fn.at(oc, sw[lane], aw[lane])
-    return out
-
-
-def emulate_launch(source: str, name: str, grid, block, args):
-    """:func:`emulate_seg_reduce` for a launch of a kernel built from ``(source, name)``; KeyError
-    if the source is none of :func:`device_kernel_sources`."""
-    if name != "seg_reduce":
-        raise KeyError(f"no emulation of kernel {name!r}")
-    for t, (_, per_op) in _TYPES.items():
-        for op in per_op:
-            if device_kernel_source(op, t) == source:
-                return emulate_seg_reduce(op, t, *args, grid=grid, block=block)
-    raise KeyError("no emulation of this kernel source")
 
 
 def exclusive_cumsum(sizes, xp=np):

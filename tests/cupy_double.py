@@ -678,20 +678,22 @@ _ATOMIC_OP = {"atomicMin": "minimum", "atomicMax": "maximum", "atomicAdd": "add"
 def _seg_reduce_reference(kern, grid, block, args):
     """The segmented reduction of ``kernels/segmented.py``: the atomics its source calls are ones CUDA
     has, then the launch is computed by the kernel's own NumPy emulation
-    (:func:`kernels.segmented.emulate_launch`: the kernel's steps vectorized over threads, every
-    argument checked against the kernel's contract)."""
-    from kernels.segmented import emulate_launch
+    (:func:`kernels.seg_emulate.emulate_launch`: the kernel's steps vectorized over warps and lanes, every
+    argument checked against the kernel's contract). Launches over more than :data:`EMULATE_STEPS_UP_TO`
+    values are checked the same way but reduced on the host (the steps cost about 0.1 s per million
+    values; ``tests/test_segmented.py`` covers them on every segment shape)."""
+    from kernels.seg_emulate import emulate_launch
 
     src = kern.code
     m = re.search(r"typedef (.+?) T;", src)
-    am = re.search(r"flush\(T\* p, T v\) \{ (atomic\w+)\(\((.+?)\*\)p", src)
-    if not m or not am:
+    flushes = re.findall(r"flush\w*\(T\* p, T v\) \{ (atomic\w+)\(\((.+?)\*\)p", src)  # flush, flush2
+    if not m or not flushes:
         raise DeviceDoubleError("seg_reduce: source does not have the expected typedef / flush")
-    atomic, atype = am.group(1), am.group(2)
-    alias = re.search(r"typedef (.+?) " + re.escape(atype) + ";", src)
-    atype = alias.group(1) if alias else atype  # the atomic's type through its typedef
-    if atype not in CUDA_ATOMICS.get(atomic, ()):
-        _ctr().dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")  # kernels are cached
+    for atomic, atype in flushes:
+        alias = re.search(r"typedef (.+?) " + re.escape(atype) + ";", src)
+        atype = alias.group(1) if alias else atype  # the atomic's type through its typedef
+        if atype not in CUDA_ATOMICS.get(atomic, ()):
+            _ctr().dev.fault("seg_reduce", f"{atomic}({atype}*) does not exist in CUDA")  # kernels are cached
     if len(args) != 7:
         raise DeviceDoubleError(f"seg_reduce takes 7 arguments, got {len(args)}")
     for a, nm in zip(args[:3], ("x", "starts", "out")):
@@ -699,10 +701,14 @@ def _seg_reduce_reference(kern, grid, block, args):
             raise DeviceDoubleError(f"seg_reduce: {nm} must be a device array, got {type(a)}")
     host = tuple(a._a if isinstance(a, DArray) else a for a in args)
     try:
-        emulate_launch(src, kern.name, grid, block, host)
+        x = host[0]
+        emulate_launch(src, kern.name, grid, block, host, steps=x.size <= EMULATE_STEPS_UP_TO)
     except (ValueError, KeyError) as exc:
         raise DeviceDoubleError(str(exc)) from None
 
+
+#: raw-kernel launches over at most this many values run the kernel's emulated steps
+EMULATE_STEPS_UP_TO = 1 << 20
 
 #: kernel name -> NumPy reference ``(kernel, grid, block, args)``
 KERNELS = {"seg_reduce": _seg_reduce_reference}

@@ -2,7 +2,7 @@
 CUDA kernel's algorithm emulated thread by thread against NumPy's ``reduceat``.
 
 The device code path runs here on :class:`FakeDeviceXP`: NumPy under another name, whose
-``RawKernel`` launches run :func:`kernels.segmented.emulate_seg_reduce`. What it cannot catch: it
+``RawKernel`` launches run :func:`kernels.seg_emulate.emulate_seg_reduce`. What it cannot catch: it
 does not refuse host conversions or NumPy-only calls (its arrays are NumPy arrays), and it says
 nothing about compilation (tests/test_nvrtc.py), CUDA numerics, races, memory or speed.
 """
@@ -14,6 +14,7 @@ import types
 import numpy as np
 import pytest
 
+from kernels import seg_emulate as E
 from kernels import segmented as S
 
 OPS = S.ops()
@@ -31,7 +32,7 @@ class FakeDeviceXP(types.SimpleNamespace):
             self.source, self.name, self.launches = source, name, 0
 
         def __call__(self, grid, block, args):
-            S.emulate_launch(self.source, self.name, grid, block, args)
+            E.emulate_launch(self.source, self.name, grid, block, args)
 
 
 FAKE = FakeDeviceXP()
@@ -61,6 +62,8 @@ def _values(rng, dt, shape):
 
 def _expected(op, x, starts):
     """Plain per-segment reduction with the contract's identities (a loop: the reference)."""
+    if op == "minmax":
+        return _expected("minimum", x, starts), _expected("maximum", x, starts)
     n = x.shape[-1]
     ends = list(starts[1:]) + [n]
     cols = []
@@ -79,11 +82,48 @@ def test_emulated_kernel_equals_the_reference(kind, n):
     for t in INT_TYPES:
         x = _values(rng, t, (3, n))
         for op in OPS:
-            want = _expected(op, x, starts)
-            got = S.segment_reduce(op, x, starts, FAKE, axis=1)
-            assert got.dtype == want.dtype and np.array_equal(got, want), (op, t, kind)
-            assert np.array_equal(S.segment_reduce(op, x, starts, np, axis=1), want), (op, t, kind)
-            assert np.array_equal(S.segment_reduce(op, x[1], starts, FAKE), want[1])
+            _check(op, x, starts, (op, t, kind))
+
+
+def _same(got, want):
+    if isinstance(want, tuple):
+        return isinstance(got, tuple) and len(got) == 2 and all(_same(g, w) for g, w in zip(got, want))
+    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def _check(op, x, starts, what):
+    """The emulated kernel (2-D and 1-D) and the host path equal the reference."""
+    want = _expected(op, x, starts)
+    assert _same(S.segment_reduce(op, x, starts, FAKE, axis=1), want), what
+    assert _same(S.segment_reduce(op, x, starts, np, axis=1), want), what
+    want1 = tuple(w[1] for w in want) if op == "minmax" else want[1]
+    assert _same(S.segment_reduce(op, x[1], starts, FAKE), want1), what
+
+
+@pytest.mark.parametrize("case", ["every lane", "every other lane", "many per tile", "empties in one step",
+                                  "past the end", "tile edges"])
+def test_emulated_kernel_on_dense_boundaries(case):
+    """Tiles that cross many segments: a boundary at every lane, runs of empty segments (more than 32
+    starts inside one step of 32 rows), empty segments at the end, boundaries on tile edges."""
+    rng = np.random.default_rng(len(case))
+    n = 3 * 1024 + 45
+    if case == "every lane":
+        starts = np.arange(n, dtype=np.int64)
+    elif case == "every other lane":
+        starts = np.arange(0, n, 2, dtype=np.int64)
+    elif case == "many per tile":
+        starts = np.unique(np.concatenate([[0], rng.integers(0, n, size=400)])).astype(np.int64)
+    elif case == "empties in one step":
+        starts = np.sort(np.concatenate([[0], np.full(70, 40), np.full(40, 63), np.full(33, 64),
+                                         rng.integers(0, n, size=50)])).astype(np.int64)
+    elif case == "past the end":
+        starts = np.concatenate([np.arange(0, n, 7), np.full(40, n)]).astype(np.int64)
+    else:
+        starts = np.array([0, 31, 32, 1023, 1024, 1025, 2047, 2048, 3071, 3072, n - 1], dtype=np.int64)
+    for t in INT_TYPES:
+        x = _values(rng, t, (3, n))
+        for op in OPS:
+            _check(op, x, starts, (op, t, case))
 
 
 def test_rows_before_the_first_start_are_ignored_on_both_paths():
@@ -101,6 +141,8 @@ def test_empty_segments_hold_the_identity_on_both_paths():
     for xp in (np, FAKE):
         assert S.segment_reduce("minimum", x, starts, xp).tolist() == [3, 0xFFFFFFFF, 1, 0xFFFFFFFF, 0xFFFFFFFF]
         assert S.segment_reduce("maximum", x, starts, xp).tolist() == [5, 0, 9, 0, 0]
+        lo, hi = S.segment_reduce("minmax", x, starts, xp)
+        assert lo.tolist() == [3, 0xFFFFFFFF, 1, 0xFFFFFFFF, 0xFFFFFFFF] and hi.tolist() == [5, 0, 9, 0, 0]
         assert S.segment_reduce("add", x.astype(np.float64), starts, xp).tolist() == [8.0, 0.0, 10.0, 0.0, 0.0]
 
 
@@ -157,21 +199,21 @@ def test_the_emulation_refuses_launches_that_break_the_contract():
     st = np.array([0, 50], dtype=np.int64)
     out = np.zeros((1, 2), dtype=np.int64)
     good = dict(n=np.int64(100), ld=np.int64(100), P=np.int64(2), chunk=np.int32(32), grid=(1, 1), block=(256,))
-    S.emulate_seg_reduce("add", "int64", x, st, out, **good)
+    E.emulate_seg_reduce("add", "int64", x, st, out, **good)
     assert out.tolist() == [[x[0, :50].sum(), x[0, 50:].sum()]]
     bad = [dict(n=100), dict(grid=(1, 2)), dict(block=(100,)), dict(chunk=np.int32(0)), dict(P=np.int64(3))]
     for change in bad:
         with pytest.raises(ValueError):
-            S.emulate_seg_reduce("add", "int64", x, st, np.zeros((1, 2), dtype=np.int64), **{**good, **change})
+            E.emulate_seg_reduce("add", "int64", x, st, np.zeros((1, 2), dtype=np.int64), **{**good, **change})
     with pytest.raises(ValueError, match="cover"):
-        S.emulate_seg_reduce("add", "int64", np.zeros((1, 9000), dtype=np.int64), st, out,
+        E.emulate_seg_reduce("add", "int64", np.zeros((1, 9000), dtype=np.int64), st, out,
                              **{**good, "n": np.int64(9000), "ld": np.int64(9000)})
     with pytest.raises(ValueError, match="int64"):
-        S.emulate_seg_reduce("add", "int64", x, st.astype(np.int32), out, **good)
+        E.emulate_seg_reduce("add", "int64", x, st.astype(np.int32), out, **good)
     with pytest.raises(ValueError, match="non-decreasing"):
-        S.emulate_seg_reduce("add", "int64", x, st[::-1].copy(), out, **good)
+        E.emulate_seg_reduce("add", "int64", x, st[::-1].copy(), out, **good)
     with pytest.raises(ValueError, match="contiguous rows"):
-        S.emulate_seg_reduce("add", "int64", np.zeros((2, 200), dtype=np.int64)[:, ::2], st,
+        E.emulate_seg_reduce("add", "int64", np.zeros((2, 200), dtype=np.int64)[:, ::2], st,
                              np.zeros((2, 2), dtype=np.int64), **{**good, "grid": (1, 2)})
 
 
