@@ -40,7 +40,7 @@ def _mask_texts(masks: np.ndarray, cats: list):
     import pyarrow.compute as pc  # noqa: PLC0415
 
     n_cat = len(cats)
-    uniq, inv = np.unique(masks.reshape(masks.shape[0], -1), axis=0, return_inverse=True)
+    uniq, inv = np.unique(masks, axis=0, return_inverse=True)
     words = np.ascontiguousarray(uniq.astype("<u8", copy=False)).view(np.uint8)  # bit b of word w: code 64 w + b
     bits = np.unpackbits(words, axis=1, bitorder="little")[:, :n_cat]
     row, code = np.nonzero(bits)  # codes in increasing order within each distinct mask
