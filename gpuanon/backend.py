@@ -493,4 +493,4 @@ def load_cuml() -> tuple[ModuleType | None, str]:
     return cuml, ""
 
 
-_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host)  # kernels' host reads are counted too
+_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host, sync=synchronize)  # kernels' host reads are counted too

@@ -85,34 +85,89 @@ def split_set_text(text: str) -> list[str]:
     return [re.sub(r"\\(.)", r"\1", v) for v in vals]
 
 
+#: Numbers whose shortest text Arrow writes in the same fixed notation as NumPy / Python (``repr``):
+#: outside it (and for inf), NumPy writes the text. Arrow drops the ``.0`` of an integral float,
+#: which is put back.
+_ARROW_FIXED = (1e-4, 1e9)
+_ARROW_OK: list = []  # [bool] once probed: whether this Arrow writes floats as expected
+
+
+def _arrow_float_texts(x: np.ndarray, nan: np.ndarray):
+    """Arrow strings of float64 ``x`` (null where ``nan``) in NumPy's ``str`` format."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    txt = pc.cast(pa.array(x, mask=nan), pa.string())
+    a = np.abs(x)
+    fixed = ((a >= _ARROW_FIXED[0]) & (a < _ARROW_FIXED[1])) | (x == 0)
+    fixed_a = pa.array(fixed)
+    integral = pc.and_(fixed_a, pc.invert(pc.match_substring(txt, ".")))
+    txt = pc.if_else(integral, pc.binary_join_element_wise(txt, pa.scalar(".0"), ""), txt)
+    # NumPy writes what Arrow would write otherwise (and anything unexpected in the fixed range)
+    other = ~fixed & ~nan | (fixed & np.asarray(pc.fill_null(pc.match_substring(txt, "e"), False)))
+    if other.any():
+        rep = pa.array(x[other].astype(str), pa.string())
+        rep = rep.combine_chunks() if isinstance(rep, pa.ChunkedArray) else rep  # a long one comes in chunks
+        txt = pc.replace_with_mask(txt, pa.array(other), rep)
+    return txt
+
+
+def _arrow_writes_like_numpy() -> bool:
+    """Whether the installed Arrow's float texts, as fixed up here, are NumPy's on probe values."""
+    if not _ARROW_OK:
+        try:
+            probe = np.array([0.1, 0.5, 1.0, 20.0, -3.0, 1 / 3, 2 / 3, 123.456, 1e-4, 1.2345678901234567e-4,
+                              999999999.5, 1.5e8, 0.0, 5e-5, 1e9, 1e16, 12345678.9, 0.30000000000000004, -7e-7,
+                              np.inf, -np.inf, 2.5e-3, 1e300, 5e-324, 4.35, 100.0, 1e-10])
+            got = _arrow_float_texts(probe, np.zeros(probe.shape[0], dtype=bool)).to_pylist()
+            _ARROW_OK.append(got == probe.astype(str).tolist())
+        except Exception:  # noqa: BLE001 - an Arrow without these functions: NumPy writes the texts
+            _ARROW_OK.append(False)
+    return _ARROW_OK[0]
+
+
+def number_text_array(x: np.ndarray, integer: bool):
+    """Shortest round-trip text of each number as an Arrow string array (null where NaN), integers
+    without a point: the text of :func:`number_texts`, written by Arrow's compute functions."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    x = np.asarray(x, dtype=np.float64) + 0.0  # no "-0.0"
+    nan = np.isnan(x)
+    if integer:
+        return pa.array(np.where(nan, 0.0, x).astype(np.int64), mask=nan).cast(pa.string())
+    if _arrow_writes_like_numpy():
+        return _arrow_float_texts(x, nan)
+    out = np.empty(x.shape[0], dtype=object)
+    out[~nan] = x[~nan].astype(str)  # NumPy prints the shortest text that reads back exactly
+    return pa.array(out, pa.string())
+
+
 def number_texts(x: np.ndarray, integer: bool) -> np.ndarray:
     """Shortest round-trip text of each number (``None`` where NaN), integers without a point."""
-    x = np.asarray(x, dtype=np.float64) + 0.0  # no "-0.0"
-    out = np.empty(x.shape[0], dtype=object)
-    ok = ~np.isnan(x)
-    if integer:
-        out[ok] = x[ok].astype(np.int64).astype(str)
-    else:
-        out[ok] = x[ok].astype(str)  # NumPy prints the shortest text that reads back exactly
-    out[~ok] = None
-    return out
+    return number_text_array(x, integer).to_numpy(zero_copy_only=False)
+
+
+def range_text_array(lo: np.ndarray, hi: np.ndarray, integer: bool):
+    """Cell text of intervals ``[lo, hi]`` as an Arrow string array (null where ``lo`` is NaN),
+    built with Arrow's compute functions over all entries at once."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    los, his = number_text_array(lo, integer), number_text_array(hi, integer)
+    wide = ~np.isnan(lo) & (lo != hi)
+    if not wide.any():
+        return los
+    b = pc.fill_null(his, "None")
+    dash = pc.binary_join_element_wise(los, b, "-")
+    bracket = pc.binary_join_element_wise(pa.scalar("["), los, pa.scalar(", "), b, pa.scalar("]"), "")
+    return pc.if_else(pa.array(wide), pc.if_else(pa.array(lo < 0), bracket, dash), los)
 
 
 def range_texts(lo: np.ndarray, hi: np.ndarray, integer: bool) -> np.ndarray:
     """Cell text of intervals ``[lo, hi]``, one per entry (a class): see the module's rules."""
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
-    los, his = number_texts(lo, integer), number_texts(hi, integer)
-    out = los.copy()
-    wide = ~np.isnan(lo) & (lo != hi)
-    if wide.any():
-        a = los[wide].astype(str)
-        b = his[wide].astype(str)
-        neg = lo[wide] < 0
-        dash = np.char.add(np.char.add(a, "-"), b)
-        bracket = np.char.add(np.char.add(np.char.add(np.char.add("[", a), ", "), b), "]")
-        out[wide] = np.where(neg, bracket, dash).astype(object)
-    return out
+    return range_text_array(lo, hi, integer).to_numpy(zero_copy_only=False)
 
 
 def parse_range(text: str) -> tuple[float, float]:

@@ -14,8 +14,9 @@ def _item(a):
     return a.item() if hasattr(a, "item") else a
 
 
-#: ``scalar``: one element as a Python number; ``host``: a NumPy copy (both counted once installed)
-HOOKS = {"scalar": _item, "host": np.asarray}
+#: ``scalar``: one element as a Python number; ``host``: a NumPy copy (both counted once installed);
+#: ``sync``: wait for the device's queued work (None alone: nothing to wait for)
+HOOKS = {"scalar": _item, "host": np.asarray, "sync": None}
 
 
 def scalar(a):

@@ -30,9 +30,11 @@ device implementation raises ``NotImplementedError`` (never a silent trip to the
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
+from .host import HOOKS as host_hooks
 from .host import scalar
 
 ROWS_PER_THREAD = 32
@@ -155,6 +157,26 @@ extern "C" __global__ void seg_reduce(const T* __restrict__ x, const long long* 
 """
 
 _KERNELS: dict = {}
+
+#: seconds of each device kernel's first launch (NVRTC compile, module load and one run), per
+#: ``"op:dtype"``, added up over devices; timed between two device syncs when ``host.HOOKS["sync"]`` is set
+compile_seconds: dict = {}
+
+
+def _timed_first_launch(kern, key, name):
+    """``kern`` whose first launch is timed into :data:`compile_seconds`; ``kern`` itself is cached after."""
+    def launch(*args, **kw):
+        _KERNELS[key] = kern
+        sync = host_hooks.get("sync")
+        if sync is None:
+            return kern(*args, **kw)
+        sync()
+        t = time.perf_counter()
+        out = kern(*args, **kw)
+        sync()
+        compile_seconds[name] = compile_seconds.get(name, 0.0) + time.perf_counter() - t
+        return out
+    return launch
 
 
 def kernel_dtypes() -> tuple:
@@ -336,7 +358,8 @@ def _device_reduce(op: str, x, starts, xp):
     key = (xp.RawKernel, op, dt.name)  # per array module: a test double's kernels stay its own
     kern = _KERNELS.get(key)
     if kern is None:
-        kern = _KERNELS[key] = xp.RawKernel(device_kernel_source(op, dt), "seg_reduce")
+        kern = _KERNELS[key] = _timed_first_launch(xp.RawKernel(device_kernel_source(op, dt), "seg_reduce"), key,
+                                                   f"{op}:{dt.name}")
     two_d = x.ndim == 2
     X = x if two_d else x[None, :]
     if X.strides[1] != dt.itemsize or X.strides[0] % dt.itemsize:  # rows must be contiguous

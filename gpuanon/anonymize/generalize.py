@@ -25,30 +25,60 @@ import numpy as np
 import pandas as pd
 
 from ..backend import device_column, device_frame, is_device_frame, stage, to_device, to_host
-from ..cells import in_input_order, is_missing, minmax_dtype, range_texts, set_text
+from ..cells import SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array, set_text
 from ..classes import ClassStats
 from ..encoding import Table
 
 FORMATS = ("range", "minmax", "mean")
 
 
-def _mask_texts(masks: np.ndarray, cats: list) -> np.ndarray:
-    """Text of each class's category set: one string per distinct mask."""
+def _mask_texts(masks: np.ndarray, cats: list):
+    """Text of each class's category set (an Arrow string array, one per class; null for a class
+    whose one value is missing): the codes present are read off the bits of all distinct masks at
+    once, and each set's escaped category texts are joined by Arrow."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    n_cat = len(cats)
     uniq, inv = np.unique(masks, axis=0, return_inverse=True)
-    texts = np.empty(uniq.shape[0], dtype=object)
-    for u in range(uniq.shape[0]):  # a loop over distinct generalized values
-        codes = [w * 64 + b for w in range(uniq.shape[1]) for b in range(64) if (int(uniq[u, w]) >> b) & 1]
-        if len(codes) == 1:
-            v = cats[codes[0]]
-            texts[u] = None if is_missing(v) else set_text([v])  # text, whatever the value's type
-        else:
-            texts[u] = set_text(cats[c] for c in codes)
-    return texts[inv.reshape(-1)]
+    words = np.ascontiguousarray(uniq.astype("<u8", copy=False)).view(np.uint8)  # bit b of word w: code 64 w + b
+    bits = np.unpackbits(words, axis=1, bitorder="little")[:, :n_cat]
+    row, code = np.nonzero(bits)  # codes in increasing order within each distinct mask
+    counts = np.bincount(row, minlength=uniq.shape[0])
+    offsets = np.zeros(uniq.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # one text per category (a loop over the column's categories, not over classes)
+    escaped = pa.array([escape_value(v) for v in cats], pa.string())
+    missing = np.array([is_missing(v) for v in cats], dtype=bool)
+    lists = (pa.ListArray if offsets[-1] < 2**31 else pa.LargeListArray).from_arrays(
+        pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()), escaped.take(pa.array(code)))
+    texts = pc.binary_join(lists, SET_SEPARATOR)
+    first = code[np.minimum(offsets[:-1], max(code.shape[0] - 1, 0))] if code.shape[0] else np.zeros(0, np.int64)
+    alone_missing = (counts == 1) & missing[first] if code.shape[0] else np.zeros(uniq.shape[0], dtype=bool)
+    if alone_missing.any():  # a class whose one value is missing publishes a missing cell
+        texts = pc.if_else(pa.array(alone_missing), pa.scalar(None, pa.string()), texts)
+    return texts.take(pa.array(inv.reshape(-1)))
 
 
-def _categorical(class_values: np.ndarray, row_pos: np.ndarray) -> pd.Categorical:
-    """A column of per-class values as a Categorical indexed by each row's class (missing: NaN)."""
-    codes, uniq = pd.factorize(pd.Series(class_values, dtype=object), use_na_sentinel=True)
+def _text_codes(texts):
+    """``(codes, distinct texts)`` of per-class texts (an Arrow array or an object array), in order of
+    first appearance; a missing text has code -1."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        enc = pc.dictionary_encode(texts)
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.combine_chunks()
+        codes = pc.fill_null(enc.indices, -1).to_numpy()
+        return codes, enc.dictionary.to_numpy(zero_copy_only=False)
+    codes, uniq = pd.factorize(pd.Series(texts, dtype=object), use_na_sentinel=True)
+    return codes, np.asarray(uniq, dtype=object)
+
+
+def _categorical(class_texts, row_pos: np.ndarray) -> pd.Categorical:
+    """A column of per-class texts as a Categorical indexed by each row's class (missing: NaN)."""
+    codes, uniq = _text_codes(class_texts)
     return pd.Categorical.from_codes(codes[row_pos], categories=pd.Index(uniq, dtype=object), validate=False)
 
 
@@ -75,7 +105,7 @@ class _HostColumns:
         self.row_pos = row_pos.astype(np.int32) if cs.n < 2**31 - 1 else row_pos  # half the index to gather
         self.kept = to_host(cs.kept) if cs.n_kept != n_rows_in else None
 
-    def text(self, class_texts: np.ndarray):
+    def text(self, class_texts):
         return _categorical(class_texts, self.row_pos)
 
     def values(self, per_class, dtype):
@@ -97,8 +127,8 @@ class _DeviceColumns:
         self.xp = cs.xp
         self.kept = cs.kept if cs.n_kept != n_rows_in else None
 
-    def text(self, class_texts: np.ndarray):
-        codes, uniq = pd.factorize(pd.Series(class_texts, dtype=object), use_na_sentinel=True)
+    def text(self, class_texts):
+        codes, uniq = _text_codes(class_texts)
         row_codes = to_device(codes.astype(np.int32), self.xp)[self.cs.row_pos]
         return device_column(row_codes, categories=uniq)
 
@@ -113,7 +143,14 @@ class _DeviceColumns:
 
 
 def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
-    """The published text of every class on QI ``j`` (host, one entry per class)."""
+    """The published text of every class on QI ``j`` (host object array, one entry per class)."""
+    texts = class_text_array(cs, j, fmt)
+    return texts if isinstance(texts, np.ndarray) else texts.to_numpy(zero_copy_only=False)
+
+
+def class_text_array(cs: ClassStats, j: int, fmt: str):
+    """The published text of every class on QI ``j``, one entry per class: an Arrow string array
+    built by Arrow's compute functions (an object array for a hierarchy's labels)."""
     col = cs.table.columns[j]
     bound = cs.table.hierarchies.get(col.name)
     if bound is not None:
@@ -131,7 +168,7 @@ def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
     if col.kind == "categorical":
         return _mask_texts(to_host(cs.category_masks(j)), col.categories)
     lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
-    return range_texts(lo, hi, col.integer)
+    return range_text_array(lo, hi, col.integer)
 
 
 def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(),
@@ -151,7 +188,7 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
         new_cols: dict[str, object] = {}
         for j, col in enumerate(table.columns):
             if col.kind == "categorical" or fmt == "range":
-                new_cols[col.name] = build.text(class_texts(cs, j, fmt))
+                new_cols[col.name] = build.text(class_text_array(cs, j, fmt))
             elif fmt == "mean":
                 new_cols[col.name] = build.values(cs.numeric_mean(j), np.float64)
             else:

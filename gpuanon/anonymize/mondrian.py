@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator
 
 from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
+from kernels.segmented import compile_seconds
 
 from .. import metrics as metrics_mod
 from .. import verify as verify_mod
@@ -207,6 +208,7 @@ class Mondrian(BaseEstimator):
 
             return fit_on_cluster(self, df)
         self._transfers = TransferLog(simulate=False)
+        self._compile_mark = dict(compile_seconds)  # kernels first launched from here on are this fit's
         host = df
         if is_device_frame(df):
             with count_transfers(log_=self._transfers), stage("input"):
@@ -249,6 +251,7 @@ class Mondrian(BaseEstimator):
         self._transfers = _log if _log is not None else TransferLog(simulate=not be.is_gpu)
         if _log is None:
             self._fitted_frame = None
+            self._compile_mark = dict(compile_seconds)
         with count_transfers(log_=self._transfers):
             return self._fit_encoded(schema, table, be, encode_seconds, plan, t0)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backend import to_device, to_host
+from ..backend import is_device_array, to_device, to_host
 
 __all__ = ["DEFAULT_ANGLES", "TIE_TOL", "SearchResult", "homogeneous_matrix", "rotation_matrices", "search",
            "variance_table"]
@@ -40,6 +40,8 @@ def rotation_matrices(angles_deg, n: int, xp=np):
     ``G_ij`` changes only columns ``i`` and ``j`` of ``R``,
     ``R[:, i], R[:, j] = c R[:, i] + s R[:, j], c R[:, j] - s R[:, i]``; the batch is kept as
     ``W[i, r, a] = R[a, r, i]`` so that each update touches two contiguous ``(n, angles)`` slabs.
+    The matrices are built on the host (NumPy: the same bits on every backend, and no stream of
+    small device launches) and copied to the device of ``xp`` once.
 
     Examples
     --------
@@ -47,19 +49,20 @@ def rotation_matrices(angles_deg, n: int, xp=np):
     >>> np.round(R, 12).tolist()
     [[0.0, -1.0], [1.0, 0.0]]
     """
-    ang = xp.deg2rad(to_device(angles_deg, xp).astype(xp.float64, copy=False).reshape(-1))
+    ang = np.deg2rad(np.asarray(to_host(angles_deg) if is_device_array(angles_deg) else angles_deg,
+                                dtype=np.float64).reshape(-1))
     k = int(ang.shape[0])
-    c = xp.cos(ang)
-    s = xp.sin(ang)
-    W = xp.broadcast_to(xp.eye(n, dtype=xp.float64)[:, :, None], (n, n, k)).copy()
-    for i in range(n - 1):
+    c = np.cos(ang)
+    s = np.sin(ang)
+    W = np.broadcast_to(np.eye(n, dtype=np.float64)[:, :, None], (n, n, k)).copy()
+    for i in range(n - 1):  # a loop over the n (n - 1) / 2 plane pairs of a small host matrix
         for j in range(i + 1, n):
             wi = W[i].copy()
             wj = W[j]
             W[i] = c * wi + s * wj
             W[j] = c * wj - s * wi
-    R = xp.ascontiguousarray(W.transpose(2, 1, 0))
-    return R
+    R = np.ascontiguousarray(W.transpose(2, 1, 0))
+    return R if xp is np else to_device(R, xp)
 
 
 def variance_table(S, angles=DEFAULT_ANGLES, xp=np, R=None):
@@ -151,14 +154,15 @@ def search(S, angles=DEFAULT_ANGLES, selection: str = "maximin", xp=np) -> Searc
                         variances=variances, table=table, angles=ang, angle_index=ia)
 
 
-def homogeneous_matrix(angle_deg, axis: int, translation, n: int, xp=np):
+def homogeneous_matrix(angle_deg, axis: int, translation, n: int, xp=np, R=None):
     """Reflect, translate and rotate as ONE ``(n+1, n+1)`` matrix for row vectors.
 
     ``[z, 1] @ H = [(z F + t) R^T, 1]`` with ``F`` the reflection of ``axis`` (0-based), ``t``
     the translation and ``R = R_theta`` (:func:`rotation_matrices`). ``H`` is the product of the
     homogeneous reflection, translation and rotation matrices in the order they act:
     ``H = F_h T_h R_h`` with ``F_h = diag(F, 1)``, ``T_h = [[I, 0], [t, 1]]``,
-    ``R_h = diag(R^T, 1)``; hence ``H = [[F R^T, 0], [t R^T, 1]]``.
+    ``R_h = diag(R^T, 1)``; hence ``H = [[F R^T, 0], [t R^T, 1]]``. ``R``: ``R_theta`` when the
+    caller has it already (else built by :func:`rotation_matrices`).
 
     Examples
     --------
@@ -171,7 +175,7 @@ def homogeneous_matrix(angle_deg, axis: int, translation, n: int, xp=np):
         raise ValueError(f"translation has {int(t.shape[0])} values, expected {n}")
     if not 0 <= int(axis) < n:
         raise ValueError(f"axis {axis} is out of range for {n} columns (0-based)")
-    R = rotation_matrices([angle_deg], n, xp)[0]
+    R = rotation_matrices([angle_deg], n, xp)[0] if R is None else to_device(R, xp)
     Fh = xp.eye(n + 1, dtype=xp.float64)
     Fh[int(axis), int(axis)] = -1.0
     Th = xp.eye(n + 1, dtype=xp.float64)

@@ -139,11 +139,10 @@ def perturb_block(X, mean, sigma, H, noise: float, rng, xp=np, work: dict | None
     r, d = int(X.shape[0]), int(X.shape[1])
     if work is None or int(work["Z"].shape[0]) < r:
         work = _workspace(xp, r, d)
-    sig_h = np.asarray(to_host(sigma), dtype=np.float64)
-    const = sig_h == 0
-    mu = to_device(mean, xp).astype(xp.float64, copy=False)
-    sig = to_device(np.where(const, 1.0, sig_h), xp)
-    Hd = to_device(H, xp).astype(xp.float64, copy=False)
+    p = work.get("params")
+    if p is None or any(a is not b for a, b in zip(p["of"], (mean, sigma, H))):
+        p = work["params"] = _block_params(mean, sigma, H, xp)
+    mu, sig, Hd, const = p["mu"], p["sig"], p["H"], p["const"]
     Xd = X if isinstance(X, type(work["Z"])) else to_device(X, xp)
     Z, Y = work["Z"][:r], work["Y"][:r]
     Z[...] = Xd
@@ -160,9 +159,21 @@ def perturb_block(X, mean, sigma, H, noise: float, rng, xp=np, work: dict | None
         Y += N                        # (|Y| + |N|) * sign(Y)
     Y *= sig
     Y += mu
-    if const.any():
-        Y[:, const] = Xd[:, to_device(np.flatnonzero(const), xp)]
+    if p["const_idx"] is not None:
+        Y[:, const] = Xd[:, p["const_idx"]]
     return Y
+
+
+def _block_params(mean, sigma, H, xp) -> dict:
+    """The parameters a block needs, on the device of ``xp``: copied once per entity (the blocks of
+    an entity share them through its workspace), not once per block."""
+    sig_h = np.asarray(to_host(sigma), dtype=np.float64)
+    const = sig_h == 0
+    return {"of": (mean, sigma, H), "const": const,
+            "mu": to_device(mean, xp).astype(xp.float64, copy=False),
+            "sig": to_device(np.where(const, 1.0, sig_h), xp),
+            "H": to_device(H, xp).astype(xp.float64, copy=False),
+            "const_idx": to_device(np.flatnonzero(const), xp) if const.any() else None}
 
 
 def entity_seed(entropy, entity: int) -> np.random.SeedSequence:

@@ -325,11 +325,11 @@ class DISTPAB(BaseEstimator):
         t = central.uniform(0.0, 1.0, size=d)
         t[const] = 0.0
         na = active.size
-        Ha = homogeneous_matrix(res.angle, res.axis, t[active], na)
+        Ra = rotation_matrices([res.angle], na)[0]  # on the host, once
+        Ha = homogeneous_matrix(res.angle, res.axis, t[active], na, R=Ra)
         H = np.eye(d + 1)
         idx = np.append(active, d)
         H[np.ix_(idx, idx)] = Ha
-        Ra = rotation_matrices([res.angle], na)[0]
         R = np.eye(d)
         R[np.ix_(active, active)] = Ra
 

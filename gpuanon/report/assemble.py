@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 #: the order of ``seconds`` in a command's report: the pipeline's stages between reading and writing
+#: (``kernel_compile``, on a device: the first launches of kernels, a part of the stages before it)
 STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_statistics", "generalize",
-               "verify", "metrics", "write", "total")
+               "verify", "metrics", "kernel_compile", "write", "total")
 
 
 def anonymization_report(model, df, out, res) -> dict[str, Any]:
@@ -39,9 +40,25 @@ def anonymization_report(model, df, out, res) -> dict[str, Any]:
         "hierarchies": model.hierarchies_,
         "optimization": model.optimization_,
         "encoding": table.encoding_metadata(),
-        "seconds": {k: round(v, 6) for k, v in model._timings.items()},
+        "seconds": dict({k: round(v, 6) for k, v in model._timings.items()},
+                        **kernel_compile(getattr(model, "_compile_mark", None))),
         "transfers": model._transfers.to_dict(),
     }
+
+
+def kernel_compile(since: dict | None) -> dict[str, float]:
+    """``{"kernel_compile": seconds}``: the first launches of device kernels since the mark ``since``
+    (a copy of ``kernels.segmented.compile_seconds``; None: since the process started).
+
+    A kernel's first launch on a device compiles it (NVRTC), loads it and runs it once: that time is
+    inside the stage that launched it (a cold run) and is reported apart here, so that a cold run's
+    stages less this are its warm time. Absent on the CPU, or when every kernel was compiled before.
+    """
+    from kernels.segmented import compile_seconds  # noqa: PLC0415
+
+    since = since or {}
+    total = sum(v - since.get(k, 0.0) for k, v in compile_seconds.items())
+    return {"kernel_compile": round(total, 6)} if total > 0 else {}
 
 
 def command_report(report: dict, *, source: str, output: str | None, verification: dict, read: float,
