@@ -366,9 +366,9 @@ def _hep_counts(n):
 
 #: bounds per Mondrian level of a numeric table of d QIs whose level makes a cut attempts:
 #: at most OPS_PER_QI_LEVEL * d * max(1, a) device operations and SYNCS_PER_LEVEL + SYNCS_PER_ATTEMPT * a
-#: syncs (measured on HEPMASS-shaped tables: 1,018 operations and 2 syncs at 28 QIs and one attempt:
-#: one read per attempt, and one for the last, empty attempt)
-OPS_PER_QI_LEVEL = 40
+#: syncs (measured on HEPMASS-shaped tables: 291 operations and 2 syncs at 28 QIs and one attempt:
+#: spans on the whole (d, P) matrices, one read per attempt, and one for the last, empty attempt)
+OPS_PER_QI_LEVEL = 15
 SYNCS_PER_LEVEL = 2
 SYNCS_PER_ATTEMPT = 2
 
