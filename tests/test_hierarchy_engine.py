@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from gpuanon import Mondrian
 from gpuanon.anonymize.criteria import Criteria
-from gpuanon.cells import set_text
+from gpuanon.cells import set_text, split_set_text
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.errors import GpuanonError, InputError, SchemaError
 from gpuanon.hierarchy import RHO_CANDIDATES, Hierarchy, frequency_table
@@ -111,6 +111,26 @@ def u_prime_nodes(values, nodes, t, path_of) -> float:
             spread[node] = [(v, counts[v] / tot) for v in under]
         for v, w in spread[node]:
             q[(v, ti)] += w
+    qx = Counter()
+    for (v, _), m in q.items():
+        qx[v] += m
+    h_t_given_x = -sum(m / n * math.log2(m / qx[v]) for (v, _), m in q.items() if m > 0)
+    return (ht - h_t_given_x) / ht
+
+
+def u_prime_sets(values, cells, t) -> float:
+    """``U'(T|X)`` with plain counting when a row's cell is a set of values (a tuple): its unit
+    mass spreads over the set's values in proportion to their original rows."""
+    n = len(t)
+    ht = entropy2(Counter(t).values())
+    if ht == 0:
+        return 0.0
+    counts = Counter(values)
+    q = Counter()
+    for cell, ti in zip(cells, t):
+        tot = sum(counts[v] for v in cell)
+        for v in cell:
+            q[(v, ti)] += counts[v] / tot
     qx = Counter()
     for (v, _), m in q.items():
         qx[v] += m
@@ -501,11 +521,20 @@ def test_adult_auto_chooses_the_rho_with_the_largest_u(adult, adult_auto, paths_
     for c in ADULT_CAT:
         info = m.hierarchies_[c]
         assert info["source"] == "auto" and info["rho_fixed"] is False
-        assert info["rho"] in RHO_CANDIDATES
         values = adult[c].astype(str).tolist()
         u = {r: u_prime_nodes(values, _class_cells(adult, labels, c, paths_by_rho[c][r]), income, paths_by_rho[c][r])
              for r in RHO_CANDIDATES}
         best = max(u.values())
+        # no hierarchy (cells: each class's set of values) is a candidate too, and wins when strictly better
+        u_none = u_prime_sets(values, [_class_sets(adult, labels, c)[lab] for lab in labels], income)
+        assert info["candidates"]["none"] == pytest.approx(u_none, abs=1e-9)
+        if u_none > best + 1e-9:
+            assert info["rho"] is None and info["choice"] == "none" and info["height"] is None
+            assert info["u_after"] == pytest.approx(u_none, abs=1e-9)
+            sets = _class_sets(adult, labels, c)  # the output cell: the class's set of values
+            assert [tuple(sorted(split_set_text(x))) for x in out[c].astype(str)] == [sets[lab] for lab in labels]
+            continue
+        assert info["rho"] in RHO_CANDIDATES and info["choice"] == str(info["rho"])
         assert u[info["rho"]] >= best - 1e-12, (c, info["rho"], u)
         first_best = min(r for r in RHO_CANDIDATES if u[r] >= best - 1e-12)
         assert info["rho"] == first_best, (c, u)  # ties: the smaller rho
@@ -528,10 +557,11 @@ def test_adult_auto_chooses_the_rho_with_the_largest_u(adult, adult_auto, paths_
 def _independent_precision(adult, labels, rho_of, paths_by_rho):
     """Sweeney's precision over the hierarchy columns: 1 - mean(level / height) over cells."""
     total = 0.0
-    for c in ADULT_CAT:
+    cols = [c for c in ADULT_CAT if rho_of[c] is not None]  # columns without a hierarchy do not count
+    for c in cols:
         nodes = _class_cells(adult, labels, c, paths_by_rho[c][rho_of[c]])
         total += sum(lev for lev, _ in nodes) / 2.0  # frequency hierarchies: height 2
-    return 1.0 - total / (len(adult) * len(ADULT_CAT))
+    return 1.0 - total / (len(adult) * len(cols))
 
 
 def test_adult_auto_precision_is_sweeneys(adult, adult_auto, paths_by_rho):

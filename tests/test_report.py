@@ -179,9 +179,11 @@ def test_html_shows_hierarchies_and_every_rho_candidate():
     met = rep["metrics"]
     assert f"entropy-coefficient loss, label reading (diagnostic) {met['entropy_loss_labels']:.6g}" in text
     for c, info in rep["hierarchies"].items():
-        assert info["candidate_loss"][str(info["rho"])] == min(info["candidate_loss"].values())
-        # the summary row: column, source, chosen rho, height, U before, U after, loss
-        assert (f"{c} auto {info['rho']} {info['height']} {info['u_before']:.6g} {info['u_after']:.6g} "
+        assert info["candidate_loss"][info["choice"]] == min(info["candidate_loss"].values())
+        assert "none" in info["candidates"]  # no hierarchy is a candidate of every automatic column
+        # the summary row: column, source, chosen rho (or no hierarchy), height, U before, U after, loss
+        rho, height = ("no hierarchy", "–") if info["rho"] is None else (info["rho"], info["height"])
+        assert (f"{c} auto {rho} {height} {info['u_before']:.6g} {info['u_after']:.6g} "
                 f"{100 * info['loss']:.2f}%") in text, c
         for r, loss in info["candidate_loss"].items():  # every candidate's loss and U after
             assert f"{100 * loss:.2f}% ({info['candidates'][r]:.4g})" in text, (c, r)

@@ -276,7 +276,8 @@ class Mondrian(BaseEstimator):
         with self._stage("partition"):
             labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
         timings["partition"] = time.perf_counter() - t1
-        self.optimization_ = None
+        self.optimization_ = self._optimize_loss_before = None
+        pre = (labels, n_parts)  # the partition before the optimization step
         if self.optimize:
             from .optimize import optimize_partitions  # noqa: PLC0415
 
@@ -292,6 +293,12 @@ class Mondrian(BaseEstimator):
                 self.hierarchies_, bound = choose_rho(table, scorer, freq_tables, plan or {}, self.rho, bound, xp)
                 table.bind_hierarchies(bound)
             timings["hierarchies"] = time.perf_counter() - t1
+        if self.optimize and table.target is not None:  # the loss the step saved (report: optimization)
+            t1 = time.perf_counter()
+            with self._stage("optimize"):
+                summary = metrics_mod.summary_from_labels(table, *pre)
+                self._optimize_loss_before = metrics_mod.entropy_coefficients(summary)["entropy_loss"]
+            timings["optimize"] += time.perf_counter() - t1
         self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
         self._labels = labels  # stays on the device
         self._labels_host = None

@@ -52,9 +52,10 @@ def metric_columns(met: dict, hierarchies: dict | None = None) -> dict:
 
     ``entropy_loss`` is section 7's loss (cells read on each QI's domain); ``entropy_loss_labels``
     the label reading, a diagnostic; ``rho`` the percentile range chosen per automatic
-    hierarchy column (``col=rho;...``).
+    hierarchy column (``col=rho;...``; ``col=none`` where no hierarchy won).
     """
-    rho = ";".join(f"{c}={h['rho']:g}" for c, h in (hierarchies or {}).items() if h.get("rho") is not None)
+    rho = ";".join(f"{c}={h['rho']:g}" if h.get("rho") is not None else f"{c}=none"
+                   for c, h in (hierarchies or {}).items() if h.get("rho") is not None or h.get("choice") == "none")
     return {"entropy_loss": met["entropy_loss"], "entropy_loss_labels": met.get("entropy_loss_labels"),
             "ncp": met["ncp"], "dm": met["dm"], "cm": met["cm"], "c_avg": met["c_avg"],
             "gionis_tassa_normalized": met["gionis_tassa"]["normalized"], "rho": rho}

@@ -93,7 +93,9 @@ def cluster_report(est, res: DistributedResult, n_rows_in: int) -> dict:
         "partition": {k: res.info[k] for k in ("levels", "attempts")},
         "metrics": res.metrics,
         "hierarchies": res.hierarchies,
-        "optimization": res.optimization,
+        # the loss before the step is not measured in a cluster (one process reports it)
+        "optimization": None if res.optimization is None else dict(res.optimization, entropy_loss_before=None,
+                                                                   entropy_loss_after=None),
         "encoding": local_table(res.encoding, np.zeros((len(res.encoding.columns), 0), dtype=np.uint32), None, None,
                                 np).encoding_metadata(),
         "seconds": _stage_seconds(res.info.get("seconds", {})),

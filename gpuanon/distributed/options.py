@@ -92,26 +92,32 @@ def frequency_tables(run, shards, ss, home_of_shard, enc, plan: dict) -> dict:
 
 
 def score_hierarchies(home, enc, cands: dict):
-    """Worker task: per automatic QI ``j`` (``cands[j] = ([candidate Hierarchy], rows per code)``),
+    """Worker task: per automatic QI ``j`` (``cands[j] = ([candidate Hierarchy], rows per code, plain)``),
     this home's share of every candidate's mass table for ``U'``
-    (:func:`~gpuanon.metrics.summary.hierarchy_mass`); and the home's rows per target value."""
+    (:func:`~gpuanon.metrics.summary.hierarchy_mass`), then, when ``plain``, no hierarchy's (cells:
+    each class's set of categories; a class's share is additive); and the home's rows per target value."""
     from ..backend import to_device, to_host  # noqa: PLC0415
     from ..classes import ClassStats  # noqa: PLC0415
-    from ..metrics.summary import hierarchy_mass  # noqa: PLC0415
+    from ..metrics.entropy import set_joint  # noqa: PLC0415
+    from ..metrics.summary import category_sets, hierarchy_mass  # noqa: PLC0415
     from .worker import local_table  # noqa: PLC0415
 
     xp = home.xp
     nt = len(enc.target_values)
     if home.n == 0:
-        return {j: [np.zeros((full.shape[0], nt)) for _ in hs] for j, (hs, full) in cands.items()}, np.zeros(nt)
+        return {j: [np.zeros((full.shape[0], nt)) for _ in range(len(hs) + plain)]
+                for j, (hs, full, plain) in cands.items()}, np.zeros(nt)
     cs = ClassStats(local_table(enc, home.keys, None, home.target, xp), home.local, home.n_classes)
     thist = cs.target_hist()
     out = {}
-    for j, (hierarchies, full) in cands.items():  # a loop over columns
+    for j, (hierarchies, full, plain) in cands.items():  # a loop over columns
         lo, hi = cs.code_minmax(j)
         cnt = to_device(full, xp)
         cats = enc.columns[j].categories
         out[j] = [to_host(hierarchy_mass(h, cats, lo, hi, cnt, thist, xp)) for h in hierarchies]  # candidates
+        if plain:
+            set_id, sets = category_sets(cs, j, len(cats))
+            out[j].append(to_host(set_joint(set_id, sets, cnt, thist, xp)))
     return out, to_host(thist.sum(axis=0))
 
 
@@ -119,14 +125,14 @@ def choose_automatic(run, homes, hs, enc, tables: dict, rho) -> dict:
     """Per automatic column, the rho one process's :func:`~gpuanon.hierarchy.choose_rho` keeps (the
     largest ``U'``, ties to the smaller rho), bound into ``enc.hierarchies``; returns the report's
     ``{column: {...}}`` for those columns."""
-    from ..hierarchy import RHO_CANDIDATES, bind_hierarchy  # noqa: PLC0415
+    from ..hierarchy import RHO_CANDIDATES, auto_choice, bind_hierarchy  # noqa: PLC0415
     from ..metrics.entropy import suppressed_joint, uncertainty_from_joint  # noqa: PLC0415
 
     if not tables:
         return {}
     by_name = {c.name: (j, c) for j, c in enumerate(enc.columns)}
     rhos = [rho] if rho is not None else list(RHO_CANDIDATES)
-    cands = {by_name[name][0]: ([ft.hierarchy(r) for r in rhos], full.sum(axis=1))
+    cands = {by_name[name][0]: ([ft.hierarchy(r) for r in rhos], full.sum(axis=1), rho is None)
              for name, (ft, full) in tables.items()}
     run.stage = "choosing the automatic hierarchies"
     got = run.gather([run.apply(d, h, hs[d], score_hierarchies, enc, cands) for d, h in enumerate(homes)])
@@ -136,23 +142,18 @@ def choose_automatic(run, homes, hs, enc, tables: dict, rho) -> dict:
     for name, (ft, full) in tables.items():  # a loop over columns
         j, c = by_name[name]
         u_before = uncertainty_from_joint(full)
-        scores = {}
-        for i, r in enumerate(rhos):  # a loop over candidates
+        masses = []
+        for i in range(len(rhos) + (rho is None)):  # a loop over candidates (then no hierarchy)
             q = np.sum([g[0][j][i] for g in got], axis=0)
             if tsup.sum() > 0:
                 q = q + suppressed_joint(full.sum(axis=1).astype(np.float64), tsup)
-            scores[r] = uncertainty_from_joint(q)
-        best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
-        enc.hierarchies[name] = bind_hierarchy(ft.hierarchy(best), c, np)
-
-        def loss(u, ub=u_before):
-            return None if not ub or u is None else 1.0 - u / ub
-
-        h = enc.hierarchies[name].hierarchy
-        out[name] = {"source": "auto", "rho": best, "rho_fixed": rho is not None,
-                     "candidates": {str(r): v for r, v in scores.items()},
-                     "candidate_loss": {str(r): loss(v) for r, v in scores.items()},
-                     "u_before": u_before, "u_after": scores[best], "height": int(h.height), "loss": loss(scores[best])}
+            masses.append(uncertainty_from_joint(q))
+        info = auto_choice(dict(zip(rhos, masses)), masses[len(rhos)] if rho is None else None, u_before,
+                           rho is not None)
+        if info["rho"] is not None:
+            enc.hierarchies[name] = bind_hierarchy(ft.hierarchy(info["rho"]), c, np)
+            info["height"] = int(enc.hierarchies[name].hierarchy.height)
+        out[name] = info
     return out
 
 
@@ -164,11 +165,11 @@ def hierarchy_report(enc, metrics: dict, automatic: dict | None = None) -> dict:
     before = metrics.get("entropy_coefficient_before") or {}
     after = metrics.get("entropy_coefficient_after") or {}
     for c in enc.columns:  # a loop over columns
+        if c.name in (automatic or {}):  # the choice of rho's own figures (also when no hierarchy won)
+            out[c.name] = automatic[c.name]
+            continue
         b = enc.hierarchies.get(c.name)
         if b is None:
-            continue
-        if c.name in (automatic or {}):  # the choice of rho's own figures
-            out[c.name] = automatic[c.name]
             continue
         ub, ua = before.get(c.name), after.get(c.name)
         out[c.name] = {"source": b.hierarchy.source or "user", "rho": None, "u_before": ub, "u_after": ua,

@@ -65,7 +65,7 @@ from .frequency import (
 )
 from .labels import GROUP_SEPARATOR, MISSING_LABEL, ROOT
 from .masking import masking_hierarchy
-from .plan import ColumnHierarchy, bind_hierarchy, choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
+from .plan import ColumnHierarchy, auto_choice, bind_hierarchy, choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
 from .tree import Hierarchy
 
 __all__ = [
@@ -90,5 +90,6 @@ __all__ = [
     "hierarchy_plan",
     "initial_hierarchies",
     "choose_rho",
+    "auto_choice",
     "leaf_orders",
 ]

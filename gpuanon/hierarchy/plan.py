@@ -29,7 +29,7 @@ from ..errors import SchemaError
 from .frequency import RHO_CANDIDATES, FrequencyTable, check_rho
 from .tree import Hierarchy
 
-__all__ = ["ColumnHierarchy", "bind_hierarchy", "hierarchy_plan", "leaf_orders", "initial_hierarchies", "choose_rho"]
+__all__ = ["ColumnHierarchy", "bind_hierarchy", "hierarchy_plan", "leaf_orders", "initial_hierarchies", "choose_rho", "auto_choice"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,9 +149,13 @@ def choose_rho(table, scorer, freq_tables: dict, plan: dict, rho, bound: dict, x
     contract's section 7 (``scorer``: a ``gpuanon.metrics.HierarchyScorer`` of the table and
     the final labels); columns are independent, so the total entropy-coefficient loss is
     smallest when each column's ``U'`` is largest. Ties go to the smaller rho (finer groups).
+    With rho chosen (``rho`` None), "no hierarchy" (cells: the class's set of values,
+    ``scorer.u_plain(j)``) is a candidate too, under the key ``'none'``: it wins when its ``U'``
+    is strictly larger, and the column is then generalized by sets (left unbound), so the
+    automatic choice never loses more than no hierarchy.
 
     Returns ``(info, bound)``: the report's ``{column: {...}}`` (every candidate's ``U'`` and
-    loss) and the bound hierarchies with the chosen ones.
+    loss, and ``choice``: the winning key) and the bound hierarchies with the chosen ones.
     """
     out, bound = {}, dict(bound)
     for j, col in enumerate(table.columns):
@@ -166,11 +170,12 @@ def choose_rho(table, scorer, freq_tables: dict, plan: dict, rho, bound: dict, x
             ft = freq_tables[col.name]
             rhos = [rho] if rho is not None else list(RHO_CANDIDATES)
             scores = {r: scorer.u_after(j, ft.hierarchy(r)) for r in rhos}
-            best = max(rhos, key=lambda r: (scores[r] if scores[r] is not None else 0.0, -r))
-            bound[col.name] = bind_hierarchy(ft.hierarchy(best), col, xp)
-            info = {"source": "auto", "rho": best, "rho_fixed": rho is not None,
-                    "candidates": {str(r): v for r, v in scores.items()},
-                    "candidate_loss": {str(r): loss(v) for r, v in scores.items()}}
+            plain = None if rho is not None else scorer.u_plain(j)
+            info = auto_choice(scores, plain, u_before, rho is not None)
+            if info["rho"] is None:  # no hierarchy: generalized by sets
+                out[col.name] = info
+                continue
+            bound[col.name] = bind_hierarchy(ft.hierarchy(info["rho"]), col, xp)
         else:
             info = {"source": bound[col.name].hierarchy.source or "user", "rho": None}
         h = bound[col.name].hierarchy
@@ -178,3 +183,25 @@ def choose_rho(table, scorer, freq_tables: dict, plan: dict, rho, bound: dict, x
         info.update(u_before=u_before, u_after=u, height=int(h.height), loss=loss(u))
         out[col.name] = info
     return out, bound
+
+
+def auto_choice(scores: dict, plain, u_before, rho_fixed: bool) -> dict:
+    """The report's entry of one automatic column from its candidates' ``U'``: ``scores`` per rho
+    (the largest wins, ties to the smaller rho) and ``plain``, no hierarchy's (None: not a
+    candidate; wins only when strictly larger). ``rho`` is None when no hierarchy wins."""
+    def loss(u):
+        return None if not u_before or u is None else 1.0 - u / u_before
+
+    def key(u):
+        return u if u is not None else 0.0
+
+    best = max(scores, key=lambda r: (key(scores[r]), -r))
+    cands = {str(r): v for r, v in scores.items()}
+    none = plain is not None and key(plain) > key(scores[best])
+    if plain is not None:
+        cands["none"] = plain
+    u = plain if none else scores[best]
+    return {"source": "auto", "rho": None if none else best, "rho_fixed": rho_fixed,
+            "choice": "none" if none else str(best), "candidates": cands,
+            "candidate_loss": {r: loss(v) for r, v in cands.items()},
+            "u_before": u_before, "u_after": u, "height": None, "loss": loss(u)}

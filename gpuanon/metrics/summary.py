@@ -439,3 +439,14 @@ class HierarchyScorer:
         if self._any_suppressed:
             q = q + suppressed_joint(full.astype(xp.float64), self.tsup)
         return uncertainty_from_joint(q)
+
+    def u_plain(self, j: int) -> float | None:
+        """``U'(T | X_j)`` with no hierarchy: every class's cell is its set of categories."""
+        if self.thist is None:
+            return None
+        full = self._column(j)[2]
+        set_id, sets = category_sets(self.stats, j, self.table.columns[j].n_categories)
+        q = set_joint(set_id, sets, full, self.thist, self.xp)
+        if self._any_suppressed:
+            q = q + suppressed_joint(full.astype(self.xp.float64), self.tsup)
+        return uncertainty_from_joint(q)

@@ -38,12 +38,24 @@ def anonymization_report(model, df, out, res) -> dict[str, Any]:
         "partition": dict(model.partition_info_),
         "metrics": model.metrics_,
         "hierarchies": model.hierarchies_,
-        "optimization": model.optimization_,
+        "optimization": optimization_section(model),
         "encoding": table.encoding_metadata(),
         "seconds": dict({k: round(v, 6) for k, v in model._timings.items()},
                         **kernel_compile(getattr(model, "_compile_mark", None))),
         "transfers": model._transfers.to_dict(),
     }
+
+
+def optimization_section(model) -> dict | None:
+    """The optimization step's counts (exact classes kept, their rows, groups given back), and the
+    entropy-coefficient loss of the classes before the step and after it (the final metric), where
+    known; None when the step did not run."""
+    opt = getattr(model, "optimization_", None)
+    if opt is None:
+        return None
+    before = getattr(model, "_optimize_loss_before", None)
+    after = (model.metrics_ or {}).get("entropy_loss")
+    return dict(opt, entropy_loss_before=before, entropy_loss_after=after if before is not None else None)
 
 
 def kernel_compile(since: dict | None) -> dict[str, float]:

@@ -60,7 +60,8 @@ def _pct(v):
 
 def _hierarchy_context(hier: dict) -> tuple[list, dict | None]:
     """Chosen hierarchy per column, and every rho candidate's loss (U after) (SPEC 5.6)."""
-    rows = [{"column": c, "source": fmt(h.get("source")), "rho": fmt(h.get("rho")), "height": fmt(h.get("height")),
+    rows = [{"column": c, "source": fmt(h.get("source")),
+             "rho": "no hierarchy" if h.get("choice") == "none" else fmt(h.get("rho")), "height": fmt(h.get("height")),
              "u_before": fmt(h.get("u_before")), "u_after": fmt(h.get("u_after")), "loss": fmt(_pct(h.get("loss")))}
             for c, h in hier.items()]
     cand = {c: h for c, h in hier.items() if h.get("candidates")}
@@ -73,10 +74,23 @@ def _hierarchy_context(hier: dict) -> tuple[list, dict | None]:
         for r in rhos:
             u, loss = h["candidates"].get(r), (h.get("candidate_loss") or {}).get(r)
             text = "" if u is None else (f"{100 * loss:.2f}% ({u:.4g})" if loss is not None else f"({u:.4g})")
-            best = str(h.get("rho")) == r or (h.get("rho") is not None and r == f"{h['rho']:g}")
+            best = h["choice"] == r if h.get("choice") else (
+                str(h.get("rho")) == r or (h.get("rho") is not None and r == f"{h['rho']:g}"))
             cells.append((text, best))
         table.append((c, cells))
-    return rows, {"rhos": rhos, "rows": table}
+    heads = ["no hierarchy" if r == "none" else f"rho = {r}" for r in rhos]
+    return rows, {"rhos": heads, "rows": table}
+
+
+def _optimization_context(opt: dict | None) -> list | None:
+    """The optimization step's figures: exact classes kept, their rows, and the loss before and after."""
+    if not opt:
+        return None
+    return [("exact classes kept (original values)", fmt(opt.get("exact_classes"))),
+            ("rows in exact classes", fmt(opt.get("exact_rows"))),
+            ("exact groups given back to the generalized rest", fmt(opt.get("returned_groups"))),
+            ("entropy-coefficient loss before the step", fmt(_pct(opt.get("entropy_loss_before")))),
+            ("entropy-coefficient loss after the step", fmt(_pct(opt.get("entropy_loss_after"))))]
 
 
 def render_html(report: dict, title: str = "gpuanon anonymization report") -> str:
@@ -127,7 +141,7 @@ def render_html(report: dict, title: str = "gpuanon anonymization report") -> st
     return render_page("anonymize.html", title=title, header=header, cards=[(a, fmt(b)) for a, b in cards], ok=ok,
                    parameters=parameters, roles=roles, entropy_chart=entropy_chart, class_sizes=class_sizes,
                    losses=[(a, fmt(b)) for a, b in losses], per_column=per_column, hierarchies=hierarchies,
-                   rho_candidates=rho_candidates,
+                   rho_candidates=rho_candidates, optimization=_optimization_context(report.get("optimization")),
                    timing=[(k_, f"{v:.3f} s") for k_, v in report.get("seconds", {}).items()],
                    json_summary="Full JSON report", raw_json=_raw_json(report, 200_000))
 
