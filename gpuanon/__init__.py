@@ -3,17 +3,27 @@
 >>> import gpuanon
 >>> gpuanon.Mondrian(k=5).k
 5
+
+The public names are loaded on first use (module-level ``__getattr__``), so that ``import gpuanon``
+and ``gpuanon --version`` do not pay for pandas, scikit-learn or SciPy.
 """
 
-from .anonymize import Criteria, Mondrian
+from importlib import import_module
+
 from .errors import (BackendError, GpuanonError, InputError, PrivacyError, SchemaError,
                      VerificationError)
-from . import verify
-from .verify import verify as check
-from . import datasets
-from . import evaluate  # a callable module: gpuanon.evaluate(df, ...) runs evaluate.evaluate
 
 __version__ = "0.1.0"
+
+#: public name -> (module, attribute or None for the module itself)
+_LAZY = {
+    "Criteria": (".anonymize", "Criteria"),
+    "Mondrian": (".anonymize", "Mondrian"),
+    "verify": (".verify", None),
+    "check": (".verify", "verify"),
+    "datasets": (".datasets", None),
+    "evaluate": (".evaluate", None),  # a callable module: gpuanon.evaluate(df, ...) runs evaluate.evaluate
+}
 
 __all__ = [
     "Criteria",
@@ -30,3 +40,19 @@ __all__ = [
     "VerificationError",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'gpuanon' has no attribute {name!r}") from None
+    value = import_module(module, __name__)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -98,6 +98,9 @@ def output_kind(path: str | os.PathLike) -> str:
         return "csv"
     if p.endswith(".parquet") or p.endswith(".pq"):
         return "parquet"
+    if str(path).endswith(("/", os.sep)):
+        raise InputError(f"output '{path}' names a folder, which does not exist; name a file, e.g. "
+                         f"'{Path(path) / 'out.csv'}'")
     raise InputError(f"output '{path}' has an unknown extension; use one of {', '.join(OUTPUT_EXTENSIONS)}")
 
 

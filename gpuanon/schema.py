@@ -88,11 +88,15 @@ def suggest(name: str, columns) -> str:
     >>> suggest("agee", ["age", "job"])
     "; did you mean 'age'?"
     """
+    sep = next((d for d in (";", "\t", "|") if any(d in str(c) for c in columns)), None)
     close = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1, cutoff=0.6)
-    if close:
+    if close and sep is None:
         return f"; did you mean '{close[0]}'?"
     shown = ", ".join(map(str, list(columns)[:12]))
-    return f"; the columns are: {shown}{', ...' if len(columns) > 12 else ''}"
+    hint = (f" (the header holds {sep!r}: if the file is separated by {sep!r}, read it with --sep "
+            f"{'tab' if sep == chr(9) else repr(sep)})"
+            if sep else "")
+    return f"; the columns are: {shown}{', ...' if len(columns) > 12 else ''}{hint}"
 
 
 def as_list(x) -> list:

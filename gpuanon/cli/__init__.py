@@ -48,6 +48,13 @@ def build_parser(config: dict | None = None) -> Parser:
     return p
 
 
+def _subparser(parser, name: str):
+    """The parser of one subcommand."""
+    import argparse  # noqa: PLC0415
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C: every temporary output is
     removed on the way out."""
@@ -81,7 +88,8 @@ def _main(argv=None) -> int:
         return 2
     try:
         if getattr(args, "config", None):  # its keys are anonymize's options (less --config and --quiet)
-            keys = set(vars(args)) - {"command", "config", "quiet"}
+            actions = {a.dest: a for a in _subparser(parser, "anonymize")._actions}
+            keys = {k: actions[k] for k in set(vars(args)) - {"command", "config", "quiet"} if k in actions}
             args = build_parser(load_config(args.config, keys)).parse_args(argv)
         refuse_overwriting_inputs(args)
         return COMMANDS[args.command].run(args)

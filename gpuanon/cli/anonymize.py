@@ -70,7 +70,7 @@ def run(args) -> int:
         if report_path:
             w.json("--report", report)
         if html_path:
-            w.text("--html", render_html(report, title=f"gpuanon report: {source}"))
+            w.text("--html", render_html(report))
     secs = report["seconds"]
     if not args.quiet and secs["write"] >= 0.5:
         log.info("write done in %.2f s", secs["write"])

@@ -62,7 +62,10 @@ def read_input(args, device_ok: bool = False):
         raise InputError("give either an input file or --dataset, not both")
     if not inp and not ds:
         raise InputError("no input: give a CSV / Parquet file or --dataset adult")
+    refuse_rows_with_file(args)
     if ds:
+        if getattr(args, "sep", None) is not None:
+            raise InputError("--sep applies to a CSV / TSV input file, not to --dataset; leave it out")
         df, roles = get_dataset(ds, rows=args.rows, seed=args.seed)
         return with_target_expr(df, roles, args) + (f"dataset:{ds}",)
     backend = getattr(args, "backend", None)
@@ -83,8 +86,15 @@ def read_input(args, device_ok: bool = False):
                     return with_target_expr(df, {}, args) + (str(inp),)
             except Exception as exc:  # fall back to pandas, which gives the usual clear errors
                 log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
-    df = load_table(inp, encoding=args.encoding)
+    df = load_table(inp, encoding=args.encoding, sep=getattr(args, "sep", None))
     return with_target_expr(df, {}, args) + (str(inp),)
+
+
+def refuse_rows_with_file(args) -> None:
+    """``--rows`` samples or generates a bundled dataset; with an input file it would be ignored."""
+    if getattr(args, "input", None) and getattr(args, "rows", None) is not None:
+        raise InputError(f"--rows applies to --dataset only; with an input file every row is read: leave "
+                         f"--rows out (or cut the file to the rows you want)")
 
 
 def with_target_expr(df, roles, args):

@@ -32,7 +32,10 @@ def defaults(*command: str) -> dict:
 
 def load_config(path: str, keys) -> dict:
     """A user's ``--config`` file as parser defaults: the keys are the long option names ('-' or '_');
-    a list is joined with commas (``hierarchy``, which repeats, stays a list)."""
+    a list is joined with commas (``hierarchy``, which repeats, stays a list).
+
+    ``keys``: the option names, or a dict of name -> argparse action, whose type, choices and
+    on / off switches each value is checked against (a bad value names the file and the key)."""
     try:
         with open(path, "rb") as f:
             raw = tomllib.load(f)
@@ -40,7 +43,7 @@ def load_config(path: str, keys) -> dict:
         raise InputError(f"cannot read config '{path}': no such file; check the path") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"config '{path}' is not valid TOML ({exc}); fix the file") from None
-    keys = set(keys)
+    keys = keys if isinstance(keys, dict) else set(keys)
     cfg = {}
     for key, val in raw.items():
         k = key.replace("-", "_")
@@ -50,5 +53,35 @@ def load_config(path: str, keys) -> dict:
             val = [val] if isinstance(val, str) else list(val)
         elif isinstance(val, list):
             val = ",".join(map(str, val))
+        if isinstance(keys, dict):
+            val = _checked(path, key, val, keys[k])
         cfg[k] = val
     return cfg
+
+
+_KINDS = {int: ("a whole number", "5"), float: ("a number", "0.2")}
+
+
+def _checked(path: str, key: str, val, action):
+    """``val`` as the option would take it from the command line; InputError naming the file and key."""
+    def bad(what: str, example: str):
+        raise InputError(f"config '{path}': {key} = {val!r} is not {what}; write e.g. {key} = {example}")
+
+    if action.nargs == 0:  # an on / off switch (--optimize)
+        if not isinstance(val, bool):
+            bad("true or false", "true")
+        return val
+    kind = action.type
+    if kind in _KINDS:
+        try:
+            num = kind(val) if isinstance(val, str) else val
+        except ValueError:
+            num = None
+        if isinstance(num, bool) or not isinstance(num, (int, float)) or (kind is int and not float(num).is_integer()):
+            bad(*_KINDS[kind])
+        val = kind(num)
+    elif isinstance(val, bool) or not isinstance(val, (str, int, float, list)):
+        bad("text", '"..."')
+    if action.choices is not None and val not in action.choices:
+        bad(f"one of {', '.join(map(str, action.choices))}", f'"{next(iter(action.choices))}"')
+    return val

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ..errors import InputError
-from .common import split_list
+from .common import refuse_rows_with_file, split_list
 from .config import defaults
 from .options import table_command
 
@@ -66,6 +66,7 @@ def run(args) -> int:
     outputs = command_outputs(args, [("--report", args.report, False), ("--html", args.html, False)])
     if args.input and args.dataset:
         raise InputError("give either an input file or --dataset, not both")
+    refuse_rows_with_file(args)
     device = args.device or ("cuda" if args.gpus_per_client else "cpu")
     cfg = make_config(args.dataset, args.input, target=args.target, qi=split_list(args.qi), sensitive=args.sensitive,
                       identifiers=split_list(args.identifiers), numeric=split_list(args.numeric),

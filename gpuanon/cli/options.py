@@ -23,15 +23,17 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 def add_input(p: argparse.ArgumentParser, read_here: bool = True) -> None:
     """The input table; ``read_here=False`` for a command whose table is read elsewhere (federate's silos),
-    without the options of this process's reader (--seed, --encoding)."""
+    without the options of this process's reader (--seed, --encoding, --sep)."""
     g = p.add_argument_group("input (a file, or a bundled / generated dataset)")
     g.add_argument("input", nargs="?", help="CSV, TSV or Parquet file")
     g.add_argument("--dataset", choices=DATASETS,
                    help="bundled Adult data, the HEPMASS-shaped generator, or a scikit-learn set")
-    g.add_argument("--rows", type=int, help="rows to generate (hepmass) or sample (others)")
+    g.add_argument("--rows", type=int, help="--dataset only: rows to generate (hepmass) or sample (others)")
     if read_here:
         g.add_argument("--seed", type=int, help="seed for --dataset hepmass / sampling (default 0)")
         g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
+        g.add_argument("--sep", help="column separator of a CSV / TSV input (default ',' for .csv, tab for .tsv), "
+                                     "e.g. ';'")
 
 
 def add_roles(p: argparse.ArgumentParser, target_expr: bool = True, kinds: bool = True) -> None:

@@ -6,7 +6,7 @@ import logging
 import time
 
 from ..errors import InputError
-from .common import read_input
+from .common import plural, read_input
 from .config import defaults
 from .options import BACKENDS, add_input, add_quiet
 
@@ -118,7 +118,8 @@ def run(args) -> int:
         report["seconds"] = secs
         if args.report:
             w.json("--report", report)
-    log.info("perturbed %d rows x %d features (%s, %d entities): Phi %.4f at %g degrees, axis %s; wrote %s",
-             len(out), len(features), report["mode"], report.get("n_entities", 1), report["phi"],
+    log.info("perturbed %d rows x %d features (%s, %s): Phi %.4f at %g degrees, axis %s; wrote %s",
+             len(out), len(features), report["mode"], plural(report.get("n_entities", 1), "entity", "entities"),
+             report["phi"],
              report["angle_degrees"], features[int(report["axis"])], args.out)
     return 0

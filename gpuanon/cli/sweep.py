@@ -57,6 +57,26 @@ def _float_list(text: str, name: str) -> list[float]:
         raise InputError(f"--{name} '{text}' is not a list of numbers; write e.g. 0.2,0.3") from None
 
 
+def progress_line(i: int, n: int, row: dict) -> str:
+    """One log line per grid point: only the criteria it asked for, and why it failed when it did.
+
+    >>> progress_line(1, 2, {"criterion": "l-diversity", "k": 3, "l": 3, "t": None, "seconds": 0.1,
+    ...                      "error": "l = 3 asks for 3 distinct values; 'sick' has 2"})
+    "sweep 1/2: l-diversity k=3 l=3 -> failed: l = 3 asks for 3 distinct values; 'sick' has 2 (0.10 s)"
+    """
+    asked = f"k={row['k']}"
+    if row.get("l"):
+        asked += f" l={row['l']}"
+    if row.get("t") is not None:
+        asked += f" t={row['t']:g}"
+    if row.get("error"):
+        result = "failed: " + " ".join(str(row["error"]).split())
+    else:
+        loss = row.get("entropy_loss")
+        result = f"{row.get('n_classes')} classes, loss {'-' if loss is None else f'{100 * loss:.2f}%'}"
+    return f"sweep {i}/{n}: {row['criterion']} {asked} -> {result} ({row['seconds']:.2f} s)"
+
+
 def run(args) -> int:
     from ..anonymize.sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
@@ -77,9 +97,7 @@ def run(args) -> int:
     sens = args.sensitive or roles.get("sensitive") or args.target or roles.get("target")
 
     def progress(i, n, row):
-        log.info("sweep %d/%d: %s k=%s l=%s t=%s -> %s classes, loss %s (%.2f s)", i, n, row["criterion"],
-                 row["k"], row["l"], row["t"], row.get("n_classes"),
-                 "-" if row.get("entropy_loss") is None else f"{100 * row['entropy_loss']:.2f}%", row["seconds"])
+        log.info("%s", progress_line(i, n, row))
 
     res = run_sweep(df, qi, sensitive=sens, target=args.target or roles.get("target"),
                     identifiers=args.identifiers, ks=ks, ls=ls, ts=ts, base_k=args.base_k, mode=args.mode,

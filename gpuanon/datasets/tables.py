@@ -24,7 +24,7 @@ def _table_kind(path: str) -> str | None:
     return None
 
 
-def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataFrame:
+def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | None = None) -> pd.DataFrame:
     """Read a CSV, TSV or Parquet file into a pandas frame, choosing the reader by extension.
 
     CSV and TSV files are read with ``skipinitialspace=True`` (so ``"a, b"`` gives ``'b'``);
@@ -39,6 +39,8 @@ def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
         (case-insensitive).
     encoding : str, optional
         Text encoding of a CSV / TSV file (default UTF-8), e.g. ``"latin-1"``.
+    sep : str, optional
+        Column separator of a CSV / TSV file (default ``","`` for CSV, a tab for TSV), e.g. ``";"``.
 
     Returns
     -------
@@ -82,6 +84,13 @@ def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
         except LookupError:
             raise InputError(f"--encoding '{encoding}' is not a known text encoding; use e.g. utf-8, "
                              f"latin-1 or cp1252") from None
+    if sep is not None:
+        if kind == "parquet":
+            raise InputError(f"--sep applies to CSV / TSV input; {p!r} is Parquet: leave --sep out")
+        sep = {"\\t": "\t", "tab": "\t"}.get(sep, sep)
+        if len(sep) != 1 or sep in "\"\r\n":
+            raise InputError(f"--sep {sep!r} is not a usable separator (one character, not a quote or line "
+                             f"break); give e.g. --sep ';' or --sep tab")
     if os.path.getsize(p) == 0:
         raise InputError(f"cannot read input file {p!r}: the file is empty (0 bytes); give a table with a "
                          f"header row")
@@ -90,7 +99,7 @@ def load_table(path: str | os.PathLike, encoding: str | None = None) -> pd.DataF
         if kind == "parquet":
             df = pd.read_parquet(p)
         else:
-            opts = dict(sep="\t" if kind == "tsv" else ",", skipinitialspace=True, encoding=encoding,
+            opts = dict(sep=sep or ("\t" if kind == "tsv" else ","), skipinitialspace=True, encoding=encoding,
                         encoding_errors="strict")
             df = pd.read_csv(p, float_precision="round_trip", **opts)
             if df.shape[1]:

@@ -91,9 +91,9 @@ def anonymize_on_cluster(args, make_estimator) -> int:
         write_json(report, args.report)
     if getattr(args, "html", None):
         with atomic_path(args.html) as tmp:
-            Path(tmp).write_text(render_html(report, title=f"gpuanon report: {source}"))
+            Path(tmp).write_text(render_html(report))
     from ..cli.anonymize import summary_line  # noqa: PLC0415
 
     log.info("%s; %.2f s on %d worker(s)%s", summary_line(report), report["seconds"]["total"], res.info["n_workers"],
-             f"; wrote {out}/ ({len(res.out_files)} Parquet file(s))" if out else "; no --out given, nothing written")
+             f"; wrote {str(out).rstrip('/')}/ ({len(res.out_files)} Parquet file(s))" if out else "; no --out given, nothing written")
     return 0

@@ -173,7 +173,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     if n_total == 0:
         raise SchemaError("the input table is empty (0 rows); give a table with rows")
     if out_dir is not None:
-        out_dir = os.fspath(out_dir)
+        out_dir = os.path.normpath(os.fspath(out_dir))  # "out/" and "out" are one folder
         if os.path.exists(out_dir) and not overwrite:
             raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)

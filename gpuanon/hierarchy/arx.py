@@ -49,10 +49,14 @@ def read_arx_rows(path: str | os.PathLike) -> tuple[list[list[str]], list[int], 
             if not row:
                 continue
             if len(row) < 2:
+                other = next((d for d in (",", "\t", "|") if d in row[0]), None)
+                example = (ARX_DELIMITER.join(f.strip() for f in row[0].split(other)) if other
+                           else f"{row[0]}{ARX_DELIMITER}*")
+                why = f"; this line is separated by {other!r}, not '{ARX_DELIMITER}'" if other else ""
                 raise InputError(
-                    f"hierarchy file {src}, line {lineno}: {len(row)} field ({row[0]!r}); "
+                    f"hierarchy file {src}, line {lineno}: {len(row)} field ({row[0]!r}){why}; "
                     f"every row needs the leaf and its generalizations up to the root, "
-                    f"separated by '{ARX_DELIMITER}' (e.g. {row[0]};*)")
+                    f"separated by '{ARX_DELIMITER}' (e.g. {example})")
             blank = [k for k, f in enumerate(row) if f.strip() == ""]
             if blank:
                 k = blank[0]

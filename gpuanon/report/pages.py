@@ -8,6 +8,7 @@ formatted as text; the templates lay it out and escape it (autoescape). Plots ar
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from importlib import resources
 
@@ -93,20 +94,39 @@ def _optimization_context(opt: dict | None) -> list | None:
             ("entropy-coefficient loss after the step", fmt(_pct(opt.get("entropy_loss_after"))))]
 
 
-def render_html(report: dict, title: str = "gpuanon anonymization report") -> str:
-    """A self-contained HTML page for an ``anonymize`` report (``Mondrian.report_``)."""
+def source_name(source) -> str | None:
+    """What a page shows of its input: the file name (a local path stays on the machine that ran the
+    command), or ``dataset:NAME`` as it is.
+
+    >>> source_name("/home/me/private/in.csv"), source_name("dataset:adult")
+    ('in.csv', 'dataset:adult')
+    """
+    if source is None:
+        return None
+    text = str(source)
+    return text if text.startswith("dataset:") else os.path.basename(text.rstrip("/\\")) or text
+
+
+def render_html(report: dict, title: str | None = None) -> str:
+    """A self-contained HTML page for an ``anonymize`` report (``Mondrian.report_``); the title names the
+    input file (not its folder) unless ``title`` is given."""
     m = report.get("metrics") or {}
     req, ach = report.get("requested", {}), report.get("achieved", {})
     ok = (report.get("verification") or {}).get("ok", True)
-    header = (f"input {fmt(report.get('input'))} · backend {fmt(report.get('backend'))} ({fmt(report.get('device'))})"
+    name = source_name(report.get("input"))
+    title = title or (f"gpuanon report: {name}" if name else "gpuanon anonymization report")
+    header = (f"input {fmt(name)} · backend {fmt(report.get('backend'))} ({fmt(report.get('device'))})"
               f" · mode {fmt(report.get('mode'))} · format {fmt(report.get('format'))}")
     cards = [("rows in", report.get("n_rows_in")), ("rows out", report.get("n_rows_out")),
              ("suppressed", report.get("n_suppressed")), ("classes", report.get("n_classes")),
              ("achieved k", ach.get("k")), ("achieved l", ach.get("l")),
-             ("achieved t", None if ach.get("t") is None else round(ach["t"], 4)),
              ("entropy loss", _pct(m.get("entropy_loss"))),
              ("NCP", None if m.get("ncp") is None else round(m["ncp"], 4))]
-    parameters = [(key, fmt(req.get(key)), fmt(ach.get(key))) for key in ("k", "l", "t")]
+    if req.get("t") is not None:  # an achieved t only where t was asked for
+        cards.insert(6, ("achieved t", None if ach.get("t") is None else round(ach["t"], 4)))
+    # a criterion not asked for shows '-' (l = 0 and t = None both mean "off")
+    asked = {"k": req.get("k"), "l": req.get("l") or None, "t": req.get("t")}
+    parameters = [(key, fmt(asked[key]), fmt(ach.get(key))) for key in ("k", "l", "t")]
     parameters += [("l kind", fmt(req.get("l_kind")), ""), ("t distance", fmt(req.get("t_distance")), "")]
     roles = [(k_, fmt(", ".join(map(str, v)) if isinstance(v, list) else v))
              for k_, v in report.get("roles", {}).items() if k_ != "kinds"]
