@@ -156,8 +156,12 @@ def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
 
 
 def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, t, t_distance, xp,
-           failures: list) -> VerificationResult:
-    """Class sizes, distinct sensitive values, entropies and distances from row class ids."""
+           failures: list, sa_missing: int | None = None) -> VerificationResult:
+    """Class sizes, distinct sensitive values, entropies and distances from row class ids.
+
+    ``sa_missing``: the code of a missing sensitive value, which counts toward no kind of l (distinct,
+    entropy over the other values, recursive); t-closeness keeps it as a value of its own.
+    """
     sizes = _counts(gid, n_cls, xp) if n else xp.zeros(0, dtype=xp.int64)
     ach_k = 0
     stats = {}
@@ -173,10 +177,17 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
         m = int(q.shape[0])
         pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
         g = pair_u // m
-        distinct = _counts(g, n_cls, xp)
+        if sa_missing is None:
+            known, known_size = None, sizes
+            distinct = _counts(g, n_cls, xp)
+        else:  # pairs of a missing value: no l counts them
+            known = (pair_u % m) != sa_missing
+            pair_cnt = xp.where(known, pair_cnt, 0)
+            known_size = _counts(g, n_cls, xp, weights=pair_cnt)
+            distinct = _counts(g, n_cls, xp, weights=known.astype(xp.int64))
         ach_l = int(to_scalar(distinct.min()))
-        p = pair_cnt / sizes[g]
-        ent = xp.bincount(g, weights=-p * xp.log(p), minlength=n_cls)
+        p = pair_cnt / xp.maximum(known_size[g], 1)
+        ent = xp.bincount(g, weights=-p * xp.log(xp.where(p > 0, p, 1.0)), minlength=n_cls)
         ent_min = float(to_scalar(ent.min()))
         ach_le = float(np.exp(ent_min))
         dist = _distances(gid, n_cls, sa_codes, q, t_distance, xp)
@@ -231,30 +242,36 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
     n = len(out)
     gid, n_cls = class_ids(out, qi_columns)
     failures: list = []
-    sa_codes = q = None
+    sa_codes = q = sa_missing = None
     if sensitive is not None and n:
         sa = out[sensitive]
         ref = sa if reference is None else pd.Series(reference)
-        support = pd.unique(ref)
         if sensitive_ordered is None:
             sensitive_ordered = bool(pd.api.types.is_numeric_dtype(ref) and not pd.api.types.is_bool_dtype(ref))
+        # the known values, then one code for a missing value (every kind of missing alike), last
+        support = pd.unique(ref[ref.notna()])
         if sensitive_ordered or t_distance == "ordered":
             support = pd.Index(support).sort_values().to_numpy()
-        ref_codes = pd.Index(support).get_indexer(ref)
-        sa_codes = pd.Index(support).get_indexer(sa)
+        ref_miss, sa_miss = ref.isna().to_numpy(), sa.isna().to_numpy()
+        has_missing = bool(ref_miss.any() or sa_miss.any())
+        sa_missing = len(support) if has_missing else None
+        m = len(support) + int(has_missing)
+        ref_codes = np.where(ref_miss, m - 1, pd.Index(support).get_indexer(ref))
+        sa_codes = np.where(sa_miss, m - 1, pd.Index(support).get_indexer(sa))
         if (sa_codes < 0).any():
             bad = sa[sa_codes < 0].iloc[0]
             failures.append(f"sensitive value {bad!r} is not in the reference table")
             sa_codes = np.where(sa_codes < 0, 0, sa_codes)
-        q = np.bincount(ref_codes, minlength=len(support)) / len(ref)
+        q = np.bincount(ref_codes, minlength=m) / len(ref)
         sa_codes = sa_codes.astype(np.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
-                  t_distance=t_distance, xp=np, failures=failures)
+                  t_distance=t_distance, xp=np, failures=failures, sa_missing=sa_missing)
 
 
 def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=None, *, k: int | None = None,
                    l: int = 0, l_kind: str = "distinct", c: float = 1.0, t: float | None = None,
-                   t_distance: str = "equal", sensitive: str = "sensitive", xp=None) -> VerificationResult:
+                   t_distance: str = "equal", sensitive: str = "sensitive", sa_missing: int | None = None,
+                   xp=None) -> VerificationResult:
     """Verify a published table held in dictionary-encoded form, on the device that holds it.
 
     Each published QI column ``j`` is a dictionary of canonical cells (``dictionaries[j]``: one
@@ -265,7 +282,8 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
     their tuple of cells, here, with no knowledge of how the anonymizer formed its classes.
 
     ``sa_codes`` are the rows' sensitive codes ``0..m-1`` (ordered codes for the ordered EMD);
-    ``reference_distribution`` the whole table's distribution over them (length ``m``).
+    ``reference_distribution`` the whole table's distribution over them (length ``m``);
+    ``sa_missing`` the code of a missing value (counted by t-closeness, by no kind of l).
     """
     if xp is None:
         from .backend import array_module  # noqa: PLC0415
@@ -298,4 +316,4 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
         q = to_device(reference_distribution, xp).astype(xp.float64)
         sa_codes = sa_codes.astype(xp.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
-                  t_distance=t_distance, xp=xp, failures=[])
+                  t_distance=t_distance, xp=xp, failures=[], sa_missing=sa_missing if sa_codes is not None else None)

@@ -25,7 +25,7 @@ def whole_table_check(est, crit, n_total, whole, sensitive) -> None:
     """The single-process estimator's check that the whole table meets l and t, same messages."""
     whole = np.asarray(whole)[None, :]
     if not bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
-        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole)
+        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole, crit.sa_missing)
 
 
 def suppression(est, crit, enc, bsizes, bhist, n_total):
