@@ -37,6 +37,7 @@ class VerificationResult:
     t: float | None
     size_stats: dict = field(default_factory=dict)
     failures: list = field(default_factory=list)
+    sensitive_missing: int = 0  # rows with a missing sensitive value (counted toward no l)
 
     @property
     def ok(self) -> bool:
@@ -45,7 +46,7 @@ class VerificationResult:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "n_rows": self.n_rows, "n_classes": self.n_classes, "k": self.k,
                 "l": self.l, "l_entropy": self.l_entropy, "t": self.t, "class_size": self.size_stats,
-                "failures": list(self.failures)}
+                "sensitive_missing": self.sensitive_missing, "failures": list(self.failures)}
 
 
 _M1, _M2, _GOLD = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
@@ -173,18 +174,20 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
     if k is not None and n and ach_k < k:
         failures.append(f"k-anonymity: smallest class has {ach_k} row(s) < k = {k}")
     ach_l = ach_le = ach_t = None
+    n_sa_missing = 0
     if sa_codes is not None and n:
         m = int(q.shape[0])
         pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
         g = pair_u // m
         if sa_missing is None:
-            known, known_size = None, sizes
+            known_size = sizes
             distinct = _counts(g, n_cls, xp)
         else:  # pairs of a missing value: no l counts them
             known = (pair_u % m) != sa_missing
             pair_cnt = xp.where(known, pair_cnt, 0)
             known_size = _counts(g, n_cls, xp, weights=pair_cnt)
             distinct = _counts(g, n_cls, xp, weights=known.astype(xp.int64))
+            n_sa_missing = n - int(to_scalar(pair_cnt.sum()))
         ach_l = int(to_scalar(distinct.min()))
         p = pair_cnt / xp.maximum(known_size[g], 1)
         ent = xp.bincount(g, weights=-p * xp.log(xp.where(p > 0, p, 1.0)), minlength=n_cls)
@@ -212,7 +215,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
             failures.append(f"t-closeness ({t_distance}): a class is at distance {ach_t:.6f} > t = {t}")
     elif (l or t is not None) and n:
         failures.append("l-diversity / t-closeness requested but no sensitive column given")
-    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures)
+    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures, n_sa_missing)
 
 
 def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: int | None = None,
