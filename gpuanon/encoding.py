@@ -151,6 +151,12 @@ class Table:
         counts = to_host(count_values(self.sa, self.n_sa, self.xp)).astype(np.float64)
         return counts / max(counts.sum(), 1.0)
 
+    def sa_missing_rows(self) -> int:
+        """How many rows have a missing sensitive value (its code is the last, see ``codes_sorted``)."""
+        if self.sa is None or not self.sa_values or not is_na(self.sa_values[-1]):
+            return 0
+        return int(to_host(count_values(self.sa, self.n_sa, self.xp))[-1])
+
     def numeric_values(self, j: int, keys=None):
         """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
         xp = self.xp

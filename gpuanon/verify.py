@@ -37,6 +37,7 @@ class VerificationResult:
     t: float | None
     size_stats: dict = field(default_factory=dict)
     failures: list = field(default_factory=list)
+    sensitive_missing: int = 0  # rows with a missing sensitive value (counted toward no l)
 
     @property
     def ok(self) -> bool:
@@ -45,7 +46,7 @@ class VerificationResult:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "n_rows": self.n_rows, "n_classes": self.n_classes, "k": self.k,
                 "l": self.l, "l_entropy": self.l_entropy, "t": self.t, "class_size": self.size_stats,
-                "failures": list(self.failures)}
+                "sensitive_missing": self.sensitive_missing, "failures": list(self.failures)}
 
 
 _M1, _M2, _GOLD = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
@@ -156,8 +157,12 @@ def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
 
 
 def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, t, t_distance, xp,
-           failures: list) -> VerificationResult:
-    """Class sizes, distinct sensitive values, entropies and distances from row class ids."""
+           failures: list, sa_missing: int | None = None) -> VerificationResult:
+    """Class sizes, distinct sensitive values, entropies and distances from row class ids.
+
+    ``sa_missing``: the code of a missing sensitive value, which counts toward no kind of l (distinct,
+    entropy over the other values, recursive); t-closeness keeps it as a value of its own.
+    """
     sizes = _counts(gid, n_cls, xp) if n else xp.zeros(0, dtype=xp.int64)
     ach_k = 0
     stats = {}
@@ -169,14 +174,23 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
     if k is not None and n and ach_k < k:
         failures.append(f"k-anonymity: smallest class has {ach_k} row(s) < k = {k}")
     ach_l = ach_le = ach_t = None
+    n_sa_missing = 0
     if sa_codes is not None and n:
         m = int(q.shape[0])
         pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
         g = pair_u // m
-        distinct = _counts(g, n_cls, xp)
+        if sa_missing is None:
+            known_size = sizes
+            distinct = _counts(g, n_cls, xp)
+        else:  # pairs of a missing value: no l counts them
+            known = (pair_u % m) != sa_missing
+            pair_cnt = xp.where(known, pair_cnt, 0)
+            known_size = _counts(g, n_cls, xp, weights=pair_cnt)
+            distinct = _counts(g, n_cls, xp, weights=known.astype(xp.int64))
+            n_sa_missing = n - int(to_scalar(pair_cnt.sum()))
         ach_l = int(to_scalar(distinct.min()))
-        p = pair_cnt / sizes[g]
-        ent = xp.bincount(g, weights=-p * xp.log(p), minlength=n_cls)
+        p = pair_cnt / xp.maximum(known_size[g], 1)
+        ent = xp.bincount(g, weights=-p * xp.log(xp.where(p > 0, p, 1.0)), minlength=n_cls)
         ent_min = float(to_scalar(ent.min()))
         ach_le = float(np.exp(ent_min))
         dist = _distances(gid, n_cls, sa_codes, q, t_distance, xp)
@@ -201,7 +215,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
             failures.append(f"t-closeness ({t_distance}): a class is at distance {ach_t:.6f} > t = {t}")
     elif (l or t is not None) and n:
         failures.append("l-diversity / t-closeness requested but no sensitive column given")
-    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures)
+    return VerificationResult(n, int(n_cls), ach_k, ach_l, ach_le, ach_t, stats, failures, n_sa_missing)
 
 
 def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: int | None = None,
@@ -231,30 +245,36 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
     n = len(out)
     gid, n_cls = class_ids(out, qi_columns)
     failures: list = []
-    sa_codes = q = None
+    sa_codes = q = sa_missing = None
     if sensitive is not None and n:
         sa = out[sensitive]
         ref = sa if reference is None else pd.Series(reference)
-        support = pd.unique(ref)
         if sensitive_ordered is None:
             sensitive_ordered = bool(pd.api.types.is_numeric_dtype(ref) and not pd.api.types.is_bool_dtype(ref))
+        # the known values, then one code for a missing value (every kind of missing alike), last
+        support = pd.unique(ref[ref.notna()])
         if sensitive_ordered or t_distance == "ordered":
             support = pd.Index(support).sort_values().to_numpy()
-        ref_codes = pd.Index(support).get_indexer(ref)
-        sa_codes = pd.Index(support).get_indexer(sa)
+        ref_miss, sa_miss = ref.isna().to_numpy(), sa.isna().to_numpy()
+        has_missing = bool(ref_miss.any() or sa_miss.any())
+        sa_missing = len(support) if has_missing else None
+        m = len(support) + int(has_missing)
+        ref_codes = np.where(ref_miss, m - 1, pd.Index(support).get_indexer(ref))
+        sa_codes = np.where(sa_miss, m - 1, pd.Index(support).get_indexer(sa))
         if (sa_codes < 0).any():
             bad = sa[sa_codes < 0].iloc[0]
             failures.append(f"sensitive value {bad!r} is not in the reference table")
             sa_codes = np.where(sa_codes < 0, 0, sa_codes)
-        q = np.bincount(ref_codes, minlength=len(support)) / len(ref)
+        q = np.bincount(ref_codes, minlength=m) / len(ref)
         sa_codes = sa_codes.astype(np.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
-                  t_distance=t_distance, xp=np, failures=failures)
+                  t_distance=t_distance, xp=np, failures=failures, sa_missing=sa_missing)
 
 
 def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=None, *, k: int | None = None,
                    l: int = 0, l_kind: str = "distinct", c: float = 1.0, t: float | None = None,
-                   t_distance: str = "equal", sensitive: str = "sensitive", xp=None) -> VerificationResult:
+                   t_distance: str = "equal", sensitive: str = "sensitive", sa_missing: int | None = None,
+                   xp=None) -> VerificationResult:
     """Verify a published table held in dictionary-encoded form, on the device that holds it.
 
     Each published QI column ``j`` is a dictionary of canonical cells (``dictionaries[j]``: one
@@ -265,7 +285,8 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
     their tuple of cells, here, with no knowledge of how the anonymizer formed its classes.
 
     ``sa_codes`` are the rows' sensitive codes ``0..m-1`` (ordered codes for the ordered EMD);
-    ``reference_distribution`` the whole table's distribution over them (length ``m``).
+    ``reference_distribution`` the whole table's distribution over them (length ``m``);
+    ``sa_missing`` the code of a missing value (counted by t-closeness, by no kind of l).
     """
     if xp is None:
         from .backend import array_module  # noqa: PLC0415
@@ -298,4 +319,4 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
         q = to_device(reference_distribution, xp).astype(xp.float64)
         sa_codes = sa_codes.astype(xp.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
-                  t_distance=t_distance, xp=xp, failures=[])
+                  t_distance=t_distance, xp=xp, failures=[], sa_missing=sa_missing if sa_codes is not None else None)

@@ -11,8 +11,11 @@ import math
 import numpy as np
 
 
-def _plain_ok(rows, sa, k, l, l_kind, t, t_distance, q, c):
-    """Do these rows satisfy k, l and t?  Written with plain Python over value counts."""
+def _plain_ok(rows, sa, k, l, l_kind, t, t_distance, q, c, sa_missing=None):
+    """Do these rows satisfy k, l and t?  Written with plain Python over value counts.
+
+    ``sa_missing``: the code of a missing sensitive value; l (every kind) ignores it, t counts it.
+    """
     if len(rows) < k:
         return False
     if sa is None or (not l and t is None):
@@ -22,14 +25,16 @@ def _plain_ok(rows, sa, k, l, l_kind, t, t_distance, q, c):
         counts[int(sa[r])] = counts.get(int(sa[r]), 0) + 1
     n = len(rows)
     if l:
-        if l_kind == "distinct" and len(counts) < l:
+        known = {v: x for v, x in counts.items() if v != sa_missing}
+        nk = sum(known.values())
+        if l_kind == "distinct" and len(known) < l:
             return False
         if l_kind == "entropy":
-            h = -sum((x / n) * math.log(x / n) for x in counts.values())
+            h = -sum((x / nk) * math.log(x / nk) for x in known.values())
             if h < math.log(l) - 1e-9:
                 return False
         if l_kind == "recursive":
-            r = sorted(counts.values(), reverse=True)
+            r = sorted(known.values(), reverse=True)
             if len(r) < l or not r[0] < c * sum(r[l - 1:]):
                 return False
     if t is not None:
@@ -67,6 +72,7 @@ def mondrian_reference(
     blocks=None,
     relaxed=False,
     hierarchies=None,
+    sa_missing=None,
 ):
     """Recursive Mondrian over a (n, d) float64 matrix (categorical columns hold their codes).
 
@@ -100,7 +106,7 @@ def mondrian_reference(
         return (float(col.max()) - float(col.min())) / global_range[j]
 
     def ok(rows):
-        return _plain_ok(rows, sa, k, l, l_kind, t, t_distance, q, c)
+        return _plain_ok(rows, sa, k, l, l_kind, t, t_distance, q, c, sa_missing)
 
     def split(rows, j):
         col = values[rows, j]

@@ -116,10 +116,11 @@ def test_missing_values_in_qis_compare_equal():
     assert not verify(out2, ["a", "b_min", "b_max"], "s", k=3).ok
 
 
-def test_missing_sensitive_value_is_a_value():
+def test_missing_sensitive_value_counts_toward_no_l():
+    # SPEC section 3 (amended): a missing sensitive value protects nobody
     out = pd.DataFrame({"q": ["x"] * 4, "s": ["a", None, "a", None]})
     r = verify(out, ["q"], "s", l=2)
-    assert r.l == 2 and r.ok
+    assert r.l == 1 and not r.ok and r.sensitive_missing == 2
 
 
 def test_multi_column_classes_and_large_category_counts():

@@ -71,6 +71,32 @@ def sa_entropy(hist, xp=np):
     return -(xp.where(p > 0, p * xp.log(xp.where(p > 0, p, 1.0)), 0.0)).sum(axis=1)
 
 
+def missing_code(sa_values) -> int | None:
+    """The code of a missing sensitive value: the last one when it is missing (the encoders put
+    missing last), else None.
+
+    >>> missing_code(["a", "b", float("nan")]), missing_code(["a", "b"]), missing_code([])
+    (2, None, None)
+    """
+    from ..encoding import is_na  # noqa: PLC0415
+
+    return len(sa_values) - 1 if len(sa_values) and is_na(sa_values[-1]) else None
+
+
+def without_missing(hist, miss: int | None, xp=np):
+    """The histograms ``(m, n_sa)`` without the column of the missing value ``miss`` (l-diversity's view).
+
+    >>> without_missing(np.array([[1, 2, 3]]), 2).tolist(), without_missing(np.array([[1, 2, 3]]), 0).tolist()
+    ([[1, 2]], [[2, 3]])
+    """
+    if miss is None:
+        return hist
+    n_sa = hist.shape[1]
+    if miss == n_sa - 1:
+        return hist[:, :miss]
+    return xp.concatenate([hist[:, :miss], hist[:, miss + 1:]], axis=1)
+
+
 @dataclass(frozen=True)
 class Criteria:
     """k-anonymity plus optional l-diversity and t-closeness.
@@ -89,6 +115,9 @@ class Criteria:
     t_distance : {'equal', 'ordered', 'kl'}
     q : array or None
         The whole table's sensitive-value distribution (needed with ``t``).
+    sa_missing : int or None
+        The histogram column of a missing sensitive value (None: no row has one). A missing value
+        protects nobody: l-diversity of every kind ignores that column; t-closeness keeps it.
     """
 
     k: int
@@ -98,6 +127,7 @@ class Criteria:
     t: float | None = None
     t_distance: str = "equal"
     q: np.ndarray | None = None
+    sa_missing: int | None = None
 
     @property
     def needs_histogram(self) -> bool:
@@ -105,7 +135,7 @@ class Criteria:
 
     def with_q(self, q) -> "Criteria":
         """The same criteria against the distribution ``q`` (say, ``q`` moved to the device)."""
-        return Criteria(self.k, self.l, self.l_kind, self.c, self.t, self.t_distance, q)
+        return Criteria(self.k, self.l, self.l_kind, self.c, self.t, self.t_distance, q, self.sa_missing)
 
     def satisfied(self, sizes, hist=None, xp=np):
         """One bool per partition: do sizes (and histograms) meet every criterion?"""
@@ -113,12 +143,13 @@ class Criteria:
         if not self.needs_histogram:
             return ok
         if self.l:
+            lh = without_missing(hist, self.sa_missing, xp)
             if self.l_kind == "distinct":
-                ok &= (hist > 0).sum(axis=1) >= self.l
+                ok &= (lh > 0).sum(axis=1) >= self.l
             elif self.l_kind == "entropy":
-                ok &= sa_entropy(hist, xp) >= np.log(self.l) - TOL
+                ok &= sa_entropy(lh, xp) >= np.log(self.l) - TOL
             else:  # recursive (c, l): r1 < c * (r_l + ... + r_m)
-                r = -xp.sort(-hist, axis=1)
+                r = -xp.sort(-lh, axis=1)
                 tail = r[:, self.l - 1:].sum(axis=1) if r.shape[1] >= self.l else xp.zeros(r.shape[0])
                 ok &= r[:, 0] < self.c * tail
         if self.t is not None:
@@ -130,10 +161,17 @@ class Criteria:
 # the messages of a table that cannot be published as asked (one process or a cluster alike)
 # ---------------------------------------------------------------------------------------------
 
-def whole_table_error(l_kind: str, l: int, c: float, sensitive: str, whole_hist) -> PrivacyError:
-    """Why the whole table fails l-diversity, and the fix (``whole_hist``: host counts per SA value)."""
+def whole_table_error(l_kind: str, l: int, c: float, sensitive: str, whole_hist,
+                      sa_missing: int | None = None) -> PrivacyError:
+    """Why the whole table fails l-diversity, and the fix (``whole_hist``: host counts per SA value,
+    ``sa_missing``: the column of a missing value, which counts toward no kind of l)."""
     whole = np.asarray(whole_hist).reshape(-1)
+    n_miss = 0
+    if sa_missing is not None:
+        n_miss = int(whole[sa_missing])
+        whole = np.delete(whole, sa_missing)
     n_dist = int((whole > 0).sum())
+    miss_txt = (f" besides {n_miss} row(s) with a missing value, which count toward no l" if n_miss else "")
     if l_kind == "recursive" and n_dist >= int(l):
         r = np.sort(whole)[::-1]
         rest = float(r[int(l) - 1:].sum())
@@ -141,10 +179,10 @@ def whole_table_error(l_kind: str, l: int, c: float, sensitive: str, whole_hist)
         return PrivacyError(
             f"the whole table fails recursive ({c:g}, {l})-diversity: in '{sensitive}' the most frequent value has "
             f"{int(r[0])} rows, which is not below c = {c:g} times the {int(rest)} rows of the values from rank {l} "
-            f"on; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
+            f"on{miss_txt}; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
     return PrivacyError(
-        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s) "
-        f"(l = {l}, {l_kind}); lower l or pick another sensitive attribute")
+        f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s)"
+        f"{miss_txt} (l = {l}, {l_kind}); lower l or pick another sensitive attribute")
 
 
 def blocks_reason(suppressed: int, crit: "Criteria") -> str:

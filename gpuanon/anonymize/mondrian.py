@@ -35,7 +35,7 @@ from .. import verify as verify_mod
 from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
                       stage, synchronize, to_device, to_host, to_scalar)
 from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
-                       resolve_t_distance, whole_table_error)
+                       missing_code, resolve_t_distance, whole_table_error)
 from ..encoding import Table, encode, kernel_specs
 from ..errors import PrivacyError, SchemaError, VerificationError
 from ..cells import output_qi_columns
@@ -187,7 +187,7 @@ class Mondrian(BaseEstimator):
         q = to_device(table.sa_distribution(), table.xp) if self.t is not None else None  # once, on the device
         return Criteria(int(self.k), int(self.l or 0), self.l_kind, float(self.c),
                         None if self.t is None else float(self.t),
-                        resolve_t_distance(self.t_distance, table.sa_ordered), q)
+                        resolve_t_distance(self.t_distance, table.sa_ordered), q, missing_code(table.sa_values))
 
     # ------------------------------------------------------------------ fitting
     def hierarchy_plan(self, df: pd.DataFrame, schema: Schema) -> dict:
@@ -266,7 +266,7 @@ class Mondrian(BaseEstimator):
             whole_hist = count_values(table.sa, table.n_sa, xp)[None, :]
             if not to_scalar(crit.satisfied(xp.full(1, table.n_rows, dtype=xp.int64), whole_hist, xp)[0]):
                 raise whole_table_error(self.l_kind, int(self.l), float(self.c), schema.sensitive,
-                                        to_host(whole_hist))
+                                        to_host(whole_hist), crit.sa_missing)
         if int(self.k) > table.n_rows:
             raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
                                f"choose k <= {table.n_rows}")
@@ -455,8 +455,8 @@ class Mondrian(BaseEstimator):
         if table.sa is not None:
             sa = table.sa[cs.kept]
             q = to_device(table.sa_distribution(), xp)
-        res = verify_mod.verify_encoded(cs.row_pos, cs.published_cells(fmt), sa, q,
-                                        sensitive=str(schema.sensitive), xp=xp, **kw)
+        res = verify_mod.verify_encoded(cs.row_pos, cs.published_cells(fmt), sa, q, sensitive=str(schema.sensitive),
+                                        sa_missing=self.criteria_.sa_missing, xp=xp, **kw)
         if res.ok and out is not None and len(out) <= self.TEXT_CHECK_ROWS:
             qcols = output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds)
             s = schema.sensitive

@@ -115,6 +115,10 @@ def summary_line(report: dict) -> str:
         kind = req.get("l_kind", "distinct")
         parts.append(f"at least {a['l']} distinct sensitive values per class (l = {req['l']}"
                      f"{'' if kind == 'distinct' else ', ' + kind} asked)")
+    n_miss = report.get("n_sensitive_missing") or 0
+    if n_miss:
+        parts.append(f"{plural(n_miss, 'row')} with a missing sensitive value"
+                     f"{', counted toward no l' if req.get('l') else ''}")
     if req.get("t") is not None:
         parts.append(f"largest distance to the whole table {a['t']:.4f} ({a.get('t_distance') or req.get('t_distance')}"
                      f", t = {req['t']} asked)")

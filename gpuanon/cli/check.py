@@ -77,6 +77,9 @@ def run(args) -> int:
             w.json("--report", rep)
     ach = f"achieved k={res.k}" + ("" if res.l is None else f" l={res.l}") + (
         "" if res.t is None else f" t={res.t:.4f} ({t_distance} distance)")
+    if res.sensitive_missing:
+        ach += (f"; {plural(res.sensitive_missing, 'row')} with a missing sensitive value"
+                f"{', counted toward no l' if args.l else ''}")
     print(f"{source}: {plural(res.n_rows, 'row')}, {plural(res.n_classes, 'class', 'classes')}; {ach}")
     if rep.get("metrics") and rep["metrics"].get("entropy_loss") is not None:
         mt = rep["metrics"]

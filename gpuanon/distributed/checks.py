@@ -25,7 +25,7 @@ def whole_table_check(est, crit, n_total, whole, sensitive) -> None:
     """The single-process estimator's check that the whole table meets l and t, same messages."""
     whole = np.asarray(whole)[None, :]
     if not bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
-        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole)
+        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole, crit.sa_missing)
 
 
 def suppression(est, crit, enc, bsizes, bhist, n_total):
@@ -100,7 +100,8 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
         stats = {"min": int(sizes.min()), "median": float(np.median(sizes)), "max": int(sizes.max()),
                  "mean": float(sizes.mean())}
     res = VerificationResult(int(sum(v.n_rows for v in vs)), n_cls, int(sizes.min()) if n_cls else 0,
-                             pick(min, "l"), pick(min, "l_entropy"), pick(max, "t"), stats, failures)
+                             pick(min, "l"), pick(min, "l_entropy"), pick(max, "t"), stats, failures,
+                             int(sum(v.sensitive_missing for v in vs)))
     parts = [h["summary"] for h in hres if h["summary"] is not None]
     if not parts:  # no class at all (every row suppressed)
         return res, metrics_mod.compute_metrics(metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed),

@@ -81,6 +81,7 @@ def cluster_report(est, res: DistributedResult, n_rows_in: int) -> dict:
         "n_suppressed": int(res.n_suppressed),
         "suppression_reason": res.suppression_reason,
         "n_missing": missing,
+        "n_sensitive_missing": int(res.sensitive_missing),
         "n_partitions": int(res.n_partitions),
         "n_classes": int(v.n_classes),
         "requested": {"k": int(est.k), "l": int(est.l or 0), "l_kind": est.l_kind, "t": est.t,

@@ -108,6 +108,7 @@ def with_shared(res, merged):
         return f(vals) if vals else None
 
     res.n_rows = int(res.n_rows + merged.n_rows)
+    res.sensitive_missing = int(res.sensitive_missing + merged.sensitive_missing)
     res.l = join(min, res.l, merged.l)
     res.l_entropy = join(min, res.l_entropy, merged.l_entropy)
     res.t = join(max, res.t, merged.t)

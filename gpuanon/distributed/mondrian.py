@@ -65,7 +65,7 @@ import pandas as pd
 
 from kernels.mondrian import partition_spans
 
-from ..anonymize.criteria import Criteria, resolve_t_distance
+from ..anonymize.criteria import Criteria, missing_code, resolve_t_distance
 from ..errors import InputError, SchemaError, VerificationError
 from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
 from .cluster import open_cluster
@@ -101,6 +101,7 @@ class DistributedResult:
     backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
     optimization: dict | None = None  # the optimization step's counts (est.optimization_), when it ran
     hierarchies: dict = field(default_factory=dict)  # the report's per-column hierarchy section
+    sensitive_missing: int = 0  # rows with a missing sensitive value (counted by no kind of l)
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,7 +226,9 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
             q = tot / max(tot.sum(), 1.0)
         crit = Criteria(int(est.k), int(est.l or 0), est.l_kind, float(est.c),
                         None if est.t is None else float(est.t),
-                        resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None)
+                        resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None,
+                        missing_code(enc.sa_values))
+        n_sa_missing = 0 if crit.sa_missing is None else int(bhist.sum(axis=0)[crit.sa_missing])
         hist_needed = crit.needs_histogram and n_sa > 0
         if crit.needs_histogram:
             whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
@@ -405,7 +408,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         run.stage = "class statistics and verification"
         fmt = est.output_format
         vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
-                   t_distance=crit.t_distance, sensitive=str(schema.sensitive))
+                   t_distance=crit.t_distance, sensitive=str(schema.sensitive), sa_missing=crit.sa_missing)
         col_stats, tcounts, range_stats, info["column_statistics"] = column_statistics(
             run, shards, ss, home_of_shard, homes, hs, enc, n_total, bool(est.progress))
         secs["column_statistics"] = time.perf_counter() - t0
@@ -469,4 +472,5 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     info["seconds"] = secs
     return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
                              verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics, automatic))
+                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics, automatic),
+                             n_sa_missing)

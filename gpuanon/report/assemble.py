@@ -26,6 +26,8 @@ def anonymization_report(model, df, out, res) -> dict[str, Any]:
         "n_suppressed": int(model.n_suppressed_),
         "suppression_reason": model._suppression_reason,
         "n_missing": {c.name: c.n_missing for c in table.columns if c.n_missing},
+        # rows with a missing sensitive value: they protect nobody, no kind of l counts them
+        "n_sensitive_missing": table.sa_missing_rows(),
         "n_partitions": int(model.n_partitions_),
         "n_classes": int(res.n_classes),
         "requested": {"k": int(model.k), "l": int(model.l or 0), "l_kind": model.l_kind,
