@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.counts import count_values
+from kernels.counts import count_values, indices_of
 
 from ..backend import array_module, special, to_scalar
 
@@ -120,13 +120,15 @@ class NumericDomain:
         return xp.searchsorted(self.bin_start, value_index, side="right") - 1
 
 
-def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> NumericDomain:
+def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS, n_starts: int | None = None) -> NumericDomain:
     """The domain ``D_X`` of a numeric column from the row counts of its sorted distinct values.
 
     At most ``n_bins`` present distinct values: one bin each. More: equal-frequency bins with
     edges at the quantiles ``i * n / n_bins`` of the present rows (a value spans no two bins, so
     a heavy value may swallow several quantiles and leave fewer bins). The missing value (the
-    last entry when ``has_missing``) is a bin of its own.
+    last entry when ``has_missing``) is a bin of its own. ``n_starts``: the number of distinct
+    quantile bins when the caller knows it (:func:`gpuanon.metrics.summary.column_stats` reads it
+    with the column's other counts): on a device the bins are then kept without a sync.
 
     >>> d = numeric_domain(np.array([5, 1, 1, 1, 1, 1, 2]), False, np, n_bins=2)
     >>> d.bin_start.tolist(), d.bin_counts.tolist()  # the second edge: the value of sorted row 6
@@ -143,7 +145,13 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> 
     if binned:
         n_present = cum[vp]
         q = (xp.arange(n_bins, dtype=xp.int64) * n_present) // n_bins  # row positions of the quantiles
-        starts = xp.unique(xp.searchsorted(cum[1:vp + 1], q, side="right"))
+        raw = xp.searchsorted(cum[1:vp + 1], q, side="right")  # ascending
+        if xp is np or n_starts is None:
+            starts = xp.unique(raw)
+        else:  # the first of every run of equal values, n_starts of them
+            new = xp.ones(n_bins, dtype=bool)
+            new[1:] = raw[1:] != raw[:-1]
+            starts = raw[indices_of(new, n_starts, xp)]
     else:
         starts = xp.arange(vp, dtype=xp.int64)
     tail = xp.full(2 if has_missing else 1, v, dtype=xp.int64)  # a fill, not a copy from the host

@@ -16,16 +16,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernels.counts import count_values
+from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
-from ..backend import array_module, to_device, to_scalar
+from ..backend import array_module, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
-from .formulas import dense_ids, entropy_bits_x, interval_entropy_at, xlogx_sum
+from .formulas import dense_ids, dense_ids_x, entropy_bits_x, interval_entropy_at, xlogx_sum
 
 
 @dataclass
@@ -148,6 +148,37 @@ class ColumnStats(NamedTuple):
     h_x: Any  # H(X) in bits over the raw distinct values (0-d)
     domain: NumericDomain  # D_X over the distinct values
     joint_before: Any = None  # (|D_X|, n_targets) counts
+    rep: Any = None  # indices of the counts above 1 (ascending), when known
+
+
+def _device_runs(srt, xp, numeric: bool):
+    """:func:`runs` of a sorted device column with one counted read of four numbers.
+
+    ``(vals, counts, rep, has_missing, n_starts)``: ``rep`` the indices of the counts above 1;
+    ``n_starts`` the number of distinct equal-frequency bins :func:`numeric_domain` makes of a
+    numeric column (the value index of the sorted row at each quantile is the running count of
+    value changes there). The compactions then have known sizes (:func:`kernels.counts.indices_of`).
+    """
+    n = int(srt.shape[0])
+    new = xp.ones(n, dtype=bool)
+    new[1:] = srt[1:] != srt[:-1]
+    rank = xp.cumsum(new.astype(xp.int64)) - 1  # value index of every sorted row
+    last = xp.ones(n, dtype=bool)  # the last row of its value
+    last[:-1] = new[1:]
+    parts = [rank[-1] + 1, (new & ~last).sum().astype(xp.int64)]
+    if numeric:
+        n_present = xp.searchsorted(srt, xp.full(1, MISSING, dtype=srt.dtype), side="left")[0].astype(xp.int64)
+        q = (xp.arange(N_BINS, dtype=xp.int64) * n_present) // N_BINS  # rows at the quantiles
+        rq = rank[xp.minimum(q, n - 1)]
+        parts += [(srt[-1] == MISSING).astype(xp.int64), (rq[1:] != rq[:-1]).sum().astype(xp.int64) + 1]
+    host = to_host(xp.stack(parts))
+    nv, n_rep = int(host[0]), int(host[1])
+    has_missing, n_starts = (bool(host[2]), int(host[3])) if numeric else (False, None)
+    start = xp.empty(nv + 1, dtype=xp.int64)
+    start[xp.where(new, rank, nv)] = xp.arange(n, dtype=xp.int64)  # rows inside a run go to the spare slot
+    start[nv] = n
+    counts = xp.diff(start)
+    return srt[start[:nv]], counts, indices_of(counts > 1, n_rep, xp), has_missing, n_starts
 
 
 def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True) -> ColumnStats:
@@ -159,21 +190,28 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     distinct values; every category of a categorical one). Nothing leaves the device but
     whether the column has missing values.
     """
-    vals, counts = runs(_sorted_copy(key_col, xp, 0), xp)
-    h_x = entropy_bits_x(counts, xp)
-    has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
-    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1))
+    srt = _sorted_copy(key_col, xp, 0)
+    if xp is np or srt.shape[0] == 0:
+        vals, counts = runs(srt, xp)
+        has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
+        rep, n_starts = None, None
+    else:
+        vals, counts, rep, has_missing, n_starts = _device_runs(srt, xp, numeric)
+    h_x = entropy_bits_x(counts, xp, rep)
+    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
     if target is None or target_counts is None or nt < 2:
         joint = None
         if target is not None and nt == 1:
             joint = dom.bin_counts[:, None].astype(xp.float64)
-        return ColumnStats(vals, counts, None, h_x, dom, joint)
+        return ColumnStats(vals, counts, None, h_x, dom, joint, rep)
     edge_keys = vals[dom.bin_start[:-1]]
     nb = dom.n_bins
     joint_t = []
     # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
     # both sums, so only values seen more than once need their per-target counts
-    rep = xp.nonzero(counts > 1)[0]
+    rep_all = rep
+    if rep is None:
+        rep = xp.nonzero(counts > 1)[0]
     rep_vals = vals[rep]
     rest = counts[rep].copy()
     s2 = xp.zeros((), dtype=xp.float64)
@@ -202,9 +240,9 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
                            axis=1)
     n = counts.sum().astype(xp.float64)
     h_t = entropy_bits_x(target_counts, xp)
-    h_t_x = (xlogx_sum(counts, xp) - s2) / xp.where(n > 0, n, 1.0)
+    h_t_x = (xlogx_sum(counts, xp, rep_all) - s2) / xp.where(n > 0, n, 1.0)
     u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
-    return ColumnStats(vals, counts, u, h_x, dom, joint)
+    return ColumnStats(vals, counts, u, h_x, dom, joint, rep_all)
 
 
 def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16) -> ColumnStats:
@@ -297,7 +335,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         pos = None if positions is None else positions.get(j)
         if pos is None:
             pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
-            gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True)
+            gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True, rep=st.rep)
         else:
             pa, pb, ca, cb, gt_h = pos
         joint_after = None
@@ -305,7 +343,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
             rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
-        gen, _ = dense_ids((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
+        gen, _ = dense_ids_x((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
         return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
                              dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
                              domain_counts=st.domain.bin_counts, joint_before=st.joint_before,
@@ -332,19 +370,20 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     if n == 0 or not summary.columns:
         return summary
     gid = None
-    for col in summary.columns:  # a loop over columns
+    for col in summary.columns:  # a loop over columns; on a device no read until the last
         g = xp.asarray(col.generalized_ids()).astype(xp.int64)
         if gid is None:
-            gid, n_ec = dense_ids(g)
+            gid, n_ec = dense_ids_x(g)
         else:
-            gid, n_ec = dense_ids(gid * (int(to_scalar(g.max())) + 1) + g)
+            gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
+    n_ec = int(to_scalar(n_ec))
     if n_ec == n:
         return summary
     order = xp.argsort(gid, kind="stable")
     sg = gid[order]
     new = xp.ones(n, dtype=bool)
     new[1:] = sg[1:] != sg[:-1]
-    first = order[xp.nonzero(new)[0]]  # the first partition of every class (ids are dense: 0, 1, ...)
+    first = order[indices_of(new, n_ec, xp)]  # the first partition of every class (ids are dense: 0, 1, ...)
     merged = count_values(gid, n_ec, xp, weights=sizes.astype(xp.int64))
     thist = None
     if summary.target_hist is not None:
