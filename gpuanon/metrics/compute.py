@@ -115,13 +115,18 @@ class _Reads:
                and not isinstance(a, (np.ndarray, np.generic))]
         host = {}
         if dev:
+            ints = [i for i in dev if self.items[i][1] is int]
+            flts = [i for i in dev if self.items[i][1] is not int]
             parts = []
-            for i in dev:
-                a, kind = self.items[i]
-                parts.append(a.astype(xp.int64) if kind is int else a.astype(xp.float64).view(xp.int64))
-            got = to_host(xp.stack(parts))
-            for i, v in zip(dev, got):
-                host[i] = int(v) if self.items[i][1] is int else float(np.int64(v).view(np.float64))
+            if ints:
+                parts.append(xp.stack([self.items[i][0] for i in ints]).astype(xp.int64))
+            if flts:
+                parts.append(xp.stack([self.items[i][0] for i in flts]).astype(xp.float64).view(xp.int64))
+            got = to_host(xp.concatenate(parts) if len(parts) > 1 else parts[0])
+            for j, i in enumerate(ints):
+                host[i] = int(got[j])
+            for j, i in enumerate(flts):
+                host[i] = float(got[len(ints) + j:len(ints) + j + 1].view(np.float64)[0])
         self.vals = [host[i] if i in host else kind(to_scalar(a)) for i, (a, kind) in enumerate(self.items)]
 
     def __getitem__(self, h: int):

@@ -162,16 +162,14 @@ def _device_runs(srt, xp, numeric: bool):
     n = int(srt.shape[0])
     new = xp.ones(n, dtype=bool)
     new[1:] = srt[1:] != srt[:-1]
-    rank = xp.cumsum(new.astype(xp.int64)) - 1  # value index of every sorted row
-    last = xp.ones(n, dtype=bool)  # the last row of its value
-    last[:-1] = new[1:]
-    parts = [rank[-1] + 1, (new & ~last).sum().astype(xp.int64)]
+    rank = xp.cumsum(new, dtype=xp.int64) - 1  # value index of every sorted row
+    parts = [rank[-1] + 1, (new[:-1] & ~new[1:]).sum()]  # values; values whose run goes on
     if numeric:
-        n_present = xp.searchsorted(srt, xp.full(1, MISSING, dtype=srt.dtype), side="left")[0].astype(xp.int64)
+        n_present = xp.searchsorted(srt, xp.full(1, MISSING, dtype=srt.dtype), side="left")
         q = (xp.arange(N_BINS, dtype=xp.int64) * n_present) // N_BINS  # rows at the quantiles
         rq = rank[xp.minimum(q, n - 1)]
-        parts += [(srt[-1] == MISSING).astype(xp.int64), (rq[1:] != rq[:-1]).sum().astype(xp.int64) + 1]
-    host = to_host(xp.stack(parts))
+        parts += [srt[-1] == MISSING, (rq[1:] != rq[:-1]).sum() + 1]
+    host = to_host(xp.stack(parts).astype(xp.int64))
     nv, n_rep = int(host[0]), int(host[1])
     has_missing, n_starts = (bool(host[2]), int(host[3])) if numeric else (False, None)
     start = xp.empty(nv + 1, dtype=xp.int64)
