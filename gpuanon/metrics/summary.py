@@ -10,7 +10,6 @@ metrics' single numbers (:mod:`gpuanon.metrics.compute`).
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -21,11 +20,12 @@ from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
-from ..backend import array_module, to_device, to_host, to_scalar
+from ..backend import array_module, to_device, to_scalar
 from ..classes import ClassStats
 from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, entropy_bits_x, interval_entropy_at, xlogx_sum
+from .runs import device_runs, device_runs_many, release_buffers, runs, sorted_copy
 
 
 @dataclass
@@ -98,47 +98,6 @@ class ClassSummary:
 # whole-table statistics of one encoded column
 # ---------------------------------------------------------------------------------------------
 
-def runs(sorted_keys, xp):
-    """Distinct values of a sorted array and how often each occurs."""
-    n = sorted_keys.shape[0]
-    if n == 0:
-        return sorted_keys, xp.zeros(0, dtype=xp.int64)
-    new = xp.ones(n, dtype=bool)
-    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    start = xp.nonzero(new)[0]
-    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
-
-
-_TLS = threading.local()
-
-
-def _sorted_copy(a, xp, slot: int, mask=None):
-    """A sorted copy of ``a`` (or of ``a[mask]``); on the CPU into a reused per-thread buffer.
-
-    Fresh multi-hundred-megabyte arrays cost as much in page faults as the sort itself.
-    """
-    if xp is not np:
-        return xp.sort(a if mask is None else a[mask])
-    bufs = _TLS.__dict__.setdefault("bufs", {})
-    buf = bufs.get(slot)
-    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
-        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
-    if mask is None:
-        out = buf[: a.shape[0]]
-        np.copyto(out, a)
-    else:
-        m = int(np.count_nonzero(mask))
-        out = buf[:m]
-        np.compress(mask, a, out=out)
-    out.sort()
-    return out
-
-
-def release_buffers() -> None:
-    """Free this thread's sort buffers."""
-    _TLS.__dict__.pop("bufs", None)
-
-
 class ColumnStats(NamedTuple):
     """Whole-table statistics of one encoded column, on the table's device."""
 
@@ -151,50 +110,24 @@ class ColumnStats(NamedTuple):
     rep: Any = None  # indices of the counts above 1 (ascending), when known
 
 
-def _device_runs(srt, xp, numeric: bool):
-    """:func:`runs` of a sorted device column with one counted read of four numbers.
-
-    ``(vals, counts, rep, has_missing, n_starts)``: ``rep`` the indices of the counts above 1;
-    ``n_starts`` the number of distinct equal-frequency bins :func:`numeric_domain` makes of a
-    numeric column (the value index of the sorted row at each quantile is the running count of
-    value changes there). The compactions then have known sizes (:func:`kernels.counts.indices_of`).
-    """
-    n = int(srt.shape[0])
-    new = xp.ones(n, dtype=bool)
-    new[1:] = srt[1:] != srt[:-1]
-    rank = xp.cumsum(new, dtype=xp.int64) - 1  # value index of every sorted row
-    parts = [rank[-1] + 1, (new[:-1] & ~new[1:]).sum()]  # values; values whose run goes on
-    if numeric:
-        n_present = xp.searchsorted(srt, xp.full(1, MISSING, dtype=srt.dtype), side="left")
-        q = (xp.arange(N_BINS, dtype=xp.int64) * n_present) // N_BINS  # rows at the quantiles
-        rq = rank[xp.minimum(q, n - 1)]
-        parts += [srt[-1] == MISSING, (rq[1:] != rq[:-1]).sum() + 1]
-    host = to_host(xp.stack(parts).astype(xp.int64))
-    nv, n_rep = int(host[0]), int(host[1])
-    has_missing, n_starts = (bool(host[2]), int(host[3])) if numeric else (False, None)
-    start = xp.empty(nv + 1, dtype=xp.int64)
-    start[xp.where(new, rank, nv)] = xp.arange(n, dtype=xp.int64)  # rows inside a run go to the spare slot
-    start[nv] = n
-    counts = xp.diff(start)
-    return srt[start[:nv]], counts, indices_of(counts > 1, n_rep, xp), has_missing, n_starts
-
-
-def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True) -> ColumnStats:
+def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True, counted=None) -> ColumnStats:
     """Statistics of one encoded column from sorts of its (uint32) keys.
 
     One sort of the whole column gives the values and their counts; one sort of the rows of
     each target value but the first gives the joint counts, over the raw values (``U`` of the
     label reading) and over the domain ``D_X`` (bins of a numeric column with more than 256
-    distinct values; every category of a categorical one). Nothing leaves the device but
-    whether the column has missing values.
+    distinct values; every category of a categorical one). What leaves the device: on the CPU
+    whether the column has missing values; on a device four counts (:func:`device_runs`), or
+    none when ``counted`` brings them (:func:`device_runs_many` of several columns).
     """
-    srt = _sorted_copy(key_col, xp, 0)
-    if xp is np or srt.shape[0] == 0:
-        vals, counts = runs(srt, xp)
+    if counted is not None:
+        vals, counts, rep, has_missing, n_starts = counted
+    elif xp is np or key_col.shape[0] == 0:
+        vals, counts = runs(sorted_copy(key_col, xp, 0), xp)
         has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
         rep, n_starts = None, None
     else:
-        vals, counts, rep, has_missing, n_starts = _device_runs(srt, xp, numeric)
+        vals, counts, rep, has_missing, n_starts = device_runs(xp.sort(key_col), xp, numeric)
     h_x = entropy_bits_x(counts, xp, rep)
     dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
     if target is None or target_counts is None or nt < 2:
@@ -214,7 +147,7 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     rest = counts[rep].copy()
     s2 = xp.zeros((), dtype=xp.float64)
     for t in range(1, nt):  # a loop over target values
-        vt, ct = runs(_sorted_copy(key_col, xp, 1, target == t), xp)
+        vt, ct = runs(sorted_copy(key_col, xp, 1, target == t), xp)
         jt = xp.zeros(nb, dtype=xp.float64)
         if vt.shape[0]:
             # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt);
@@ -243,15 +176,16 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     return ColumnStats(vals, counts, u, h_x, dom, joint, rep_all)
 
 
-def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16) -> ColumnStats:
+def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None) -> ColumnStats:
     """Statistics of QI ``j`` over the whole table; kept in ``table.column_stats`` (sweeps reuse
-    them) when the column has at most ``cache_limit`` distinct values."""
+    them) when the column has at most ``cache_limit`` distinct values. ``counted``: the column's
+    :func:`device_runs`, when read with other columns'."""
     cache = table.column_stats
     if j in cache:
         return cache[j]
     nt = max(len(table.target_values), 1)
     st = column_stats(table.keys[j], table.target, nt, target_counts, table.xp,
-                      numeric=table.columns[j].kind == "numeric")
+                      numeric=table.columns[j].kind == "numeric", counted=counted)
     if st.vals.shape[0] <= cache_limit:
         cache[j] = st
     return st
@@ -309,9 +243,14 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         return ColumnSummary(c.name, "categorical", full, st.u_raw, st.h_x, set_id=set_id, sets=sets,
                              domain_counts=full, joint_before=joint_before, joint_after=joint_after_, **extra)
 
+    counted = {}
+    if xp is not np and table.n_rows:  # the columns not kept from an earlier run: their counts read together
+        counted = device_runs_many({j: (table.keys[j], c.kind == "numeric") for j, c in enumerate(table.columns)
+                                    if j not in table.column_stats}, xp)
+
     def column(j: int) -> ColumnSummary:
         c = table.columns[j]
-        st = before_stats(table, j, tcounts)
+        st = before_stats(table, j, tcounts, counted=counted.pop(j, None))
         bound = table.hierarchies.get(c.name)
         if bound is not None:
             node, level = stats.hierarchy_nodes(j)
