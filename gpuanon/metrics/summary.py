@@ -18,7 +18,6 @@ import numpy as np
 from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
-from kernels.segmented import segment_reduce
 
 from ..backend import array_module, to_device, to_scalar
 from ..classes import ClassStats
@@ -150,14 +149,13 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
         vt, ct = runs(sorted_copy(key_col, xp, 1, target == t), xp)
         jt = xp.zeros(nb, dtype=xp.float64)
         if vt.shape[0]:
-            # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt);
-            # the first edge is the column's smallest value, so at least one bin starts inside vt
-            pos = xp.searchsorted(vt, edge_keys, side="left")
-            nonempty = xp.nonzero(pos < vt.shape[0])[0]  # bins above vt's largest value hold none of its rows
-            p_ne = pos[nonempty]
-            # a bin is a run of vt: one segmented sum; of bins sharing a start only the last is not empty
-            last = xp.concatenate([p_ne[1:] != p_ne[:-1], xp.ones(1, dtype=bool)])
-            jt[nonempty[last]] = segment_reduce("add", ct, p_ne[last], xp, axis=0).astype(xp.float64)
+            # rows of target t per bin: vt is sorted, so a bin's rows are the run of it between the
+            # searches of the bin's first key and the next bin's; exact integer prefix sums (no compaction)
+            pos = xp.concatenate([xp.searchsorted(vt, edge_keys, side="left").astype(xp.int64),
+                                  xp.full(1, vt.shape[0], dtype=xp.int64)])
+            cum = xp.zeros(vt.shape[0] + 1, dtype=xp.int64)
+            xp.cumsum(ct, out=cum[1:])
+            jt = (cum[pos[1:]] - cum[pos[:-1]]).astype(xp.float64)
         joint_t.append(jt)
         if vt.shape[0] == 0 or rep.shape[0] == 0:
             continue
