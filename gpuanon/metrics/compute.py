@@ -12,13 +12,9 @@ import numpy as np
 from kernels.counts import count_values
 
 from ..backend import array_module, to_device, to_host, to_scalar
-from .entropy import suppressed_joint, uncertainty_x
+from .entropy import scatter_sum, suppressed_joint, uncertainty_x
 from .formulas import entropy_loss, set_entropy
 from .summary import ClassSummary, ColumnSummary
-
-
-def _num(a) -> float | None:
-    return None if a is None else float(to_scalar(a))
 
 
 def column_ncp(col: ColumnSummary):
@@ -47,23 +43,27 @@ def entropy_coefficients(summary: ClassSummary) -> dict:
     """``U(T | X_j)`` before and ``U'(T | X_j)`` after per QI, and the loss (section 7, amended).
 
     Suppressed rows count with the cell ``*`` (the column's marginal). A column summary without
-    domain tables (built by hand) gives ``None``.
+    domain tables (built by hand) gives ``None``. On a device every column's two numbers come back
+    in one read.
     """
     tsup = suppressed_target_counts(summary)
     any_sup = tsup is not None and summary.n_suppressed > 0
-    before, after, binned = {}, {}, []
+    r = _Reads(array_module(summary.sizes))
+    handles, binned = {}, []
     for col in summary.columns:  # a loop over columns
         if col.joint_before is None or col.joint_after is None:
-            before[col.name] = after[col.name] = None
+            handles[col.name] = None
             continue
         xp = array_module(col.joint_after)
         q = xp.asarray(col.joint_after).astype(xp.float64)
         if any_sup:
             q = q + suppressed_joint(xp.asarray(col.domain_counts).astype(xp.float64), tsup)
-        before[col.name] = _num(uncertainty_x(xp.asarray(col.joint_before)))
-        after[col.name] = _num(uncertainty_x(q))
+        handles[col.name] = (r.add(uncertainty_x(xp.asarray(col.joint_before))), r.add(uncertainty_x(q)))
         if col.binned:
             binned.append(col.name)
+    r.read()
+    before = {c: None if h is None else r[h[0]] for c, h in handles.items()}
+    after = {c: None if h is None else r[h[1]] for c, h in handles.items()}
     ok = [c for c in before if before[c] is not None]
     loss = entropy_loss([before[c] for c in ok], [after[c] for c in ok]) if ok else None
     out = {"entropy_coefficient_before": before, "entropy_coefficient_after": after, "entropy_loss": loss}
@@ -76,20 +76,31 @@ def label_entropy_coefficients(summary: ClassSummary) -> dict:
     """Diagnostic: ``U`` over the generalized labels taken as categories (the first reading).
 
     A label identifies its class, so it also carries what the class's other QIs say about the
-    target: this reading can exceed the original column's ``U`` (negative loss).
+    target: this reading can exceed the original column's ``U`` (negative loss). On a device the
+    label counts are read in one copy and the coefficients in another.
     """
-    before, after = {}, {}
     th = summary.target_hist
     xp = array_module(th)
     nt = th.shape[1]
-    for col in summary.columns:
-        before[col.name] = _num(col.u_before)
-        gid = xp.asarray(col.generalized_ids())
+    gids = [xp.asarray(col.generalized_ids()) for col in summary.columns]
+    full = [i for i, g in enumerate(gids) if g.shape[0]]
+    if xp is np:
+        lengths = {i: int(gids[i].max()) + 1 for i in full}
+    else:  # every column's number of labels in one read
+        lengths = dict(zip(full, to_host(xp.stack([gids[i].max() + 1 for i in full])).tolist() if full else []))
+    r = _Reads(xp)
+    handles = {}
+    for i, col in enumerate(summary.columns):  # a loop over columns
+        gid = gids[i]
         if gid.shape[0]:
-            joint = xp.stack([xp.bincount(gid, weights=th[:, t].astype(xp.float64)) for t in range(nt)], axis=1)
+            n_lab = int(lengths[i])
+            joint = xp.stack([scatter_sum(gid, th[:, t].astype(xp.float64), n_lab, xp) for t in range(nt)], axis=1)
         else:
             joint = xp.zeros((0, nt))
-        after[col.name] = _num(uncertainty_x(joint))
+        handles[col.name] = (None if col.u_before is None else r.add(col.u_before), r.add(uncertainty_x(joint)))
+    r.read()
+    before = {c: None if hb is None else r[hb] for c, (hb, _) in handles.items()}
+    after = {c: r[ha] for c, (_, ha) in handles.items()}
     ok = [c for c in before if before[c] is not None]
     return {"entropy_coefficient_before_labels": before, "entropy_coefficient_after_labels": after,
             "entropy_loss_labels": entropy_loss([before[c] for c in ok], [after[c] for c in ok]) if ok else None}
