@@ -19,7 +19,7 @@ from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 
-from ..backend import array_module, to_device, to_scalar
+from ..backend import array_module, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
@@ -109,7 +109,8 @@ class ColumnStats(NamedTuple):
     rep: Any = None  # indices of the counts above 1 (ascending), when known
 
 
-def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True, counted=None) -> ColumnStats:
+def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True, counted=None,
+                 target_rows=None) -> ColumnStats:
     """Statistics of one encoded column from sorts of its (uint32) keys.
 
     One sort of the whole column gives the values and their counts; one sort of the rows of
@@ -118,6 +119,7 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     distinct values; every category of a categorical one). What leaves the device: on the CPU
     whether the column has missing values; on a device four counts (:func:`device_runs`), or
     none when ``counted`` brings them (:func:`device_runs_many` of several columns).
+    ``target_rows``: ``target_counts`` on the host, when read (the target's rows then need no read).
     """
     if counted is not None:
         vals, counts, rep, has_missing, n_starts = counted
@@ -146,21 +148,23 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     rest = counts[rep].copy()
     s2 = xp.zeros((), dtype=xp.float64)
     for t in range(1, nt):  # a loop over target values
-        vt, ct = runs(sorted_copy(key_col, xp, 1, target == t), xp)
+        if target_rows is None or xp is np:
+            srt_t = sorted_copy(key_col, xp, 1, target == t)
+        else:  # the target's rows counted on the host: a compaction of known size
+            srt_t = xp.sort(key_col[indices_of(target == t, int(target_rows[t]), xp)])
+        n_t = int(srt_t.shape[0])
         jt = xp.zeros(nb, dtype=xp.float64)
-        if vt.shape[0]:
-            # rows of target t per bin: vt is sorted, so a bin's rows are the run of it between the
-            # searches of the bin's first key and the next bin's; exact integer prefix sums (no compaction)
-            pos = xp.concatenate([xp.searchsorted(vt, edge_keys, side="left").astype(xp.int64),
-                                  xp.full(1, vt.shape[0], dtype=xp.int64)])
-            cum = xp.zeros(vt.shape[0] + 1, dtype=xp.int64)
-            xp.cumsum(ct, out=cum[1:])
-            jt = (cum[pos[1:]] - cum[pos[:-1]]).astype(xp.float64)
+        if n_t:
+            # rows of target t per bin: srt_t is sorted, so a bin's rows lie between the searches of
+            # the bin's first key and the next bin's (exact integer counts; no compaction of values)
+            pos = xp.concatenate([xp.searchsorted(srt_t, edge_keys, side="left").astype(xp.int64),
+                                  xp.full(1, n_t, dtype=xp.int64)])
+            jt = xp.diff(pos).astype(xp.float64)
         joint_t.append(jt)
-        if vt.shape[0] == 0 or rep.shape[0] == 0:
+        if n_t == 0 or rep.shape[0] == 0:
             continue
-        at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
-        c_rep = xp.where(vt[at] == rep_vals, ct[at], 0).astype(xp.int64)
+        c_rep = (xp.searchsorted(srt_t, rep_vals, side="right") - xp.searchsorted(srt_t, rep_vals, side="left"))
+        c_rep = c_rep.astype(xp.int64)
         rest -= c_rep
         s2 = s2 + xlogx_sum(c_rep, xp)
     s2 = s2 + xlogx_sum(rest, xp)
@@ -168,22 +172,26 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
                            axis=1)
     n = counts.sum().astype(xp.float64)
-    h_t = entropy_bits_x(target_counts, xp)
+    rep_t = None
+    if target_rows is not None and xp is not np:
+        rep_t = indices_of(target_counts > 1, int((np.asarray(target_rows) > 1).sum()), xp)
+    h_t = entropy_bits_x(target_counts, xp, rep_t)
     h_t_x = (xlogx_sum(counts, xp, rep_all) - s2) / xp.where(n > 0, n, 1.0)
     u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
     return ColumnStats(vals, counts, u, h_x, dom, joint, rep_all)
 
 
-def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None) -> ColumnStats:
+def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None,
+                 target_rows=None) -> ColumnStats:
     """Statistics of QI ``j`` over the whole table; kept in ``table.column_stats`` (sweeps reuse
     them) when the column has at most ``cache_limit`` distinct values. ``counted``: the column's
-    :func:`device_runs`, when read with other columns'."""
+    :func:`device_runs`, when read with other columns'; ``target_rows``: ``target_counts`` on the host."""
     cache = table.column_stats
     if j in cache:
         return cache[j]
     nt = max(len(table.target_values), 1)
     st = column_stats(table.keys[j], table.target, nt, target_counts, table.xp,
-                      numeric=table.columns[j].kind == "numeric", counted=counted)
+                      numeric=table.columns[j].kind == "numeric", counted=counted, target_rows=target_rows)
     if st.vals.shape[0] <= cache_limit:
         cache[j] = st
     return st
@@ -241,14 +249,16 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         return ColumnSummary(c.name, "categorical", full, st.u_raw, st.h_x, set_id=set_id, sets=sets,
                              domain_counts=full, joint_before=joint_before, joint_after=joint_after_, **extra)
 
-    counted = {}
+    counted, tc_host = {}, None
     if xp is not np and table.n_rows:  # the columns not kept from an earlier run: their counts read together
+        if tcounts is not None and nt > 1:
+            tc_host = to_host(tcounts)  # the target's rows per value, read once for every column
         counted = device_runs_many({j: (table.keys[j], c.kind == "numeric") for j, c in enumerate(table.columns)
                                     if j not in table.column_stats}, xp)
 
     def column(j: int) -> ColumnSummary:
         c = table.columns[j]
-        st = before_stats(table, j, tcounts, counted=counted.pop(j, None))
+        st = before_stats(table, j, tcounts, counted=counted.pop(j, None), target_rows=tc_host)
         bound = table.hierarchies.get(c.name)
         if bound is not None:
             node, level = stats.hierarchy_nodes(j)
