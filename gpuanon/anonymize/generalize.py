@@ -148,9 +148,10 @@ def class_texts(cs: ClassStats, j: int, fmt: str) -> np.ndarray:
     return texts if isinstance(texts, np.ndarray) else texts.to_numpy(zero_copy_only=False)
 
 
-def class_text_array(cs: ClassStats, j: int, fmt: str):
+def class_text_array(cs: ClassStats, j: int, fmt: str, minmax=None):
     """The published text of every class on QI ``j``, one entry per class: an Arrow string array
-    built by Arrow's compute functions (an object array for a hierarchy's labels)."""
+    built by Arrow's compute functions (an object array for a hierarchy's labels). ``minmax``: a
+    numeric column's per-class smallest and largest values on the host, when already read."""
     col = cs.table.columns[j]
     bound = cs.table.hierarchies.get(col.name)
     if bound is not None:
@@ -167,8 +168,35 @@ def class_text_array(cs: ClassStats, j: int, fmt: str):
         return text
     if col.kind == "categorical":
         return _mask_texts(to_host(cs.category_masks(j)), col.categories)
-    lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
+    lo, hi = (to_host(a) for a in (cs.numeric_minmax(j) if minmax is None else minmax))
     return range_text_array(lo, hi, col.integer)
+
+
+def _host_together(arrays: list, xp) -> list:
+    """Per-class device arrays (one length) on the host: one counted copy of a stack per dtype."""
+    out: list = [None] * len(arrays)
+    groups: dict = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(np.dtype(a.dtype), []).append(i)
+    for idx in groups.values():  # a loop over dtypes
+        host = to_host(xp.stack([arrays[i] for i in idx]))
+        for r, i in enumerate(idx):
+            out[i] = host[r]
+    return out
+
+
+def _numeric_on_host(cs: ClassStats, table: Table, fmt: str) -> dict:
+    """``{(j, 0 or 1): host array}``: every numeric QI's per-class values that a host frame needs
+    (``mean``; smallest and largest for ``minmax`` / ``range``), read together."""
+    want: dict = {}
+    for j, col in enumerate(table.columns):  # a loop over columns
+        if col.kind == "categorical":
+            continue
+        if fmt == "mean":
+            want[(j, 0)] = cs.numeric_mean(j)
+        else:
+            want[(j, 0)], want[(j, 1)] = cs.numeric_minmax(j)
+    return dict(zip(want, _host_together(list(want.values()), cs.xp))) if want else {}
 
 
 def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(),
@@ -186,14 +214,17 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
     with stage("output"):
         build = _DeviceColumns(cs, len(df)) if is_device_frame(df) else _HostColumns(cs, len(df))
         new_cols: dict[str, object] = {}
+        # a host frame from device classes: the numeric columns' per-class values in one read per dtype
+        pre = _numeric_on_host(cs, table, fmt) if isinstance(build, _HostColumns) and cs.xp is not np else {}
         for j, col in enumerate(table.columns):
             if col.kind == "categorical" or fmt == "range":
-                new_cols[col.name] = build.text(class_text_array(cs, j, fmt))
+                mm = (pre[(j, 0)], pre[(j, 1)]) if (j, 1) in pre else None
+                new_cols[col.name] = build.text(class_text_array(cs, j, fmt, mm))
             elif fmt == "mean":
-                new_cols[col.name] = build.values(cs.numeric_mean(j), np.float64)
+                new_cols[col.name] = build.values(pre[(j, 0)] if pre else cs.numeric_mean(j), np.float64)
             else:
                 dt = minmax_dtype(col, df[col.name].dtype)  # keep int / float32 columns as they are
-                lo, hi = cs.numeric_minmax(j)
+                lo, hi = (pre[(j, 0)], pre[(j, 1)]) if pre else cs.numeric_minmax(j)
                 new_cols[col.name + "_min"] = build.values(lo, dt)
                 new_cols[col.name + "_max"] = build.values(hi, dt)
         # the input's column order (minmax pairs at their column's place), no copies

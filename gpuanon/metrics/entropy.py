@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.counts import count_values
+from kernels.counts import count_values, indices_of
 
 from ..backend import array_module, special, to_scalar
 
@@ -120,13 +120,15 @@ class NumericDomain:
         return xp.searchsorted(self.bin_start, value_index, side="right") - 1
 
 
-def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> NumericDomain:
+def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS, n_starts: int | None = None) -> NumericDomain:
     """The domain ``D_X`` of a numeric column from the row counts of its sorted distinct values.
 
     At most ``n_bins`` present distinct values: one bin each. More: equal-frequency bins with
     edges at the quantiles ``i * n / n_bins`` of the present rows (a value spans no two bins, so
     a heavy value may swallow several quantiles and leave fewer bins). The missing value (the
-    last entry when ``has_missing``) is a bin of its own.
+    last entry when ``has_missing``) is a bin of its own. ``n_starts``: the number of distinct
+    quantile bins when the caller knows it (:func:`gpuanon.metrics.summary.column_stats` reads it
+    with the column's other counts): on a device the bins are then kept without a sync.
 
     >>> d = numeric_domain(np.array([5, 1, 1, 1, 1, 1, 2]), False, np, n_bins=2)
     >>> d.bin_start.tolist(), d.bin_counts.tolist()  # the second edge: the value of sorted row 6
@@ -143,7 +145,13 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS) -> 
     if binned:
         n_present = cum[vp]
         q = (xp.arange(n_bins, dtype=xp.int64) * n_present) // n_bins  # row positions of the quantiles
-        starts = xp.unique(xp.searchsorted(cum[1:vp + 1], q, side="right"))
+        raw = xp.searchsorted(cum[1:vp + 1], q, side="right")  # ascending
+        if xp is np or n_starts is None:
+            starts = xp.unique(raw)
+        else:  # the first of every run of equal values, n_starts of them
+            new = xp.ones(n_bins, dtype=bool)
+            new[1:] = raw[1:] != raw[:-1]
+            starts = raw[indices_of(new, n_starts, xp)]
     else:
         starts = xp.arange(vp, dtype=xp.int64)
     tail = xp.full(2 if has_missing else 1, v, dtype=xp.int64)  # a fill, not a copy from the host
@@ -204,7 +212,21 @@ def _accumulate(idx, w, n: int, xp):
     """``out[idx[i], t] += w[i, t]`` as one bincount over ``idx * nt + t``; shape ``(n, nt)``."""
     nt = w.shape[1]
     flat = (idx.astype(xp.int64)[:, None] * nt + xp.arange(nt, dtype=xp.int64)[None, :]).reshape(-1)
-    return xp.bincount(flat, weights=w.reshape(-1), minlength=n * nt).reshape(n, nt)
+    return scatter_sum(flat, w.reshape(-1), n * nt, xp).reshape(n, nt)
+
+
+def scatter_sum(idx, weights, length: int, xp):
+    """``bincount(idx, weights, minlength=length)`` when every index is below ``length``.
+
+    NumPy: ``numpy.bincount`` (adds in row order). A device: one scatter-add into ``length``
+    zeros (``add.at``), without ``bincount``'s two reads of the device to size its output; float
+    sums are added in the atomics' order there, as ``cupy.bincount`` adds them.
+    """
+    if xp is np:
+        return np.bincount(idx, weights=weights, minlength=length)
+    out = xp.zeros(length, dtype=xp.float64)
+    xp.add.at(out, idx, weights.astype(xp.float64))
+    return out
 
 
 def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None):
@@ -240,9 +262,9 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     for t in range(nt):  # a loop over target values
         c_t = th[:, t].astype(xp.float64) * inv_s  # the class's rows of target t per row of its interval
         c2 = xp.concatenate([c_t, c_t])
-        q[:, t] = xp.bincount(ends, weights=c2 * fl, minlength=nb)
+        q[:, t] = scatter_sum(ends, c2 * fl, nb, xp)
         inner = xp.where(inside, c_t, 0.0)
-        d = xp.bincount(edges, weights=xp.concatenate([inner, -inner]), minlength=nb + 1)
+        d = scatter_sum(edges, xp.concatenate([inner, -inner]), nb + 1, xp)
         q[:, t] += xp.cumsum(d)[:nb] * full
     return xp.maximum(q, 0.0)  # the difference array's running sum leaves -1e-17 where it cancels
 
@@ -279,7 +301,7 @@ def hierarchy_joint(code_levels, node, level, counts, class_target_hist, n_nodes
     for lev in range(lv.shape[1]):  # a loop over levels
         sel = level == lev
         per_node = _accumulate(node[sel], th[sel], n_nodes, xp)
-        size = xp.bincount(lv[:, lev], weights=cnt, minlength=n_nodes)
+        size = scatter_sum(lv[:, lev], cnt, n_nodes, xp)
         coef = per_node / xp.where(size > 0, size, 1.0)[:, None]
         q += cnt[:, None] * coef[lv[:, lev]]
     return q

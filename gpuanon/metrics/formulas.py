@@ -22,20 +22,25 @@ def xlog2x(c):
     return special(xp).xlogy(c, c) / _LN2
 
 
-def xlogx_sum(c, xp=None):
-    """``sum c log2 c`` over counts, a 0-d array (0 log 0 = 1 log 1 = 0: only counts above 1 are read)."""
+def xlogx_sum(c, xp=None, rep=None):
+    """``sum c log2 c`` over counts, a 0-d array (0 log 0 = 1 log 1 = 0: only counts above 1 are read).
+
+    ``rep``: the indices of the counts above 1 (ascending) when the caller has them; the same
+    values in the same order as the mask, without the mask's read of its number of hits.
+    """
     xp = xp or array_module(c)
     c = xp.asarray(c)
-    return xlog2x(c[c > 1].astype(xp.float64)).sum()
+    return xlog2x((c[c > 1] if rep is None else c[rep]).astype(xp.float64)).sum()
 
 
-def entropy_bits_x(counts, xp=None):
-    """Shannon entropy (bits) of a count vector as a 0-d array: ``log2 n - sum c log2 c / n``."""
+def entropy_bits_x(counts, xp=None, rep=None):
+    """Shannon entropy (bits) of a count vector as a 0-d array: ``log2 n - sum c log2 c / n``
+    (``rep``: as for :func:`xlogx_sum`)."""
     xp = xp or array_module(counts)
     c = xp.asarray(counts)
     n = c.sum().astype(xp.float64)
     safe = xp.where(n > 0, n, 1.0)
-    return xp.where(n > 0, xp.maximum(0.0, xp.log2(safe) - xlogx_sum(c, xp) / safe), 0.0)
+    return xp.where(n > 0, xp.maximum(0.0, xp.log2(safe) - xlogx_sum(c, xp, rep) / safe), 0.0)
 
 
 def entropy_bits(counts) -> float:
@@ -81,19 +86,21 @@ def precision(levels, heights) -> float:
     return float(1.0 - (levels / heights[None, :]).sum() / levels.size)
 
 
-def interval_entropy_at(counts, a, b, rows: bool = False):
+def interval_entropy_at(counts, a, b, rows: bool = False, rep=None):
     """Entropy (bits) of the original distribution over distinct-value indices ``a .. b - 1``.
 
     Prefix sums are kept only where a value occurs more than once, so a column of mostly
     distinct values needs no array as long as the column. ``rows=True`` also returns the rows
     before ``a`` and before ``b`` (what the entropy coefficient needs: no second search).
+    ``rep``: the indices of the counts above 1 when the caller has them (no read of their number).
 
     >>> interval_entropy_at(np.array([1, 1, 2]), np.array([0, 2]), np.array([3, 3])).tolist()
     [1.5, 0.0]
     """
     xp = array_module(counts)
     b = xp.maximum(b, a)
-    rep = xp.nonzero(counts > 1)[0]  # values seen more than once
+    if rep is None:
+        rep = xp.nonzero(counts > 1)[0]  # values seen more than once
     c = counts[rep].astype(xp.float64)
     zero = xp.zeros(1, dtype=xp.float64)
     extra = xp.concatenate([zero, xp.cumsum(c - 1.0)])
@@ -130,11 +137,36 @@ def set_entropy(sets, counts):
 
 
 def dense_ids(a):
-    """``(ids, n)``: equal values of ``a`` get equal ids in ``0 .. n - 1`` (a hash table on the
-    CPU, a sort on the GPU)."""
+    """``(ids, n)``: equal values of ``a`` get equal ids in ``0 .. n - 1`` in value order (a hash
+    table on the CPU, a sort on the GPU); ``n`` is read from the device (one counted sync)."""
     xp = array_module(a)
     if xp is np:
         ids, uniq = pd.factorize(a, sort=True)  # ids in value order, as the sort on the GPU gives
         return ids.astype(np.int64), len(uniq)
-    uniq, inv = xp.unique(a, return_inverse=True)
-    return inv.reshape(-1).astype(xp.int64), int(uniq.shape[0])
+    ids, n = dense_ids_x(a)
+    return ids, int(to_scalar(n))
+
+
+def dense_ids_x(a):
+    """``(ids, n)`` as :func:`dense_ids`, with ``n`` a 0-d array where ``a`` lives: on a device a
+    sort, flags where the sorted value changes and their cumulative sum, scattered back (no sync).
+
+    >>> ids, n = dense_ids_x(np.array([7, 3, 7, 5]))
+    >>> ids.tolist(), int(n)
+    ([2, 0, 2, 1], 3)
+    """
+    xp = array_module(a)
+    if xp is np:
+        ids, n = dense_ids(a)
+        return ids, np.asarray(n, dtype=np.int64)
+    m = int(a.shape[0])
+    if m == 0:
+        return xp.zeros(0, dtype=xp.int64), xp.zeros((), dtype=xp.int64)
+    order = xp.argsort(a)
+    s = a[order]
+    flag = xp.zeros(m, dtype=xp.int64)
+    flag[1:] = s[1:] != s[:-1]
+    sid = xp.cumsum(flag)
+    ids = xp.empty(m, dtype=xp.int64)
+    ids[order] = sid
+    return ids, sid[-1] + 1

@@ -10,22 +10,21 @@ metrics' single numbers (:mod:`gpuanon.metrics.compute`).
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernels.counts import count_values
+from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
-from kernels.segmented import segment_reduce
 
-from ..backend import array_module, to_device, to_scalar
+from ..backend import array_module, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
-from .formulas import dense_ids, entropy_bits_x, interval_entropy_at, xlogx_sum
+from .formulas import dense_ids, dense_ids_x, entropy_bits_x, interval_entropy_at, xlogx_sum
+from .runs import device_runs, device_runs_many, release_buffers, runs, sorted_copy
 
 
 @dataclass
@@ -98,47 +97,6 @@ class ClassSummary:
 # whole-table statistics of one encoded column
 # ---------------------------------------------------------------------------------------------
 
-def runs(sorted_keys, xp):
-    """Distinct values of a sorted array and how often each occurs."""
-    n = sorted_keys.shape[0]
-    if n == 0:
-        return sorted_keys, xp.zeros(0, dtype=xp.int64)
-    new = xp.ones(n, dtype=bool)
-    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    start = xp.nonzero(new)[0]
-    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
-
-
-_TLS = threading.local()
-
-
-def _sorted_copy(a, xp, slot: int, mask=None):
-    """A sorted copy of ``a`` (or of ``a[mask]``); on the CPU into a reused per-thread buffer.
-
-    Fresh multi-hundred-megabyte arrays cost as much in page faults as the sort itself.
-    """
-    if xp is not np:
-        return xp.sort(a if mask is None else a[mask])
-    bufs = _TLS.__dict__.setdefault("bufs", {})
-    buf = bufs.get(slot)
-    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
-        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
-    if mask is None:
-        out = buf[: a.shape[0]]
-        np.copyto(out, a)
-    else:
-        m = int(np.count_nonzero(mask))
-        out = buf[:m]
-        np.compress(mask, a, out=out)
-    out.sort()
-    return out
-
-
-def release_buffers() -> None:
-    """Free this thread's sort buffers."""
-    _TLS.__dict__.pop("bufs", None)
-
-
 class ColumnStats(NamedTuple):
     """Whole-table statistics of one encoded column, on the table's device."""
 
@@ -148,52 +106,65 @@ class ColumnStats(NamedTuple):
     h_x: Any  # H(X) in bits over the raw distinct values (0-d)
     domain: NumericDomain  # D_X over the distinct values
     joint_before: Any = None  # (|D_X|, n_targets) counts
+    rep: Any = None  # indices of the counts above 1 (ascending), when known
 
 
-def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True) -> ColumnStats:
+def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True, counted=None,
+                 target_rows=None) -> ColumnStats:
     """Statistics of one encoded column from sorts of its (uint32) keys.
 
     One sort of the whole column gives the values and their counts; one sort of the rows of
     each target value but the first gives the joint counts, over the raw values (``U`` of the
     label reading) and over the domain ``D_X`` (bins of a numeric column with more than 256
-    distinct values; every category of a categorical one). Nothing leaves the device but
-    whether the column has missing values.
+    distinct values; every category of a categorical one). What leaves the device: on the CPU
+    whether the column has missing values; on a device four counts (:func:`device_runs`), or
+    none when ``counted`` brings them (:func:`device_runs_many` of several columns).
+    ``target_rows``: ``target_counts`` on the host, when read (the target's rows then need no read).
     """
-    vals, counts = runs(_sorted_copy(key_col, xp, 0), xp)
-    h_x = entropy_bits_x(counts, xp)
-    has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
-    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1))
+    if counted is not None:
+        vals, counts, rep, has_missing, n_starts = counted
+    elif xp is np or key_col.shape[0] == 0:
+        vals, counts = runs(sorted_copy(key_col, xp, 0), xp)
+        has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
+        rep, n_starts = None, None
+    else:
+        vals, counts, rep, has_missing, n_starts = device_runs(xp.sort(key_col), xp, numeric)
+    h_x = entropy_bits_x(counts, xp, rep)
+    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
     if target is None or target_counts is None or nt < 2:
         joint = None
         if target is not None and nt == 1:
             joint = dom.bin_counts[:, None].astype(xp.float64)
-        return ColumnStats(vals, counts, None, h_x, dom, joint)
+        return ColumnStats(vals, counts, None, h_x, dom, joint, rep)
     edge_keys = vals[dom.bin_start[:-1]]
     nb = dom.n_bins
     joint_t = []
     # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
     # both sums, so only values seen more than once need their per-target counts
-    rep = xp.nonzero(counts > 1)[0]
+    rep_all = rep
+    if rep is None:
+        rep = xp.nonzero(counts > 1)[0]
     rep_vals = vals[rep]
     rest = counts[rep].copy()
     s2 = xp.zeros((), dtype=xp.float64)
     for t in range(1, nt):  # a loop over target values
-        vt, ct = runs(_sorted_copy(key_col, xp, 1, target == t), xp)
+        if target_rows is None or xp is np:
+            srt_t = sorted_copy(key_col, xp, 1, target == t)
+        else:  # the target's rows counted on the host: a compaction of known size
+            srt_t = xp.sort(key_col[indices_of(target == t, int(target_rows[t]), xp)])
+        n_t = int(srt_t.shape[0])
         jt = xp.zeros(nb, dtype=xp.float64)
-        if vt.shape[0]:
-            # rows of target t per bin: vt is sorted, so each bin is a run of it (search the edges in vt);
-            # the first edge is the column's smallest value, so at least one bin starts inside vt
-            pos = xp.searchsorted(vt, edge_keys, side="left")
-            nonempty = xp.nonzero(pos < vt.shape[0])[0]  # bins above vt's largest value hold none of its rows
-            p_ne = pos[nonempty]
-            # a bin is a run of vt: one segmented sum; of bins sharing a start only the last is not empty
-            last = xp.concatenate([p_ne[1:] != p_ne[:-1], xp.ones(1, dtype=bool)])
-            jt[nonempty[last]] = segment_reduce("add", ct, p_ne[last], xp, axis=0).astype(xp.float64)
+        if n_t:
+            # rows of target t per bin: srt_t is sorted, so a bin's rows lie between the searches of
+            # the bin's first key and the next bin's (exact integer counts; no compaction of values)
+            pos = xp.concatenate([xp.searchsorted(srt_t, edge_keys, side="left").astype(xp.int64),
+                                  xp.full(1, n_t, dtype=xp.int64)])
+            jt = xp.diff(pos).astype(xp.float64)
         joint_t.append(jt)
-        if vt.shape[0] == 0 or rep.shape[0] == 0:
+        if n_t == 0 or rep.shape[0] == 0:
             continue
-        at = xp.minimum(xp.searchsorted(vt, rep_vals), vt.shape[0] - 1)
-        c_rep = xp.where(vt[at] == rep_vals, ct[at], 0).astype(xp.int64)
+        c_rep = (xp.searchsorted(srt_t, rep_vals, side="right") - xp.searchsorted(srt_t, rep_vals, side="left"))
+        c_rep = c_rep.astype(xp.int64)
         rest -= c_rep
         s2 = s2 + xlogx_sum(c_rep, xp)
     s2 = s2 + xlogx_sum(rest, xp)
@@ -201,21 +172,26 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
                            axis=1)
     n = counts.sum().astype(xp.float64)
-    h_t = entropy_bits_x(target_counts, xp)
-    h_t_x = (xlogx_sum(counts, xp) - s2) / xp.where(n > 0, n, 1.0)
+    rep_t = None
+    if target_rows is not None and xp is not np:
+        rep_t = indices_of(target_counts > 1, int((np.asarray(target_rows) > 1).sum()), xp)
+    h_t = entropy_bits_x(target_counts, xp, rep_t)
+    h_t_x = (xlogx_sum(counts, xp, rep_all) - s2) / xp.where(n > 0, n, 1.0)
     u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
-    return ColumnStats(vals, counts, u, h_x, dom, joint)
+    return ColumnStats(vals, counts, u, h_x, dom, joint, rep_all)
 
 
-def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16) -> ColumnStats:
+def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None,
+                 target_rows=None) -> ColumnStats:
     """Statistics of QI ``j`` over the whole table; kept in ``table.column_stats`` (sweeps reuse
-    them) when the column has at most ``cache_limit`` distinct values."""
+    them) when the column has at most ``cache_limit`` distinct values. ``counted``: the column's
+    :func:`device_runs`, when read with other columns'; ``target_rows``: ``target_counts`` on the host."""
     cache = table.column_stats
     if j in cache:
         return cache[j]
     nt = max(len(table.target_values), 1)
     st = column_stats(table.keys[j], table.target, nt, target_counts, table.xp,
-                      numeric=table.columns[j].kind == "numeric")
+                      numeric=table.columns[j].kind == "numeric", counted=counted, target_rows=target_rows)
     if st.vals.shape[0] <= cache_limit:
         cache[j] = st
     return st
@@ -273,9 +249,16 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         return ColumnSummary(c.name, "categorical", full, st.u_raw, st.h_x, set_id=set_id, sets=sets,
                              domain_counts=full, joint_before=joint_before, joint_after=joint_after_, **extra)
 
+    counted, tc_host = {}, None
+    if xp is not np and table.n_rows:  # the columns not kept from an earlier run: their counts read together
+        if tcounts is not None and nt > 1:
+            tc_host = to_host(tcounts)  # the target's rows per value, read once for every column
+        counted = device_runs_many({j: (table.keys[j], c.kind == "numeric") for j, c in enumerate(table.columns)
+                                    if j not in table.column_stats}, xp)
+
     def column(j: int) -> ColumnSummary:
         c = table.columns[j]
-        st = before_stats(table, j, tcounts)
+        st = before_stats(table, j, tcounts, counted=counted.pop(j, None), target_rows=tc_host)
         bound = table.hierarchies.get(c.name)
         if bound is not None:
             node, level = stats.hierarchy_nodes(j)
@@ -297,7 +280,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         pos = None if positions is None else positions.get(j)
         if pos is None:
             pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
-            gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True)
+            gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True, rep=st.rep)
         else:
             pa, pb, ca, cb, gt_h = pos
         joint_after = None
@@ -305,7 +288,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
             rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
-        gen, _ = dense_ids((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
+        gen, _ = dense_ids_x((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
         return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
                              dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
                              domain_counts=st.domain.bin_counts, joint_before=st.joint_before,
@@ -332,19 +315,20 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     if n == 0 or not summary.columns:
         return summary
     gid = None
-    for col in summary.columns:  # a loop over columns
+    for col in summary.columns:  # a loop over columns; on a device no read until the last
         g = xp.asarray(col.generalized_ids()).astype(xp.int64)
         if gid is None:
-            gid, n_ec = dense_ids(g)
+            gid, n_ec = dense_ids_x(g)
         else:
-            gid, n_ec = dense_ids(gid * (int(to_scalar(g.max())) + 1) + g)
+            gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
+    n_ec = int(to_scalar(n_ec))
     if n_ec == n:
         return summary
     order = xp.argsort(gid, kind="stable")
     sg = gid[order]
     new = xp.ones(n, dtype=bool)
     new[1:] = sg[1:] != sg[:-1]
-    first = order[xp.nonzero(new)[0]]  # the first partition of every class (ids are dense: 0, 1, ...)
+    first = order[indices_of(new, n_ec, xp)]  # the first partition of every class (ids are dense: 0, 1, ...)
     merged = count_values(gid, n_ec, xp, weights=sizes.astype(xp.int64))
     thist = None
     if summary.target_hist is not None:

@@ -1,0 +1,130 @@
+"""Distinct values and their counts of sorted encoded columns: on a device with known sizes.
+
+:func:`runs` compacts a sorted column with ``nonzero`` (on a device a read of the number of hits);
+:func:`device_runs` first reads, for a group of columns together in one counted copy, the four
+numbers the compactions and the column's domain need, then compacts with known sizes
+(:func:`kernels.counts.indices_of`, a scatter of known length): one sync per group of columns.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from kernels.counts import indices_of
+from kernels.keys import MISSING
+
+from ..backend import to_host
+from .entropy import N_BINS
+
+#: bytes of sorted columns held at once on a device while their counts are read together
+GROUP_BYTES = 1 << 30
+
+
+def runs(sorted_keys, xp):
+    """Distinct values of a sorted array and how often each occurs."""
+    n = sorted_keys.shape[0]
+    if n == 0:
+        return sorted_keys, xp.zeros(0, dtype=xp.int64)
+    new = xp.ones(n, dtype=bool)
+    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    start = xp.nonzero(new)[0]
+    return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
+
+
+_TLS = threading.local()
+
+
+def sorted_copy(a, xp, slot: int, mask=None):
+    """A sorted copy of ``a`` (or of ``a[mask]``); on the CPU into a reused per-thread buffer.
+
+    Fresh multi-hundred-megabyte arrays cost as much in page faults as the sort itself.
+    """
+    if xp is not np:
+        return xp.sort(a if mask is None else a[mask])
+    bufs = _TLS.__dict__.setdefault("bufs", {})
+    buf = bufs.get(slot)
+    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
+        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
+    if mask is None:
+        out = buf[: a.shape[0]]
+        np.copyto(out, a)
+    else:
+        m = int(np.count_nonzero(mask))
+        out = buf[:m]
+        np.compress(mask, a, out=out)
+    out.sort()
+    return out
+
+
+def release_buffers() -> None:
+    """Free this thread's sort buffers."""
+    _TLS.__dict__.pop("bufs", None)
+
+
+def _flags(srt, xp):
+    """Run starts of a sorted column and every row's value index (the running count of starts)."""
+    new = xp.ones(int(srt.shape[0]), dtype=bool)
+    new[1:] = srt[1:] != srt[:-1]
+    return new, xp.cumsum(new, dtype=xp.int64) - 1
+
+
+def _four(srt, xp, numeric: bool):
+    """Distinct values, values seen more than once, [missing present, distinct equal-frequency bins]:
+    a small int64 array on the device.
+
+    The bins are :func:`~gpuanon.metrics.entropy.numeric_domain`'s: the value index of the sorted
+    row at each quantile is the running count of value changes there.
+    """
+    n = int(srt.shape[0])
+    new, rank = _flags(srt, xp)
+    parts = [rank[-1] + 1, (new[:-1] & ~new[1:]).sum()]  # values; values whose run goes on
+    if numeric:
+        n_present = xp.searchsorted(srt, xp.full(1, MISSING, dtype=srt.dtype), side="left")
+        q = (xp.arange(N_BINS, dtype=xp.int64) * n_present) // N_BINS  # rows at the quantiles
+        rq = rank[xp.minimum(q, n - 1)]
+        parts += [srt[-1] == MISSING, (rq[1:] != rq[:-1]).sum() + 1]
+    else:
+        parts += [xp.zeros((), dtype=xp.int64), xp.zeros((), dtype=xp.int64)]
+    return xp.stack(parts).astype(xp.int64)
+
+
+def _compact(srt, xp, numeric: bool, four):
+    """``(vals, counts, rep, has_missing, n_starts)`` of a sorted device column from its four numbers."""
+    n = int(srt.shape[0])
+    nv, n_rep = int(four[0]), int(four[1])
+    has_missing, n_starts = (bool(four[2]), int(four[3])) if numeric else (False, None)
+    new, rank = _flags(srt, xp)
+    start = xp.empty(nv + 1, dtype=xp.int64)
+    start[xp.where(new, rank, nv)] = xp.arange(n, dtype=xp.int64)  # rows inside a run go to the spare slot
+    start[nv] = n
+    counts = xp.diff(start)
+    return srt[start[:nv]], counts, indices_of(counts > 1, n_rep, xp), has_missing, n_starts
+
+
+def device_runs(srt, xp, numeric: bool):
+    """:func:`runs` of one sorted, non-empty device column with one counted read of four numbers.
+
+    ``(vals, counts, rep, has_missing, n_starts)``: ``rep`` the indices of the counts above 1;
+    ``n_starts`` the number of distinct equal-frequency bins of a numeric column.
+    """
+    return _compact(srt, xp, numeric, to_host(_four(srt, xp, numeric)))
+
+
+def device_runs_many(columns: dict, xp) -> dict:
+    """:func:`device_runs` of several columns ``{j: (keys, numeric)}`` (unsorted, non-empty): each
+    group of columns whose sorted copies fit :data:`GROUP_BYTES` is read in one counted copy.
+    Returns ``{j: (vals, counts, rep, has_missing, n_starts)}``."""
+    out: dict = {}
+    todo = list(columns.items())
+    while todo:  # a loop over groups of columns
+        group, size = [], 0
+        while todo and (not group or size + todo[0][1][0].nbytes <= GROUP_BYTES):
+            j, (keys, numeric) = todo.pop(0)
+            group.append((j, xp.sort(keys), numeric))
+            size += keys.nbytes
+        host = to_host(xp.stack([_four(srt, xp, numeric) for _, srt, numeric in group]))
+        for (j, srt, numeric), four in zip(group, host):
+            out[j] = _compact(srt, xp, numeric, four)
+    return out
