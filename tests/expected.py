@@ -17,6 +17,15 @@ def run_cli(*args, cwd, timeout=600):
                           timeout=timeout, cwd=cwd)
 
 
+def one_error_line(r) -> str:
+    """The one ``gpuanon: error:`` line of a command that exited 2 without a traceback."""
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("gpuanon: error:")]
+    assert len(err) == 1, r.stderr
+    return err[0]
+
+
 def chromium_screenshot(html_path, shot, workdir, size="1200,2400"):
     """Render a local HTML file in headless Chromium (no network) to ``shot``; returns the process."""
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tomllib
 import zipfile
-from functools import lru_cache
 from pathlib import Path
 
 import pytest

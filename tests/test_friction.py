@@ -9,15 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from expected import ROOT, run_cli
-
-
-def _one_error_line(r) -> str:
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "Traceback" not in r.stderr
-    err = [ln for ln in r.stderr.splitlines() if ln.startswith("gpuanon: error:")]
-    assert len(err) == 1, r.stderr
-    return err[0]
+from expected import ROOT, one_error_line, run_cli
 
 
 @pytest.fixture()
@@ -71,13 +63,13 @@ def test_sweep_log_says_why_a_grid_point_failed_and_only_what_was_asked(table, t
 
 # ---------------------------------------------------------------------------- row 15
 def test_rows_with_an_input_file_is_refused(table, tmp_path):
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--rows", "10",
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--rows", "10",
                                   cwd=tmp_path))
     assert "--rows" in err and "--dataset" in err
 
 
 def test_out_naming_a_missing_folder_says_so(table, tmp_path):
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", "newdir/",
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", "newdir/",
                                   cwd=tmp_path))
     assert "unknown extension" not in err and "folder" in err and "name a file" in err
     assert not (tmp_path / "newdir").exists()
@@ -90,14 +82,14 @@ def test_out_naming_a_missing_folder_says_so(table, tmp_path):
 def test_bad_config_value_names_the_file_and_key(table, tmp_path, line, words):
     cfg = tmp_path / "run.toml"
     cfg.write_text(f'qi = "age,zip"\n{line}\n')
-    err = _one_error_line(run_cli("anonymize", str(table), "--config", str(cfg), cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", str(table), "--config", str(cfg), cwd=tmp_path))
     assert f"config '{cfg}'" in err and words in err and "argument --" not in err, err
 
 
 def test_hierarchy_hint_example_uses_one_separator(table, tmp_path):
     h = tmp_path / "zip.csv"
     h.write_text("a,ab,*\nb,ab,*\n")
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--hierarchy",
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--hierarchy",
                                   f"zip={h}", cwd=tmp_path))
     example = err.split("(e.g. ")[-1].rstrip(")")
     assert example == "a;ab;*", err
@@ -129,7 +121,7 @@ def test_html_shows_what_was_asked_and_the_file_name_only(table, tmp_path):
 def test_semicolon_file_hint_and_sep_option(tmp_path):
     p = tmp_path / "semi.csv"
     p.write_text("name;age;zip\n" + "".join(f"n{i};{20 + i % 7};z{i % 3}\n" for i in range(30)))
-    err = _one_error_line(run_cli("anonymize", str(p), "--qi", "age,zip", "--k", "3", cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", str(p), "--qi", "age,zip", "--k", "3", cwd=tmp_path))
     assert "--sep ';'" in err, err
     r = run_cli("anonymize", str(p), "--sep", ";", "--qi", "age,zip", "--identifiers", "name", "--k", "3",
                 "--out", str(tmp_path / "o.csv"), cwd=tmp_path)
@@ -137,10 +129,10 @@ def test_semicolon_file_hint_and_sep_option(tmp_path):
     assert list(pd.read_csv(tmp_path / "o.csv").columns) == ["age", "zip"]
     t = tmp_path / "tab.csv"
     t.write_text("age\tzip\n" + "".join(f"{20 + i % 7}\tz{i % 3}\n" for i in range(30)))
-    err = _one_error_line(run_cli("anonymize", str(t), "--qi", "age,zip", "--k", "3", cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", str(t), "--qi", "age,zip", "--k", "3", cwd=tmp_path))
     assert "--sep tab" in err, err
     r = run_cli("anonymize", str(t), "--sep", "tab", "--qi", "age,zip", "--k", "3", "--out",
                 str(tmp_path / "t.csv"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    err = _one_error_line(run_cli("anonymize", "--dataset", "adult", "--sep", ";", "--k", "3", cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", "--dataset", "adult", "--sep", ";", "--k", "3", cwd=tmp_path))
     assert "--sep" in err

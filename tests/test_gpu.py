@@ -58,6 +58,7 @@ def test_hepmass_200k_gpu_equals_cpu():
     assert np.array_equal(mc.labels_, mg.labels_)
     assert mg.report_["achieved"]["k"] >= 10
     assert mc.report_["n_classes"] == mg.report_["n_classes"]
+    assert oc.equals(og)
 
 
 def test_evaluation_models_on_the_gpu_backend():

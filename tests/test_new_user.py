@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expected import ROOT, run_cli
+from expected import ROOT, one_error_line, run_cli
 from gpuanon.datasets import load_table
 from gpuanon.errors import InputError
 from gpuanon.io import json_safe, write_json
@@ -25,14 +25,6 @@ def _strict_json(path) -> dict:
     def refuse(name):
         raise ValueError(f"not JSON: {name}")
     return json.loads(Path(path).read_text(), parse_constant=refuse)
-
-
-def _one_error_line(r) -> str:
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "Traceback" not in r.stderr
-    err = [ln for ln in r.stderr.splitlines() if ln.startswith("gpuanon: error:")]
-    assert len(err) == 1, r.stderr
-    return err[0]
 
 
 @pytest.fixture()
@@ -52,15 +44,15 @@ def table(tmp_path) -> Path:
 def test_out_naming_a_folder_is_one_line_error(table, tmp_path):
     folder = tmp_path / "results"
     folder.mkdir()
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", str(folder),
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", str(folder),
                                   cwd=tmp_path))
     assert "folder" in err and "name a file inside it" in err
     folder_csv = tmp_path / "results.csv"  # a folder whose name looks like a table
     folder_csv.mkdir()
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", str(folder_csv),
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", str(folder_csv),
                                   cwd=tmp_path))
     assert "folder" in err
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--report", str(folder),
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--report", str(folder),
                                   cwd=tmp_path))
     assert "folder" in err
     assert folder.is_dir() and not any(folder.iterdir())
@@ -71,7 +63,7 @@ def test_out_equal_to_the_input_is_refused_and_the_input_kept(table, tmp_path, s
     before = table.read_bytes()
     out = {"same": str(table), "relative": "in.csv", "dotted": "./sub/../in.csv"}[spelling]
     (tmp_path / "sub").mkdir()
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", out,
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", out,
                                   cwd=tmp_path))
     assert "input file" in err and "overwritten" in err and "--out" in err
     assert table.read_bytes() == before
@@ -79,12 +71,12 @@ def test_out_equal_to_the_input_is_refused_and_the_input_kept(table, tmp_path, s
 
 def test_other_commands_refuse_to_overwrite_their_input(table, tmp_path):
     before = table.read_bytes()
-    err = _one_error_line(run_cli("perturb", str(table), "--features", "age,income", "--centralized",
+    err = one_error_line(run_cli("perturb", str(table), "--features", "age,income", "--centralized",
                                   "--out", str(table), cwd=tmp_path))
     assert "--out" in err and "input file" in err
     cfg = tmp_path / "job.toml"
     cfg.write_text(f'input = "{table}"\nqi = "age,zip"\nk = 3\nout = "{table}"\n')
-    err = _one_error_line(run_cli("anonymize", "--config", str(cfg), cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", "--config", str(cfg), cwd=tmp_path))
     assert "input file" in err
     assert table.read_bytes() == before
 
@@ -232,7 +224,7 @@ def test_recursive_cl_error_names_a_larger_c(tmp_path):
     df = pd.DataFrame({"age": np.arange(30), "dx": ["flu"] * 20 + ["hiv"] * 6 + ["tb"] * 4})
     p = tmp_path / "r.csv"
     df.to_csv(p, index=False)
-    err = _one_error_line(run_cli("anonymize", str(p), "--qi", "age", "--sensitive", "dx", "--k", "2", "--l", "2",
+    err = one_error_line(run_cli("anonymize", str(p), "--qi", "age", "--sensitive", "dx", "--k", "2", "--l", "2",
                                   "--l-kind", "recursive", "--c", "1", cwd=tmp_path))
     assert "raise c above 2" in err and "--c 3" in err and "another sensitive attribute" not in err
     r = run_cli("anonymize", str(p), "--qi", "age", "--sensitive", "dx", "--k", "2", "--l", "2",
@@ -266,7 +258,7 @@ def _bad_files(tmp_path) -> dict:
 ])
 def test_read_errors_say_what_is_wrong(tmp_path, kind, words):
     path = _bad_files(tmp_path)[kind]
-    err = _one_error_line(run_cli("anonymize", str(path), "--qi", "age", "--k", "2", cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", str(path), "--qi", "age", "--k", "2", cwd=tmp_path))
     for w in words:
         assert w in err, err
     assert "check the path" not in err
@@ -279,7 +271,7 @@ def test_encoding_option_reads_latin1(tmp_path):
                 "--out", str(out), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Malmö" in out.read_text(encoding="utf-8")
-    err = _one_error_line(run_cli("anonymize", str(path), "--qi", "age", "--k", "2", "--encoding", "klingon",
+    err = one_error_line(run_cli("anonymize", str(path), "--qi", "age", "--k", "2", "--encoding", "klingon",
                                   cwd=tmp_path))
     assert "--encoding 'klingon'" in err
 
@@ -287,7 +279,7 @@ def test_encoding_option_reads_latin1(tmp_path):
 def test_duplicate_headers_are_refused_with_their_names(tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("age,zip,age,dx,dx\n1,a,2,x,y\n")
-    err = _one_error_line(run_cli("anonymize", str(p), "--qi", "zip", "--k", "2", cwd=tmp_path))
+    err = one_error_line(run_cli("anonymize", str(p), "--qi", "zip", "--k", "2", cwd=tmp_path))
     assert "'age' (columns 1, 3)" in err and "'dx' (columns 4, 5)" in err and "rename" in err
     with pytest.raises(InputError, match="appear more than once"):
         load_table(p)
@@ -344,7 +336,7 @@ def test_target_expr_derives_a_binary_target(table, tmp_path):
     ("15", ["not one value per row"]),
 ])
 def test_target_expr_errors_are_one_line(table, tmp_path, expr, words):
-    err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--target-expr", expr,
+    err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--target-expr", expr,
                                   cwd=tmp_path))
     assert "--target-expr" in err
     for w in words:
@@ -399,7 +391,7 @@ def test_evaluate_validates_every_protection_before_running_any(tmp_path):
                          ("raw;k=3;k=3,l=9", ["l = 9"])):
         r = run_cli("evaluate", str(p), "--qi", "age,education,race", "--target", "income", "--protections", prots,
                     "--models", "nb", "--out", str(tmp_path / "e.csv"), cwd=tmp_path)
-        err = _one_error_line(r)
+        err = one_error_line(r)
         for w in words:
             assert w in err, err
         assert "protection raw:" not in r.stderr and "protection k=3:" not in r.stderr  # nothing ran

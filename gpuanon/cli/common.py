@@ -93,8 +93,8 @@ def read_input(args, device_ok: bool = False):
 def refuse_rows_with_file(args) -> None:
     """``--rows`` samples or generates a bundled dataset; with an input file it would be ignored."""
     if getattr(args, "input", None) and getattr(args, "rows", None) is not None:
-        raise InputError(f"--rows applies to --dataset only; with an input file every row is read: leave "
-                         f"--rows out (or cut the file to the rows you want)")
+        raise InputError("--rows applies to --dataset only; with an input file every row is read: leave "
+                         "--rows out (or cut the file to the rows you want)")
 
 
 def with_target_expr(df, roles, args):
