@@ -1,13 +1,24 @@
 """Fixtures of the cluster tests: in-process Dask LocalClusters of 2 and 3 workers, and Adult's
 first 5,000 rows with and without missing values. Made only for a test that asks for them; a
-module's own fixture of the same name wins."""
+module's own fixture of the same name wins. And, for every test, the package logger as it was: a
+command run in process (``gpuanon.cli.main``) sets its handler and stops its propagation."""
 
+import logging
 import warnings
 
 import numpy as np
 import pytest
 
 from gpuanon.datasets import load_adult
+
+
+@pytest.fixture(autouse=True)
+def _package_logger_put_back():
+    log = logging.getLogger("gpuanon")
+    saved = (list(log.handlers), log.propagate, log.level)
+    yield
+    log.handlers[:], log.propagate = saved[0], saved[1]
+    log.setLevel(saved[2])
 
 
 @pytest.fixture(scope="module")

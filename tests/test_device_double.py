@@ -405,20 +405,11 @@ def test_the_double_counts_device_scalars_used_as_host_numbers():
     assert dev.stats.summary()["syncs_implicit"] == 2
 
 
-def test_command_line_parquet_to_parquet(adult8k, tmp_path, request):
-    """``gpuanon anonymize --backend gpu`` in process on the double: the same Parquet file and report."""
-    import logging
-
+def test_command_line_parquet_to_parquet(adult8k, tmp_path):
+    """``gpuanon anonymize --backend gpu`` in process on the double: the same Parquet file and report
+    (the package logger the command sets up is put back by tests/conftest.py)."""
     from gpuanon.cli import main
 
-    log = logging.getLogger("gpuanon")  # the command configures the package's logger: put it back after
-    saved = (list(log.handlers), log.propagate, log.level)
-
-    def restore():
-        log.handlers[:], log.propagate = saved[0], saved[1]
-        log.setLevel(saved[2])
-
-    request.addfinalizer(restore)
     src = tmp_path / "in.parquet"
     adult8k.to_parquet(src)
     outs = {}
