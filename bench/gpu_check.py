@@ -117,6 +117,11 @@ def run_mondrian(cfg: dict) -> dict:
     res["compile_and_first_call_extra_s"] = round(res["cold"]["fit_transform"] - res["warm"]["fit_transform"], 6)
     # the first launches of the device kernels (NVRTC compile, load, one run), timed apart by the estimator
     res["kernel_compile_s"] = res["cold"]["stages"].get("kernel_compile", 0.0)
+    if cfg["dataset"] == "hepmass" and cfg["backend"] == "gpu":  # a CPU run's counts are simulated copies
+        try:
+            res["budgets"] = budgets(m)
+        except Exception as exc:  # the timings above are kept whatever happens here
+            res["budgets"] = {"all_ok": None, "error": f"{type(exc).__name__}: {exc}"}
     if cfg.get("compare_cpu"):
         cpu, mc, oc = _timed_fit(cfg, df, "cpu")
         res["cpu"] = {"fit_transform": cpu["fit_transform"], "stages": cpu["stages"]}
@@ -124,6 +129,31 @@ def run_mondrian(cfg: dict) -> dict:
         same_out = bool(oc.equals(out))
         res["equal_to_cpu"] = {"labels": same_labels, "output": same_out}
     return res
+
+
+#: the device double's counts (bench/device_counts.py: HEPMASS-shaped x 28, k = 10, minmax, as here)
+DOUBLE_COUNTS = os.path.join(REPO, "bench", "results", "device_double_counts.json")
+SYNCS_PER_LEVEL, SYNCS_PER_ATTEMPT = 2, 2  # tests/test_device_double.py's per-level bound
+
+
+def budgets(m) -> dict:
+    """The device double's sync budgets re-checked on this run (syncs counted by the same backend
+    hooks): every stage but the partition makes as many syncs as on the double (they do not depend
+    on the rows); the partition at most 2 per level and 2 per cut attempt."""
+    with open(DOUBLE_COUNTS) as fh:
+        double = json.load(fh)["runs"][0]["per_stage"]
+    got = {s: v.get("syncs", 0) for s, v in m.report_["transfers"]["stages"].items()}
+    info = m.partition_info_
+    out = {}
+    for st in sorted((set(got) | set(double)) - {"labels_"}):  # labels_: read after the fit, when asked
+        if st == "partition":
+            bound = SYNCS_PER_LEVEL * info["levels"] + SYNCS_PER_ATTEMPT * info["attempts"]
+            out[st] = {"device": got.get(st, 0), "bound": bound, "ok": got.get(st, 0) <= bound}
+        else:
+            want = double.get(st, {}).get("syncs_counted", 0)
+            out[st] = {"device": got.get(st, 0), "double": want, "ok": got.get(st, 0) == want}
+    out["all_ok"] = all(v["ok"] for v in out.values())
+    return out
 
 
 def run_distpab(cfg: dict) -> dict:
@@ -338,6 +368,9 @@ def _figures(name: str, p: dict) -> str:
              f"warm copies {w['transfers'].get('calls')} / {w['transfers'].get('bytes')} B" + (f"; {sy}" if sy else ""))
         if "equal_to_cpu" in p:
             s += f"; CPU {p['cpu']['fit_transform']} s, equal to CPU {p['equal_to_cpu']}"
+        if "budgets" in p:
+            bad = [k for k, v in p["budgets"].items() if isinstance(v, dict) and not v["ok"]]
+            s += "; syncs per stage as on the double" if not bad else f"; syncs over the double's budget in {bad}"
         return s
     if name == "distpab":
         return (f"{p['rows']} rows x 4 entities: cold {p['cold']['seconds'].get('total'):.4g} s, "

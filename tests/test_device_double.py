@@ -446,3 +446,26 @@ def test_device_counts_script(capsys):
     run = json.loads(capsys.readouterr().out)["runs"][0]
     assert run["rows"] == 5000 and run["device_ops"] > 0 and run["syncs_escaped"] == 0
     assert set(run["per_level"]) and run["report_transfers"]["syncs"] == run["syncs_through_backend"] - 1  # labels_
+
+
+def test_gpu_check_budgets_hold_on_the_double():
+    """bench/gpu_check.py re-checks the double's sync budgets on a GPU run; on the double itself they
+    hold (every stage but the partition as in bench/results/device_double_counts.json), and a stage
+    over its budget is named."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    df = make_hepmass(20_000, random_state=0)
+    with B.use_device_module(DeviceDouble()):
+        m = Mondrian(k=10, quasi_identifiers=list(HEPMASS_FEATURES), sensitive="label", output_format="minmax",
+                     backend="gpu", progress=False)
+        m.fit_transform(df)
+    got = gc.budgets(m)
+    assert got["all_ok"], got
+    m.report_["transfers"]["stages"]["metrics"]["syncs"] += 1
+    got = gc.budgets(m)
+    assert not got["all_ok"] and not got["metrics"]["ok"] and got["verify"]["ok"]
