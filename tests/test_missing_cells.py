@@ -80,11 +80,12 @@ def test_round_trip_through_csv_and_parquet_and_check(tmp_path):
         assert sorted(split_set_text(cell), key=str) == sorted([None, "NaN", "Unknown", "x"], key=str), ext
         rep = tmp_path / f"r_{ext}.json"
         r = run_cli("check", str(out), "--qi", "job", "--sensitive", "sa", "--k", "12", "--l", "3", "--t", "0.5",
-                    "--original", str(src), "--report", str(rep), cwd=tmp_path)
+                    "--original", str(src), "--target", "y", "--report", str(rep), cwd=tmp_path)
         assert r.returncode == 0, r.stdout + r.stderr
         got = json.loads(rep.read_text())
         res = verify(pub, ["job"], "sa", k=12, l=3, t=0.5)
         assert (got["k"], got["l"], got["t"]) == (res.k, res.l, res.t) == (12, 3, 0.0)
+        assert got["metrics"]["entropy_loss"] is not None  # the sets were read back against the original
 
 
 def test_a_hierarchy_leaf_for_a_missing_value_is_an_empty_cell():
