@@ -6,7 +6,10 @@ One module for the format, so the writer (``generalize``), the checker (``verify
 * A categorical cell is one value or a set of values joined by ``|``. In EVERY cell (a single
   value too) a ``\\`` or ``|`` inside a value is escaped with a backslash, so the one value
   ``rent|lease`` is written ``rent\\|lease`` and never reads back as the set {rent, lease}.
-  A missing value inside a set is ``NaN``.
+  A missing value is shown one way: ALONE, the cell is empty (missing); INSIDE A SET it is the
+  marker ``\\N`` (:data:`MISSING_IN_SET`: ``\\N|Unknown``). A backslash inside a value is always
+  written ``\\\\``, so no value's text is ``\\N``: a category literally named ``NaN`` stays ``NaN``
+  (``NaN|Unknown``), and :func:`split_set_text` reads the marker back as ``None``.
 * A numeric cell is a number, or an interval: ``lo-hi`` when ``lo >= 0`` (``20-30``), and
   ``[lo, hi]`` when the lower bound is negative (``[-93.2465, -93.2457]``), so a minus sign is
   never read as the separator. Numbers are written with the shortest text that reads back to the
@@ -20,6 +23,8 @@ Examples
 ((-93.5, -93.25), (20.0, 30.0), (-5.0, -3.0))
 >>> set_text(["rent|lease"]), split_set_text("rent\\\\|lease")
 ('rent\\\\|lease', ['rent|lease'])
+>>> set_text([None, "NaN"]), split_set_text("\\\\N|NaN")
+('\\\\N|NaN', [None, 'NaN'])
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ import numpy as np
 import pandas as pd
 
 SET_SEPARATOR = "|"
+
+MISSING_IN_SET = "\\N"
+"""A missing value inside a set cell (alone, a missing value is an empty cell). An escape sequence
+(a backslash then ``N``) that no escaped value can be, since a value's backslash is written ``\\\\``."""
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
 _DASH_RANGE = re.compile(rf"^\s*({_NUM})\s*-\s*({_NUM})\s*$")
@@ -47,14 +56,15 @@ def is_missing(v) -> bool:
 
 
 def escape_value(v) -> str:
-    """One value as it appears in a cell: ``\\`` and ``|`` escaped; missing is ``NaN``."""
+    """One value as it appears in a cell: ``\\`` and ``|`` escaped; missing is :data:`MISSING_IN_SET`."""
     if is_missing(v):
-        return "NaN"
+        return MISSING_IN_SET
     return str(v).replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
 
 
 def cell_text(v) -> str:
-    """Text of one value as sets write it (unescaped): missing (None, NaN, NA) is ``'NaN'``."""
+    """Display text of one value (unescaped): missing (None, NaN, NA) is ``'NaN'``; a key for tables
+    that name a missing category ``NaN`` (a set cell writes it :data:`MISSING_IN_SET`)."""
     if is_missing(v):
         return "NaN"
     return str(v)
@@ -70,8 +80,15 @@ def set_text(values) -> str:
     return SET_SEPARATOR.join(escape_value(v) for v in values)
 
 
-def split_set_text(text: str) -> list[str]:
-    """Values of a set cell: split on unescaped ``|``, then unescape ``\\|`` and ``\\\\``."""
+def cell_key(v):
+    """Key of a value or of a parsed set member: ``None`` for a missing one, else its text (``str``).
+    Unlike :func:`cell_text`, a missing value and a category named ``NaN`` get different keys."""
+    return None if is_missing(v) else str(v)
+
+
+def split_set_text(text: str) -> list:
+    """Values of a set cell: split on unescaped ``|``, then unescape ``\\|`` and ``\\\\``; the marker
+    :data:`MISSING_IN_SET` is read back as ``None`` (a missing value)."""
     parts = re.split(r"(?<!\\)((?:\\\\)*)\|", text)
     # re.split keeps the captured runs of escaped backslashes: glue them back to the value before
     vals, cur = [], ""
@@ -82,7 +99,7 @@ def split_set_text(text: str) -> list[str]:
             cur = ""
         else:
             vals[-1] += p
-    return [re.sub(r"\\(.)", r"\1", v) for v in vals]
+    return [None if v == MISSING_IN_SET else re.sub(r"\\(.)", r"\1", v) for v in vals]
 
 
 #: Numbers whose shortest text Arrow writes in the same fixed notation as NumPy / Python (``repr``):

@@ -67,8 +67,8 @@ def test_partially_covered_bin_and_suppressed_row_by_hand():
 def test_categorical_sets_hierarchy_nodes_star_and_missing_by_hand():
     # c: a x2, b x1, NaN x1 (a category); y: a -> (0, 0), b -> 1, NaN -> 1. U before = 1.
     original = pd.DataFrame({"c": ["a", "a", "b", None], "y": [0, 0, 1, 1]})
-    # cells: row 0 'a'; row 1 '*'; rows 2, 3 the set {b, NaN}
-    out = pd.DataFrame({"c": ["a", "*", "b|NaN", "b|NaN"], "y": [0, 0, 1, 1]})
+    # cells: row 0 'a'; row 1 '*'; rows 2, 3 the set {b, NaN} (a missing value in a set is written \N)
+    out = pd.DataFrame({"c": ["a", "*", "b|\\N", "b|\\N"], "y": [0, 0, 1, 1]})
     m = compute_metrics(summary_from_output(out, original, ["c"], {"c": "categorical"}, target="y"), k=1)
     # Q: row 0 -> a: t0 1. row 1 ('*', n = 4) -> a: t0 1/2, b: t0 1/4, NaN: t0 1/4.
     # rows 2, 3 ({b, NaN}, n = 2) -> b: t1 1, NaN: t1 1.

@@ -81,7 +81,7 @@ def cell_set(cell, kind, original_values):
         return tuple(v for v in original_values if not _missing(v) and lo <= v <= hi)
     text = "NaN" if _missing(cell) else str(cell)
     known = {str(v) for v in original_values}
-    return (text,) if text in known else tuple(text.split("|"))
+    return (text,) if text in known else tuple("NaN" if p == "\\N" else p for p in text.split("|"))
 
 
 def _missing(v):

@@ -161,7 +161,7 @@ def _check_case(case):
     for j, c in enumerate(qis):
         if c in NUMERIC:
             assert np.array_equal(out[c].isna().to_numpy(), src[c].isna().to_numpy()), c
-        else:  # the class's set of values, in code order, 'NaN' for a missing category
+        else:  # the class's set of values, in code order, the marker \N for a missing category
             cats = m.table_.columns[j].categories
             norm = lambda vs: sorted("\0NA" if pd.isna(v) else v for v in vs)  # noqa: E731
             assert norm(cats) == norm(pd.unique(df[c]))
@@ -172,7 +172,7 @@ def _check_case(case):
                     (v,) = vals
                     assert pd.isna(cell) if v == "\0NA" else (cell == v), (vals, cell)
                 else:
-                    txt = [("NaN" if pd.isna(x) else x) for x in cats if ("\0NA" if pd.isna(x) else x) in vals]
+                    txt = [("\\N" if pd.isna(x) else x) for x in cats if ("\0NA" if pd.isna(x) else x) in vals]
                     assert cell == "|".join(txt), (vals, cell)
 
     # --- labels_: one generalized tuple per label, one missing pattern per label

@@ -5,7 +5,8 @@ Numeric QI: the class's ``[min, max]``, written as ``range`` text (see :mod:`gpu
 ``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``. Categorical QI with a
 hierarchy: the label of the lowest node covering the class's values (``*`` is the root: the cell
 is suppressed). Without one: the set of the class's distinct values, joined by ``|`` in code
-order (one escaping rule for every cell: ``|`` and ``\\`` inside a value are escaped with ``\\``).
+order (one escaping rule for every cell: ``|`` and ``\\`` inside a value are escaped with ``\\``;
+a missing value is an empty cell alone, ``\\N`` inside a set: :data:`gpuanon.cells.MISSING_IN_SET`).
 Every categorical cell is text, a single value too (``108``, ``1.5``, ``True``: the value's
 ``str``), so a column of integer, float or bool categories is one string column in every format.
 The output keeps the input's columns and row order; suppressed rows are removed; identifiers are

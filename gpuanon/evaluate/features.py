@@ -145,7 +145,7 @@ class FeatureSpace:
             elif t == "*":
                 members = list(range(ncat))
             else:
-                parts = split_set_text(t)
+                parts = [cell_text(p) for p in split_set_text(t)]  # the marker of a missing value: 'NaN'
                 unknown = [p for p in parts if p not in index]
                 if unknown:
                     raise SchemaError(f"value {unknown[0]!r} in generalized column '{c}' is not a category of the "

@@ -28,7 +28,7 @@ def _members(cell, hierarchy) -> list | str:
             node = labels.index(t)
             under = np.nonzero((hierarchy.levels == node).any(axis=1))[0]
             return sorted(cell_text(hierarchy.leaves[i]) for i in under)
-    return sorted(split_set_text(t))
+    return sorted(cell_text(p) for p in split_set_text(t))  # a missing value's marker: 'NaN', as cell_text
 
 
 def silo_mapping(out: pd.DataFrame, cfg: dict, hmap: dict) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..cells import cell_text, parse_numeric_cells, resolve_qi_columns, split_set_text
+from ..cells import cell_key, cell_text, is_missing, parse_numeric_cells, resolve_qi_columns, split_set_text
 from .entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
 from .compute import compute_metrics
 from .formulas import entropy_bits, interval_entropy_at
@@ -133,12 +133,15 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
             codes, cats = pd.factorize(o, use_na_sentinel=False)
             ncat = len(cats)
             _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
-            index = {cell_text(v): i for i, v in enumerate(cats)}
+            index = {cell_key(v): i for i, v in enumerate(cats)}  # a missing category: key None
             nodes = _node_members(hierarchies.get(c), index)
             cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
             cell_sets = np.zeros((len(cells), ncat), dtype=bool)
             for i, cell in enumerate(cells):  # a loop over distinct generalized values
-                t = cell_text(cell)
+                t = cell_key(cell)
+                if t is None and None not in index:
+                    raise ValueError(f"column '{c}' has a missing cell but the original table has no missing "
+                                     "value there")
                 if t in index:
                     cell_sets[i, index[t]] = True
                 elif t in nodes:
@@ -162,11 +165,17 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts, notes)
 
 
+def _leaf_key(v, index: dict):
+    """The ``index`` key of a hierarchy leaf: a hierarchy names the missing value's leaf ``NaN``."""
+    key = cell_key(v)
+    return None if (key == cell_text(None) and key not in index) or is_missing(v) else key
+
+
 def _node_members(hierarchy, index: dict) -> dict:
     """``{node label: category indices under it}`` for a hierarchy's inner nodes (empty without one)."""
     if hierarchy is None:
         return {}
-    leaf_idx = np.array([index.get(cell_text(v), -1) for v in hierarchy.leaves], dtype=np.int64)
+    leaf_idx = np.array([index.get(_leaf_key(v, index), -1) for v in hierarchy.leaves], dtype=np.int64)
     out = {}
     for node in range(hierarchy.n_leaves, hierarchy.n_nodes):  # a loop over hierarchy nodes
         under = leaf_idx[(hierarchy.levels == node).any(axis=1)]
