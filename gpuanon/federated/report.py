@@ -59,7 +59,7 @@ def final_bars(table: list) -> str:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(frameon=False, fontsize=8)
         if not any((r.get(f"fed_{key}") or 0) > 0 for r in table):  # nothing to draw: say why on the chart
-            ax.text(0.5, 0.5, f"federated {key} is 0 in every run:\nthe global model predicts one class",
+            ax.text(0.5, 0.5, f"federated {key} is 0 in every run:\nno positive test row found",
                     transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#b00020")
     fig.tight_layout()
     return png_uri(fig)
@@ -70,8 +70,8 @@ def scores_note(table: list) -> str | None:
     zero = [r["protection"] for r in table if not (r.get("fed_f1") or 0) > 0]
     if not zero:
         return None
-    return (f"Federated F1 is 0 for {', '.join(zero)}: the global model predicts one class (the negative one) for "
-            "every test row, so those F1 bars are empty. See the warnings above; more --rounds, a larger "
+    return (f"Federated F1 is 0 for {', '.join(zero)}: the global model finds none of the positive class's test "
+            "rows (typically it predicts the majority class for every row), so those F1 bars are empty. See the warnings above; more --rounds, a larger "
             "--learning-rate or --class-weight balanced help.")
 
 
