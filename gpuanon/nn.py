@@ -104,6 +104,16 @@ def load_weights(net, weights: Sequence[np.ndarray]):
     return net
 
 
+def class_weights(y, n_classes: int):
+    """Balanced class weights ``n / (classes * count_c)`` from the label tensor ``y`` (one bincount on its
+    device; scikit-learn's ``class_weight='balanced'``). A class absent from ``y`` gets weight 1 (it adds
+    nothing to the loss of these rows anyway)."""
+    torch = load_torch()
+    counts = torch.bincount(y, minlength=int(n_classes)).to(torch.float32)
+    w = counts.sum() / (int(n_classes) * counts.clamp(min=1.0))
+    return torch.where(counts > 0, w, torch.ones_like(w))
+
+
 def train_epochs(model, optimizer, X, y, epochs: int, batch_size: int, generator, loss_fn=None) -> float:
     """``epochs`` passes of mini-batch training over device tensors; returns the last epoch's mean loss.
 

@@ -331,3 +331,55 @@ def test_compare_grid_table_and_html(monkeypatch):
     assert page.count("data:image/png;base64,") == 2 and "k=5" in page
     with pytest.raises(InputError):
         C.compare(cfg, "raw", centralized_baseline="sometimes")
+
+
+# ---------------------------------------------------------------- a model that learned nothing is named
+def test_a_model_predicting_one_class_is_warned_in_log_report_and_page(monkeypatch, caplog):
+    from gpuanon.federated import compare as C
+    from gpuanon.federated import run as R
+    from gpuanon.federated.report import render_federated_html
+
+    # the thesis's MLP, one round of one local epoch on 1,050 training rows: one class for every test row
+    cfg = _cfg(rounds=1, model="mlp", class_weight="balanced")
+    doc, _ = _run(cfg)
+    assert doc["final"]["predicted_classes"] == 1
+    monkeypatch.setattr(R, "run_simulation", lambda c, **kw: _run(c)[0])
+    with caplog.at_level("WARNING", logger="gpuanon"):
+        single = R.run_federated(cfg)
+    assert any("predicts one class" in r.getMessage() for r in caplog.records)
+    assert "--rounds (now 1)" in single["warnings"][0] and "--learning-rate" in single["warnings"][0]
+    assert "--class-weight balanced" not in single["warnings"][0]         # already on
+    page = render_federated_html(single)
+    assert "Warning:" in page and "predicts one class" in page
+
+    monkeypatch.setattr(R, "run_federated", lambda c, **kw: _run(c)[0])
+    grid = C.compare(cfg, "raw", centralized_baseline="raw")
+    base = grid["centralized"]["raw"]["f1"]
+    assert grid["warnings"] == grid["runs"]["raw"]["warnings"]
+    assert f"centralized baseline F1 {base:.3f}" in grid["warnings"][0]
+
+
+def test_an_empty_final_f1_chart_gets_a_note():
+    from gpuanon.federated.report import final_bars, scores_note
+
+    table = [{"protection": p, "fed_accuracy": 0.75, "fed_f1": 0.0} for p in ("k=5", "distpab")]
+    assert "k=5, distpab" in scores_note(table) and "F1 bars are empty" in scores_note(table)
+    assert scores_note([dict(table[0], fed_f1=0.4)]) is None
+    assert final_bars(table) != final_bars([dict(r, fed_f1=1e-9) for r in table])   # the chart carries the note
+
+
+def test_a_model_predicting_both_classes_is_not_warned():
+    doc, _ = _run(_cfg(rounds=2, model="lr"))
+    assert doc["final"]["predicted_classes"] == 2
+    from gpuanon.federated.diagnose import note_one_class
+    assert note_one_class("raw", doc) is None and doc["warnings"] == []
+
+
+def test_balanced_class_weight_is_the_default_and_none_is_the_thesis():
+    from gpuanon.federated.models import MODELS, spec_from_dict
+
+    assert _cfg()["model"]["class_weight"] == "balanced"
+    thesis = spec_from_dict(_cfg(class_weight="none")["model"])
+    assert thesis == MODELS["mlp"]
+    with pytest.raises(InputError, match="class weight"):
+        _cfg(class_weight="sometimes")

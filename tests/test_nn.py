@@ -84,3 +84,37 @@ def test_errors_are_clear():
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA device"):
             TorchMLPClassifier(device="cuda").fit(X, y)
+
+
+def test_balanced_class_weights_come_from_the_labels_given():
+    import torch
+
+    from gpuanon.nn import class_weights
+
+    w = class_weights(torch.tensor([0, 0, 0, 1]), 3)       # n / (classes x count); absent class 2 -> 1
+    assert torch.allclose(w, torch.tensor([4 / 9, 4 / 3, 1.0]))
+
+
+def test_balanced_local_training_uses_the_weighted_loss():
+    """train_local with class_weight='balanced' takes the same steps as cross-entropy weighted by the
+    silo's own label counts, and other steps than the plain loss."""
+    import torch
+
+    from gpuanon.federated.models import build_model, get_weights, model_spec, train_local
+    from gpuanon.nn import class_weights, train_epochs
+
+    rng = np.random.default_rng(0)
+    X = torch.from_numpy(rng.normal(size=(90, 4)).astype(np.float32))
+    y = torch.from_numpy((rng.random(90) < 0.2).astype(np.int64))
+    spec = model_spec("lr", class_weight="balanced")
+    net = build_model(spec, 4, 2, seed=0)
+    train_local(net, spec, X, y, 2, seed=1)
+    ref = build_model(spec, 4, 2, seed=0)
+    opt = torch.optim.SGD(ref.parameters(), lr=spec.learning_rate, foreach=True)
+    train_epochs(ref, opt, X, y, 2, spec.batch_size, torch.Generator().manual_seed(1),
+                 loss_fn=torch.nn.CrossEntropyLoss(weight=class_weights(y, 2)))
+    plain = build_model(spec, 4, 2, seed=0)
+    train_local(plain, model_spec("lr"), X, y, 2, seed=1)
+    for a, b, c in zip(get_weights(net), get_weights(ref), get_weights(plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert any(not np.allclose(a, c) for a, c in zip(get_weights(net), get_weights(plain)))

@@ -36,6 +36,10 @@ def add_parser(sub):
     g.add_argument("--rounds", type=int, help="FedAvg rounds R (default 20)")
     g.add_argument("--local-epochs", dest="local_epochs", type=int, help="local epochs E (default 3)")
     g.add_argument("--learning-rate", dest="learning_rate", type=float, help="override the model's learning rate")
+    g.add_argument("--class-weight", dest="class_weight", choices=["balanced", "none"],
+                   help="balanced: the loss weighs each class by n / (classes x count) of the silo's own labels, so "
+                        "a small imbalanced table learns the minority class; none: the thesis's plain loss "
+                        "(default balanced)")
     g.add_argument("--batch-size", dest="batch_size", type=int, help="override the model's batch size")
     g.add_argument("--test-size", dest="test_size", type=float, help="held-out share (default 0.3)")
     g.add_argument("--random-state", dest="random_state", type=int,
@@ -74,7 +78,8 @@ def run(args) -> int:
                       alpha=args.alpha, protection=args.protection, model=args.model, rounds=args.rounds,
                       local_epochs=args.local_epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
                       test_size=args.test_size, seed=args.random_state, device=device,
-                      max_suppression=args.max_suppression, positive=args.positive, test_mapping=args.test_mapping)
+                      max_suppression=args.max_suppression, positive=args.positive, test_mapping=args.test_mapping,
+                      class_weight=args.class_weight)
     if args.compare:
         from ..federated.compare import compare, format_table  # noqa: PLC0415
 

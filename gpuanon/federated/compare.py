@@ -85,6 +85,7 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     rounds), the centralized baseline beside them (``'raw'``: the raw training part; ``'all'``: every
     protection applied centrally; ``'none'``); returns ``{"runs", "centralized", "table", "seconds"}``."""
     from ..evaluate import parse_protections  # noqa: PLC0415
+    from .diagnose import note_one_class  # noqa: PLC0415
     from .run import run_federated  # noqa: PLC0415
 
     t0 = time.perf_counter()
@@ -92,7 +93,8 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     runs = {}
     for prot in prots:
         log.info("federated run: protection %s, %d silos (%s)", prot, cfg["silos"], cfg["split"])
-        runs[prot] = run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client)
+        runs[prot] = run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
+                                   warn=False)
     if centralized_baseline not in ("raw", "all", "none"):
         raise InputError(f"centralized baseline '{centralized_baseline}' is not one of raw, all, none")
     cent_prots = {"raw": ["raw"], "all": prots, "none": []}[centralized_baseline]
@@ -100,6 +102,11 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     cent = centralized(cfg, cent_prots) if cent_prots else {}
     cent_s = time.perf_counter() - t1
     raw = runs.get("raw", {}).get("final")
+    warnings = []
+    for prot in prots:  # a run that learned nothing, with the centralized baseline's F1 beside it
+        base = cent.get(prot) or cent.get("raw")
+        text = note_one_class(prot, runs[prot], None if base is None else base["f1"])
+        warnings += [text] if text else []
     table = []
     for prot in prots:
         f = runs[prot]["final"]
@@ -109,10 +116,10 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
         if prot in cent:
             row.update({f"central_{k}": cent[prot][k] for k in SCORES})
         if (prot in THESIS and cfg.get("dataset") == "adult" and not cfg.get("rows") and int(cfg["silos"]) == 3
-                and cfg["split"] == "iid"):
+                and cfg["split"] == "iid" and cfg["model"].get("class_weight", "none") == "none"):  # its loss
             row.update({f"thesis_{k}": THESIS[prot][k] for k in SCORES})
         table.append(row)
-    return {"runs": runs, "centralized": cent, "table": table, "protections": prots,
+    return {"runs": runs, "centralized": cent, "table": table, "protections": prots, "warnings": warnings,
             "seconds": round(time.perf_counter() - t0, 3), "centralized_seconds": round(cent_s, 3)}
 
 

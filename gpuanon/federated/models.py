@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..nn import load_torch, build_mlp, load_weights, make_optimizer, train_epochs
+from ..nn import class_weights, load_torch, build_mlp, load_weights, make_optimizer, train_epochs
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class ModelSpec:
     learning_rate: float = 0.01
     momentum: float = 0.0
     batch_size: int = 32
+    class_weight: str = "none"        # none (the thesis) | balanced (weights from the silo's own labels)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -51,13 +52,14 @@ MODELS = {
     "svm": ModelSpec("svm", (), "hinge", "sgd", 0.01, 0.0, 32),
     "perceptron": ModelSpec("perceptron", (), "perceptron", "sgd", 0.01, 0.0, 32),
 }
+CLASS_WEIGHTS = ("balanced", "none")
 MODEL_TITLES = {"mlp": "MLP (thesis)", "mlp-distpab": "MLP (DISTPAB paper)", "lr": "Logistic regression",
                 "svm": "Linear SVM (hinge)", "perceptron": "Perceptron"}
 
 
 def model_spec(name: str, learning_rate: float | None = None, batch_size: int | None = None,
-               momentum: float | None = None) -> ModelSpec:
-    """The named configuration, with optional overrides."""
+               momentum: float | None = None, class_weight: str | None = None) -> ModelSpec:
+    """The named configuration, with optional overrides (``class_weight``: ``'none'`` or ``'balanced'``)."""
     key = str(name).strip().lower()
     if key not in MODELS:
         raise InputError(f"unknown federated model '{name}'; accepted: {', '.join(MODELS)}")
@@ -72,6 +74,10 @@ def model_spec(name: str, learning_rate: float | None = None, batch_size: int | 
         spec = replace(spec, batch_size=int(batch_size))
     if momentum is not None:
         spec = replace(spec, momentum=float(momentum))
+    if class_weight is not None:
+        if str(class_weight).lower() not in CLASS_WEIGHTS:
+            raise InputError(f"class weight '{class_weight}' is not one of {', '.join(CLASS_WEIGHTS)}")
+        spec = replace(spec, class_weight=str(class_weight).lower())
     return spec
 
 
@@ -98,15 +104,18 @@ def set_weights(net, weights: Sequence[np.ndarray]):
     return load_weights(net, weights)
 
 
-def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator, margin: float) -> float:
+def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator, margin: float,
+                   weight=None) -> float:
     """:func:`gpuanon.nn.train_epochs` with a multi-class margin loss (hinge: margin 1; perceptron: 0)."""
-    loss_fn = load_torch().nn.MultiMarginLoss(margin=float(margin))
+    loss_fn = load_torch().nn.MultiMarginLoss(margin=float(margin), weight=weight)
     return train_epochs(net, optimizer, X, y, epochs, batch_size, generator, loss_fn=loss_fn)
 
 
 def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
     """``epochs`` local epochs of mini-batch SGD on device tensors; a fresh optimizer each round, a seeded
-    batch order. Returns the last epoch's mean training loss."""
+    batch order. With ``spec.class_weight == 'balanced'`` the loss weighs each class by
+    :func:`gpuanon.nn.class_weights` of these rows' labels (the silo's own; nothing more crosses the
+    network). Returns the last epoch's mean training loss."""
     torch = load_torch()
     if spec.optimizer == "sgd":  # one fused (foreach) update of every parameter per step: small nets are
         opt = torch.optim.SGD(net.parameters(), lr=spec.learning_rate, momentum=spec.momentum,  # step-bound
@@ -114,10 +123,12 @@ def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
     else:
         opt = make_optimizer(net, spec.optimizer, spec.learning_rate, spec.momentum)
     gen = torch.Generator().manual_seed(int(seed))
+    weight = class_weights(y, net[-1].out_features) if spec.class_weight == "balanced" else None
     if spec.loss == "cross_entropy":
-        return train_epochs(net, opt, X, y, int(epochs), int(spec.batch_size), gen)
+        loss_fn = None if weight is None else torch.nn.CrossEntropyLoss(weight=weight)
+        return train_epochs(net, opt, X, y, int(epochs), int(spec.batch_size), gen, loss_fn=loss_fn)
     return _margin_epochs(net, opt, X, y, int(epochs), int(spec.batch_size), gen,
-                          1.0 if spec.loss == "hinge" else 0.0)
+                          1.0 if spec.loss == "hinge" else 0.0, weight=weight)
 
 
 def loss_value(net, spec: ModelSpec, X, y) -> float:

@@ -58,8 +58,21 @@ def final_bars(table: list) -> str:
         ax.set_ylim(0.0, 1.0)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(frameon=False, fontsize=8)
+        if not any((r.get(f"fed_{key}") or 0) > 0 for r in table):  # nothing to draw: say why on the chart
+            ax.text(0.5, 0.5, f"federated {key} is 0 in every run:\nno positive test row found",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#b00020")
     fig.tight_layout()
     return png_uri(fig)
+
+
+def scores_note(table: list) -> str | None:
+    """A line under the final-scores chart when its federated F1 bars have nothing to show."""
+    zero = [r["protection"] for r in table if not (r.get("fed_f1") or 0) > 0]
+    if not zero:
+        return None
+    return (f"Federated F1 is 0 for {', '.join(zero)}: the global model finds none of the positive class's test "
+            "rows (typically it predicts the majority class for every row), so those F1 bars are empty. See the warnings above; more --rounds, a larger "
+            "--learning-rate or --class-weight balanced help.")
 
 
 def render_federated_html(doc: dict, title: str = "gpuanon federated learning") -> str:
@@ -73,7 +86,7 @@ def render_federated_html(doc: dict, title: str = "gpuanon federated learning") 
               f"(positive class {fmt(first.get('positive'))}) · {cfg['silos']} silos ({cfg['split']}"
               + (f", alpha {cfg['alpha']}" if cfg['split'] == 'dirichlet' else "") + f") · model {model['name']} "
               f"(hidden {tuple(model['hidden'])}, {model['optimizer']} lr {model['learning_rate']}, batch "
-              f"{model['batch_size']}) · {cfg['rounds']} rounds x {cfg['local_epochs']} local epochs · seed "
+              f"{model['batch_size']}, class weight {model.get('class_weight', 'none')}) · {cfg['rounds']} rounds x {cfg['local_epochs']} local epochs · seed "
               f"{cfg['seed']} · {doc.get('seconds', 0):.1f} s")
     table = doc.get("table") or [{"protection": n, **{f"fed_{k}": r["final"][k] for k in ("accuracy", "precision",
                                                                                            "recall", "f1")},
@@ -95,6 +108,8 @@ def render_federated_html(doc: dict, title: str = "gpuanon federated learning") 
                       "silos": table_context(r["silos"], ["silo", "rows_in", "rows", "classes", "suppressed",
                                                           "entropy_loss", "ncp", "bytes_prepare_up",
                                                           "bytes_encode_up"])})
-    return render_page("federated.html", title=title, header=header, curves_chart=learning_curves(runs),
+    warnings = list(doc.get("warnings") or [])
+    return render_page("federated.html", title=title, header=header, warnings=warnings,
+                       scores_note=scores_note(table), curves_chart=learning_curves(runs),
                        scores=table_context(table, cols), scores_chart=final_bars(table), runs=silos,
                        json_summary="Full JSON", raw_json=json.dumps(doc, indent=1, default=str)[:400_000])

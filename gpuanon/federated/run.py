@@ -25,7 +25,7 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
                 learning_rate: float | None = None, batch_size: int | None = None, momentum: float | None = None,
                 test_size: float = 0.3, seed: int = 0, device: str | None = "cpu", max_suppression: float = 0.01,
                 positive=None, test_mapping: bool = False, torch_threads: int = 1,
-                categories: dict | None = None) -> dict:
+                categories: dict | None = None, class_weight: str | None = "balanced") -> dict:
     """The experiment as a JSON-ready dict (what the server and every silo agree on)."""
     from ..evaluate import parse_protection  # noqa: PLC0415
     from .splits import SPLITS  # noqa: PLC0415
@@ -52,7 +52,7 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
         raise InputError(f"--split must be one of {', '.join(SPLITS)}")
     if test_mapping and prot.kind not in ("mondrian",):
         raise InputError("--test-mapping applies to a Mondrian protection (k=...)")
-    spec = model_spec(model, learning_rate, batch_size, momentum)
+    spec = model_spec(model, learning_rate, batch_size, momentum, class_weight)
     if input:
         input = str(Path(input).resolve())
     return {"dataset": dataset, "input": input, "rows": rows, "data_seed": 0, "target": target, "qi": qi,
@@ -110,11 +110,20 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
         return doc
 
 
-def run_federated(cfg: dict, runtime: str = "simulation", gpus_per_client: float = 0.0, **kw) -> dict:
+def run_federated(cfg: dict, runtime: str = "simulation", gpus_per_client: float = 0.0, warn: bool = True,
+                  **kw) -> dict:
+    """One federated run; the report gets ``warnings`` (logged with ``warn``) when the global model
+    predicts one class (:mod:`.diagnose`)."""
+    from .diagnose import note_one_class  # noqa: PLC0415
+
     if runtime == "simulation":
-        return run_simulation(cfg, gpus_per_client=gpus_per_client, **kw)
-    if runtime == "deployment":
+        doc = run_simulation(cfg, gpus_per_client=gpus_per_client, **kw)
+    elif runtime == "deployment":
         from .deployment import run_deployment  # noqa: PLC0415
 
-        return run_deployment(cfg, **kw)
-    raise InputError(f"runtime '{runtime}' is not one of {', '.join(RUNTIMES)}")
+        doc = run_deployment(cfg, **kw)
+    else:
+        raise InputError(f"runtime '{runtime}' is not one of {', '.join(RUNTIMES)}")
+    note_one_class(cfg["protection"], doc, warn=warn)
+    return doc
+

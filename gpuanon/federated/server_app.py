@@ -214,7 +214,8 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         pred = np.argmax(S, axis=1)
         sc = classification_scores(y_test, pred, S, len(classes), pos)
         sc["loss"] = loss_value(net, spec, Xt_t, yt_t)
-        row = {"round": int(rnd), **{k: float(sc[k]) for k in ROUND_SCORES}}
+        row = {"round": int(rnd), **{k: float(sc[k]) for k in ROUND_SCORES},
+               "predicted_classes": int(np.count_nonzero(np.bincount(pred, minlength=len(classes))))}
         rounds.append(row)
         log.info("round %d: accuracy %.4f  F1 %.4f  loss %.4f", rnd, row["accuracy"], row["f1"], row["loss"])
         return MetricRecord({k: v for k, v in row.items() if np.isfinite(v)})
