@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
+from .csv_out import write_csv
 from .errors import InputError, OutputError
 
 OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")
@@ -329,7 +330,7 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         if device and not gz:
             df.to_csv(tmp, index=False)
         else:
-            frame_to_host(df).to_csv(tmp, index=False, compression="gzip" if gz else None)
+            write_csv(frame_to_host(df), tmp, gz)
     else:
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
