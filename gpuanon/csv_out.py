@@ -20,11 +20,24 @@ _PLAIN = ("int", "uint", "float", "double", "bool", "string", "large_string", "n
 
 
 def _json_cell(v):
-    from .io import _json_default, json_safe  # noqa: PLC0415
+    from .io import json_safe  # noqa: PLC0415
 
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return None
-    return json.dumps(json_safe(v), allow_nan=False, default=_json_default, ensure_ascii=False)
+    return json.dumps(json_safe(v), allow_nan=False, default=str, ensure_ascii=False)
+
+
+def mixed_as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types become text (missing stays missing)."""
+    out = df
+    for c in df.columns:
+        if df[c].dtype == object:
+            types = {type(v) for v in df[c].dropna().head(100_000)}
+            if len(types) > 1:
+                if out is df:
+                    out = df.copy()
+                out[c] = df[c].map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    return out
 
 
 def _whole_floats(arr):
@@ -41,7 +54,6 @@ def arrow_table(df: pd.DataFrame):
     """``df`` as an Arrow table the CSV writer renders like pandas, or None where it cannot."""
     import pyarrow as pa  # noqa: PLC0415
 
-    from .io import _parquet_safe  # noqa: PLC0415
     from .schema import nested_kind  # noqa: PLC0415
 
     if not all(isinstance(c, str) for c in df.columns):
@@ -50,7 +62,7 @@ def arrow_table(df: pd.DataFrame):
     if nested:
         df = df.assign(**{c: df[c].map(_json_cell) for c in nested})
     try:
-        tbl = pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
+        tbl = pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
         return None
     cols = []

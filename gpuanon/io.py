@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
-from .csv_out import write_csv
+from .csv_out import mixed_as_text, write_csv
 from .errors import InputError, OutputError
 
 OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")
@@ -296,19 +296,6 @@ def atomic_path(path: str | os.PathLike):
         raise
 
 
-def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """Object columns holding mixed types become text (missing stays missing)."""
-    out = df
-    for c in df.columns:
-        if df[c].dtype == object:
-            types = {type(v) for v in df[c].dropna().head(100_000)}
-            if len(types) > 1:
-                if out is df:
-                    out = df.copy()
-                out[c] = df[c].map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
-    return out
-
-
 def write_table(df, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) atomically.
 
@@ -335,7 +322,7 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
+        tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
             meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
