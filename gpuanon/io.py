@@ -313,6 +313,11 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
     kind = output_kind(path)
     gz = str(path).lower().endswith(".gz")
     device = is_device_frame(df)
+    nested = {}
+    if not device and df.attrs:  # Arrow would store attrs in the file's pandas metadata: keep them out
+        nested = df.attrs.get("arrow_types") or {}
+        df = df.copy(deep=False)
+        df.attrs = {}
     if kind == "csv":
         if device and not gz:
             df.to_csv(tmp, index=False)
@@ -323,11 +328,26 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         import pyarrow.parquet as pq  # noqa: PLC0415
 
         tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
+        tbl = _nested_types(df, tbl, nested)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
             meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
             tbl = tbl.replace_schema_metadata(meta)
         pq.write_table(tbl, tmp)
+
+
+def _nested_types(df, tbl, types: dict):
+    """``tbl`` with nested columns cast back to the Arrow ``types`` noted when the input was read."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    for name, t in types.items():
+        if name in tbl.column_names and tbl.schema.field(name).type != t:
+            try:
+                col = pa.array(frame_to_host(df[[name]])[name].tolist(), type=t)
+            except (pa.ArrowException, TypeError, ValueError):
+                continue
+            tbl = tbl.set_column(tbl.column_names.index(name), name, col)
+    return tbl
 
 
 def _json_default(o):

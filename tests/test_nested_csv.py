@@ -42,9 +42,7 @@ def test_nested_columns_pass_through_to_parquet_and_to_csv_as_json(tmp_path, nes
                     cwd=tmp_path)
         assert r.returncode == 0, r.stderr
     back = pq.read_table(tmp_path / "o.parquet")
-    addr_type = back.schema.field("addr").type
-    assert pa.types.is_struct(addr_type)
-    assert sorted(addr_type.field(i).name for i in range(addr_type.num_fields)) == ["no", "street"]
+    assert back.schema.field("addr").type == t.schema.field("addr").type
     assert pa.types.is_list(back.schema.field("tags").type)
     assert back.column("addr").to_pylist() == t.column("addr").to_pylist()
     assert back.column("tags").to_pylist() == t.column("tags").to_pylist()
