@@ -57,7 +57,7 @@ def test_csv_reads_back_as_pandas_wrote_it(tmp_path):
     """The values, dtypes and missing cells read back from the CSV equal those of pandas' own to_csv."""
     df = pd.DataFrame({
         "f": [1.0, 0.1, 1e-5, 1e16, 123456789.123, np.nan, 2 / 3, 5e-324],
-        "whole": [1.0, 2.0, 3.0, np.nan, 5.0, 6.0, 7.0, -8.0],
+        "whole": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -0.0, -8.0], "whole_na": [1.0, np.nan, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
         "i": np.arange(8), "n": pd.array([1, None, 3, 4, 5, 6, 7, 8], dtype="Int64"),
         "s": ["a", "b,c", 'q"x', "n\nl", None, "x", " sp", "é"],
         "b": [True, False, True, False, True, True, False, True],
