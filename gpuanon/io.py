@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
+from .csv_out import mixed_as_text, write_csv
 from .errors import InputError, OutputError
 
 OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")
@@ -295,19 +296,6 @@ def atomic_path(path: str | os.PathLike):
         raise
 
 
-def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """Object columns holding mixed types become text (missing stays missing)."""
-    out = df
-    for c in df.columns:
-        if df[c].dtype == object:
-            types = {type(v) for v in df[c].dropna().head(100_000)}
-            if len(types) > 1:
-                if out is df:
-                    out = df.copy()
-                out[c] = df[c].map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
-    return out
-
-
 def write_table(df, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """Write CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) atomically.
 
@@ -325,21 +313,41 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
     kind = output_kind(path)
     gz = str(path).lower().endswith(".gz")
     device = is_device_frame(df)
+    nested = {}
+    if not device and df.attrs:  # Arrow would store attrs in the file's pandas metadata: keep them out
+        nested = df.attrs.get("arrow_types") or {}
+        df = df.copy(deep=False)
+        df.attrs = {}
     if kind == "csv":
         if device and not gz:
             df.to_csv(tmp, index=False)
         else:
-            frame_to_host(df).to_csv(tmp, index=False, compression="gzip" if gz else None)
+            write_csv(frame_to_host(df), tmp, gz)
     else:
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(_parquet_safe(df), preserve_index=False)
+        tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
+        tbl = _nested_types(df, tbl, nested)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
             meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
             tbl = tbl.replace_schema_metadata(meta)
         pq.write_table(tbl, tmp)
+
+
+def _nested_types(df, tbl, types: dict):
+    """``tbl`` with nested columns cast back to the Arrow ``types`` noted when the input was read."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    for name, t in types.items():
+        if name in tbl.column_names and tbl.schema.field(name).type != t:
+            try:
+                col = pa.array(frame_to_host(df[[name]])[name].tolist(), type=t)
+            except (pa.ArrowException, TypeError, ValueError):
+                continue
+            tbl = tbl.set_column(tbl.column_names.index(name), name, col)
+    return tbl
 
 
 def _json_default(o):

@@ -82,6 +82,36 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
                        f"one, pass it with --identifiers (dropped from the output) instead of --qi")
 
 
+def nested_kind(col: pd.Series) -> str | None:
+    """'struct' or 'list' when ``col`` holds nested values (as pandas reads Parquet structs and
+    lists: dicts, arrays, lists), else None. Only the first present value is looked at.
+
+    >>> nested_kind(pd.Series([None, {"a": 1}])), nested_kind(pd.Series([[1], [2]])), nested_kind(pd.Series([1]))
+    ('struct', 'list', None)
+    """
+    dtype = col.dtype
+    if isinstance(dtype, pd.ArrowDtype):
+        name = str(dtype.pyarrow_dtype)
+        return "struct" if name.startswith("struct") else "list" if "list" in name.split("<")[0] else None
+    if dtype != object:
+        return None
+    present = col.dropna()
+    if not len(present):
+        return None
+    v = present.iloc[0]
+    return "struct" if isinstance(v, dict) else "list" if isinstance(v, (list, tuple, np.ndarray)) else None
+
+
+def _refuse_nested(df: pd.DataFrame, role: str, names) -> None:
+    for c in names:
+        kind = nested_kind(df[c])
+        if kind:
+            raise SchemaError(
+                f"{role} '{c}' is a nested column ({kind}); its values cannot be generalized or counted: "
+                f"flatten it into plain columns first, or leave it out of this role (it then passes "
+                f"through unchanged)")
+
+
 def suggest(name: str, columns) -> str:
     """The end of an unknown-column message: the closest column name, or the first columns.
 
@@ -155,6 +185,9 @@ class Schema:
             for c in names:
                 if c not in cols:
                     raise SchemaError(f"{role} '{c}' is not a column{suggest(c, cols)}")
+        _refuse_nested(df, "quasi-identifier", qis)
+        _refuse_nested(df, "sensitive attribute", [] if sensitive is None else [sensitive])
+        _refuse_nested(df, "target", [] if target is None else [target])
         dup = sorted({c for c in qis if qis.count(c) > 1})
         if dup:
             raise SchemaError(f"quasi-identifier '{dup[0]}' is listed twice; list each column once")

@@ -216,14 +216,14 @@ def test_a_failing_rename_leaves_none_of_the_outputs(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------- row 10: SIGTERM
 _SLOW_WRITE = """
 import sys, time
-import pandas as pd
-orig = pd.DataFrame.to_csv
-def slow(self, path=None, *a, **k):
-    r = orig(self, path, *a, **k)
+import gpuanon.io
+orig = gpuanon.io.write_csv
+def slow(df, path, *a, **k):
+    r = orig(df, path, *a, **k)
     if str(path).endswith('.tmp'):
         time.sleep(120)
     return r
-pd.DataFrame.to_csv = slow
+gpuanon.io.write_csv = slow
 from gpuanon.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -232,7 +232,7 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130,
                                                                                    "interrupted")])
 def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, sig, code, word):
-    """The table's write is slowed by a hook (it sleeps after pandas wrote the temporary file), so the
+    """The table's write is slowed by a hook (it sleeps after the CSV writer wrote the temporary file), so the
     signal lands while a temporary output exists. It cannot catch a signal inside pyarrow's C writer, which
     Python handles when that call returns: the same clean-up path."""
     env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))

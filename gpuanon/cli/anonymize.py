@@ -59,7 +59,10 @@ def run(args) -> int:
     df, roles, source = read_input(args, device_ok=True)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
+    nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
     out = m.fit_transform(df)
+    if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
+        out.attrs["arrow_types"] = nested_types
     with outputs.writing() as w:  # every output to a temporary file; all renamed at the end, or none
         t1 = time.perf_counter()
         if out_path:

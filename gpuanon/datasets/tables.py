@@ -136,7 +136,21 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         raise InputError(f"cannot read input file {p!r}: {' '.join(reason.split())}")
     if kind == "parquet":
         _refuse_duplicate_names(p, [str(c) for c in df.columns])
+        _keep_nested_types(p, df)
     return df
+
+
+def _keep_nested_types(p: str, df: pd.DataFrame) -> None:
+    """Note the Arrow types of nested columns (structs, lists) in ``df.attrs["arrow_types"]``, so that
+    a Parquet output writes them back as they were (pandas holds them as dicts and arrays, from which
+    Arrow would infer a struct's fields in another order)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    schema = pq.read_schema(p)
+    kept = {f.name: f.type for f in schema if pa.types.is_nested(f.type) and f.name in df.columns}
+    if kept:
+        df.attrs["arrow_types"] = kept
 
 
 def _parquet_names(p: str) -> list:

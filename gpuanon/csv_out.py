@@ -1,0 +1,101 @@
+"""Fast CSV writing of pandas frames through Arrow's CSV writer (``pyarrow.csv.write_csv``).
+
+Compared with ``DataFrame.to_csv`` the values read back the same (``pandas.read_csv``: same
+dtypes, exact floats, missing cells empty); the bytes differ in style only: text cells and the
+header are always quoted, booleans are written ``true`` / ``false``, floats in their shortest
+round-trip form (``1e-05`` as ``0.00001``). A float column whose values are all whole numbers
+keeps a ``.0`` on each (``1000.0``), so that it is still read back as floats, not integers.
+Categorical columns are written from their dictionary form (no text copy of the column).
+Nested columns (Parquet structs and lists) are written as JSON text. A frame holding a column
+type this writer does not render like pandas (dates, times, decimals, binary) is written by pandas.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+_BATCH_ROWS = 1 << 18  # rows per batch of the writer: large batches cost fewer passes (1M x 28: 2.8 s -> 1.8 s)
+_PLAIN = ("int", "uint", "float", "double", "bool", "string", "large_string", "null")
+
+
+def _json_cell(v):
+    from .io import json_safe  # noqa: PLC0415
+
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return json.dumps(json_safe(v), allow_nan=False, default=str, ensure_ascii=False)
+
+
+def mixed_as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types become text (missing stays missing)."""
+    out = df
+    for c in df.columns:
+        if df[c].dtype == object:
+            types = {type(v) for v in df[c].dropna().head(100_000)}
+            if len(types) > 1:
+                if out is df:
+                    out = df.copy()
+                out[c] = df[c].map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    return out
+
+
+def _whole_floats(arr):
+    """A float array as text with ``.0`` kept on whole numbers (as pandas writes them)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    text = pc.cast(arr, pa.string())
+    plain = pc.invert(pc.match_substring_regex(text, r"[.eEna]"))
+    return pc.if_else(plain, pc.binary_join_element_wise(text, ".0", ""), text)
+
+
+def arrow_table(df: pd.DataFrame):
+    """``df`` as an Arrow table the CSV writer renders like pandas, or None where it cannot."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from .schema import nested_kind  # noqa: PLC0415
+
+    if not all(isinstance(c, str) for c in df.columns):
+        return None
+    nested = [c for c in df.columns if nested_kind(df[c])]
+    if nested:
+        df = df.assign(**{c: df[c].map(_json_cell) for c in nested})
+    try:
+        tbl = pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    cols = []
+    for col in tbl.columns:
+        t = col.type
+        if pa.types.is_dictionary(t) and pa.types.is_floating(t.value_type):
+            col, t = col.cast(t.value_type), t.value_type
+        if not str(t.value_type if pa.types.is_dictionary(t) else t).startswith(_PLAIN):
+            return None
+        if pa.types.is_floating(t):
+            v = df[tbl.column_names[len(cols)]].to_numpy(dtype=np.float64, na_value=np.nan)
+            fin = v[np.isfinite(v)]
+            if len(fin) and np.array_equal(fin, np.floor(fin)):
+                col = _whole_floats(col)
+        cols.append(col)
+    return pa.table(cols, names=tbl.column_names)
+
+
+def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
+    """Write ``df`` to the file ``tmp`` as CSV (gzip-compressed when ``gz``)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pcsv  # noqa: PLC0415
+
+    tbl = arrow_table(df)
+    if tbl is None:
+        df.to_csv(tmp, index=False, compression="gzip" if gz else None)
+        return
+    opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS)
+    with pa.OSFile(str(tmp), "wb") as raw:
+        if gz:
+            with pa.CompressedOutputStream(raw, "gzip") as out:
+                pcsv.write_csv(tbl, out, opts)
+        else:
+            pcsv.write_csv(tbl, raw, opts)
