@@ -2,7 +2,7 @@
 
 Compared with ``DataFrame.to_csv`` the values read back the same (``pandas.read_csv``: same
 dtypes, exact floats, missing cells empty); the bytes differ in style only: text cells and the
-header are always quoted, booleans are written ``true`` / ``false``, floats in their shortest
+header are always quoted (booleans too: ``"True"`` / ``"False"``, as pandas spells them), floats in their shortest
 round-trip form (``1e-05`` as ``0.00001``). A float column whose values are all whole numbers
 keeps a ``.0`` on each (``1000.0``), so that it is still read back as floats, not integers.
 Categorical columns are written from their dictionary form (no text copy of the column).
@@ -74,7 +74,11 @@ def arrow_table(df: pd.DataFrame):
             col, t = col.cast(t.value_type), t.value_type
         if not str(t.value_type if pa.types.is_dictionary(t) else t).startswith(_PLAIN):
             return None
-        if pa.types.is_floating(t):
+        if pa.types.is_boolean(t):  # pandas' True / False, not Arrow's true / false
+            import pyarrow.compute as pc  # noqa: PLC0415
+
+            col = pc.if_else(col, "True", "False")
+        elif pa.types.is_floating(t):
             v = df[tbl.column_names[len(cols)]].to_numpy(dtype=np.float64, na_value=np.nan)
             fin = v[np.isfinite(v)]
             if len(fin) and np.array_equal(fin, np.floor(fin)):
