@@ -6,9 +6,9 @@ command run in process (``gpuanon.cli.main``) sets its handler and stops its pro
 import logging
 import warnings
 
-import numpy as np
 import pytest
 
+from expected import with_missing
 from gpuanon.datasets import load_adult
 
 
@@ -44,10 +44,4 @@ def adult():
 
 @pytest.fixture(scope="module")
 def adult_missing(adult):
-    df = adult.copy()
-    rng = np.random.default_rng(5)
-    df["age"] = df["age"].astype("float64")
-    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
-    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
-    df.loc[rng.random(len(df)) < 0.02, "education"] = None
-    return df
+    return with_missing(adult)

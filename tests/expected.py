@@ -17,6 +17,20 @@ def run_cli(*args, cwd, timeout=600):
                           timeout=timeout, cwd=cwd)
 
 
+def with_missing(df, seed: int = 5):
+    """A copy of an Adult frame with missing values in two numeric QIs (age, hours-per-week) and a
+    categorical one (education)."""
+    import numpy as np
+
+    df = df.copy()
+    rng = np.random.default_rng(seed)
+    df["age"] = df["age"].astype("float64")
+    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
+    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
+    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    return df
+
+
 def one_error_line(r) -> str:
     """The one ``gpuanon: error:`` line of a command that exited 2 without a traceback."""
     assert r.returncode == 2, (r.returncode, r.stderr)

@@ -132,12 +132,9 @@ def test_hierarchies_from_files(tmp_path):
 
 
 def test_missing_values_numeric_and_categorical(adult8k):
-    df = adult8k.copy()
-    rng = np.random.default_rng(5)
-    df["age"] = df["age"].astype("float64")
-    df.loc[rng.random(len(df)) < 0.04, "age"] = np.nan
-    df.loc[rng.random(len(df)) < 0.03, "hours-per-week"] = np.nan
-    df.loc[rng.random(len(df)) < 0.02, "education"] = None
+    from expected import with_missing
+
+    df = with_missing(adult8k)
     for fmt in ("range", "mean"):
         run_both(df, k=5, output_format=fmt, **A)
 
