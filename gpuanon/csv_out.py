@@ -3,8 +3,8 @@
 Compared with ``DataFrame.to_csv`` the values read back the same (``pandas.read_csv``: same
 dtypes, exact floats, missing cells empty); the bytes differ in style only: text cells and the
 header are always quoted (booleans too: ``"True"`` / ``"False"``, as pandas spells them), floats in their shortest
-round-trip form (``1e-05`` as ``0.00001``). A float column whose values are all whole numbers
-keeps a ``.0`` on each (``1000.0``), so that it is still read back as floats, not integers.
+round-trip form (``1e-05`` as ``0.00001``). A whole number in a float column keeps its ``.0``
+(``1000.0``), as pandas writes it, so the column is still read back as floats.
 Categorical columns are written from their dictionary form (no text copy of the column).
 Nested columns (Parquet structs and lists) are written as JSON text. A frame holding a column
 type this writer does not render like pandas (dates, times, decimals, binary) is written by pandas.
@@ -78,11 +78,8 @@ def arrow_table(df: pd.DataFrame):
             import pyarrow.compute as pc  # noqa: PLC0415
 
             col = pc.if_else(col, "True", "False")
-        elif pa.types.is_floating(t):
-            v = df[tbl.column_names[len(cols)]].to_numpy(dtype=np.float64, na_value=np.nan)
-            fin = v[np.isfinite(v)]
-            if len(fin) and np.array_equal(fin, np.floor(fin)):
-                col = _whole_floats(col)
+        elif pa.types.is_floating(t):  # whole numbers keep their ".0", as pandas writes them
+            col = _whole_floats(col)
         cols.append(col)
     return pa.table(cols, names=tbl.column_names)
 
