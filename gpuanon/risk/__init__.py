@@ -1,0 +1,1 @@
+"""Re-identification risk of a table (SPEC 13)."""

@@ -1,0 +1,286 @@
+"""Special uniques: SUDA2 minimal sample uniques and DIS-SUDA scores (SPEC 13, sdcMicro's ``suda2``).
+
+A record's *minimal sample uniques* (MSUs) are the sets of quasi-identifiers on which it is unique in
+the sample while no proper subset is. With M quasi-identifiers, its SUDA score is the sum over its MSUs
+of (M - |m|)! (sdcMicro's ``original_scores = TRUE``, its default since 5.0.2: ``g_ab[i] =
+prod_{j=i+1}^{M-1} (M - j)`` in ``src/Suda2.h``). DIS-SUDA spreads the file-level disclosure
+probability Dis = U f / (U f + P (1 - f)) over the records by score: Q = 1 + (8 - M) / 20 and
+DIS_i = 1 / (1 + (U / Dis - U) / (s_i^Q sum_{s_j > 0} s_j^-Q)) for s_i > 0, else 0, where U counts the
+records unique on all M quasi-identifiers and P the records in classes of size 2.
+
+Missing values (a negative code) follow sdcMicro: they are a value of their own for the class sizes
+(U, P and other records' uniqueness), but a record's MSU never contains a column where it is missing.
+
+The search is level by level over QI subsets, whole-array on NumPy or CuPy: rows with equal values on
+all M columns are merged first (a record in a class of size >= 2 is unique on no subset); a subset S
+is grouped from its tree parent S - {max S} by a sort of (parent group, code) keys, all subsets of a
+level in one sort; rows unique on the parent leave (they are unique on every superset), and so do
+groups with no record unique on all M columns (none of their rows can ever be an MSU). A record unique
+on S is an MSU when it is still grouped on every S - {c}, a sorted-key membership test.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuanon import backend
+from gpuanon.errors import InputError
+
+#: SUDA2 examines one group-by per QI subset: refuse above this many (subset x row) visits.
+MAX_WORK = 4_000_000_000
+#: sdcMicro's DIS-SUDA bands (``print.suda2``): == 0, (0, 0.1], ..., (0.6, 0.7], > 0.7.
+BANDS = ("0", "(0, 0.1]", "(0.1, 0.2]", "(0.2, 0.3]", "(0.3, 0.4]", "(0.4, 0.5]", "(0.5, 0.6]",
+         "(0.6, 0.7]", "> 0.7")
+_EDGES = np.arange(8) / 10 + np.finfo(float).eps  # right-closed bands, as R's cut() with + eps
+
+
+@dataclass
+class SudaResult:
+    """SUDA2 / DIS-SUDA of a table; per-record arrays are NumPy, one entry per input row."""
+
+    score: np.ndarray          # SUDA score: sum over the record's MSUs of (M - |m|)!
+    dis_score: np.ndarray      # DIS-SUDA score
+    msu_count: np.ndarray      # number of MSUs of the record
+    msu_min_size: np.ndarray   # size of its smallest MSU (0: none)
+    contributions: dict        # QI name -> share of the total score from the MSUs containing it
+    n_records: int
+    n_qis: int
+    n_unique: int              # U: records unique on all M QIs
+    n_pairs: int               # P: records in classes of size 2 on all M QIs
+    dis: float | None          # Dis (None when U = P = 0)
+    max_size: int              # largest MSU size searched
+    sampling_fraction: float
+    msu_by_size: list = field(default_factory=list)  # MSU count of size 1 .. max_size
+
+    def histogram(self) -> dict:
+        """Records per DIS-SUDA band (sdcMicro's ``print.suda2``: == 0, (0, 0.1], ..., > 0.7)."""
+        counts = np.bincount(np.searchsorted(_EDGES, self.dis_score, side="left"), minlength=9)
+        return {band: int(c) for band, c in zip(BANDS, counts)}
+
+    def to_dict(self, per_record: bool = False) -> dict:
+        """Strict-JSON summary (per-record arrays only with ``per_record=True``)."""
+        out = {
+            "n_records": self.n_records, "n_qis": self.n_qis, "max_size": self.max_size,
+            "sampling_fraction": self.sampling_fraction, "n_unique": self.n_unique,
+            "n_pairs": self.n_pairs, "dis": self.dis,
+            "records_with_msu": int(np.count_nonzero(self.msu_count)),
+            "msu_total": int(self.msu_count.sum()), "msu_by_size": list(self.msu_by_size),
+            "score_total": float(self.score.sum()),
+            "score_max": float(self.score.max()) if self.n_records else 0.0,
+            "dis_max": float(self.dis_score.max()) if self.n_records else 0.0,
+            "dis_mean": float(self.dis_score.mean()) if self.n_records else 0.0,
+            "histogram": self.histogram(), "contributions": dict(self.contributions),
+        }
+        if per_record:
+            out["per_record"] = {
+                "score": self.score.tolist(), "dis_score": self.dis_score.tolist(),
+                "msu_count": self.msu_count.tolist(), "msu_min_size": self.msu_min_size.tolist()}
+        return out
+
+
+def _check(codes, max_size, sampling_fraction, names) -> tuple[int, int, int]:
+    if getattr(codes, "ndim", None) != 2 or codes.dtype.kind not in "iu":
+        raise InputError("SUDA2 needs a 2-D integer array of category codes (rows x QIs); "
+                         "use suda2_frame for a table")
+    n, m = (int(s) for s in codes.shape)
+    if m < 1:
+        raise InputError("SUDA2 needs at least one quasi-identifier (--qi)")
+    if names is not None and len(names) != m:
+        raise InputError(f"SUDA2: {len(names)} names for {m} quasi-identifier columns")
+    if not isinstance(sampling_fraction, (int, float)) or not 0 < sampling_fraction <= 1:
+        raise InputError(f"SUDA2 sampling fraction {sampling_fraction!r} is outside (0, 1]; "
+                         "give --sampling-fraction F with 0 < F <= 1")
+    if max_size is None:
+        size = m
+    elif isinstance(max_size, (int, np.integer)) and not isinstance(max_size, bool) and max_size >= 1:
+        size = min(int(max_size), m)
+    else:
+        raise InputError(f"--suda-max-size must be a whole number >= 1, got {max_size!r}")
+    if m > 62:
+        raise InputError(f"SUDA2 handles at most 62 quasi-identifiers, got {m}; use fewer --qi")
+    work = sum(math.comb(m, k) for k in range(1, size + 1)) * max(n, 1)
+    if work > MAX_WORK:
+        raise InputError(
+            f"SUDA2 on {m} quasi-identifiers up to MSU size {size} would group {work:,} "
+            f"(subset x row) pairs, more than {MAX_WORK:,}: give a smaller --suda-max-size "
+            f"(e.g. {_fitting_size(m, n)}) or fewer --qi")
+    return n, m, size
+
+
+def _fitting_size(m: int, n: int) -> int:
+    size, total = 0, 0
+    while size < m and (total + math.comb(m, size + 1)) * max(n, 1) <= MAX_WORK:
+        size += 1
+        total += math.comb(m, size)
+    return max(size, 1)
+
+
+def _runs(xp, keys):
+    """Sort ``keys``: (order, run id of each sorted key, start of each run, number of runs)."""
+    order = xp.argsort(keys)
+    ks = keys[order]
+    new = xp.ones(ks.shape[0], dtype=bool)
+    new[1:] = ks[1:] != ks[:-1]
+    rid = xp.cumsum(new) - 1
+    starts = xp.flatnonzero(new)
+    return order, rid, starts
+
+
+def _seg_sum(xp, values, starts, total):
+    """Sum of ``values`` (already in run order) over each run that starts at ``starts``."""
+    cs = xp.concatenate([xp.zeros(1, dtype=values.dtype), xp.cumsum(values)])
+    ends = xp.concatenate([starts[1:], xp.asarray([total], dtype=starts.dtype)])
+    return cs[ends] - cs[starts]
+
+
+def _patterns(xp, codes):
+    """Merge equal rows: (pattern of each row, weight per pattern, pattern codes >= 0 with 0 = missing)."""
+    n, m = codes.shape
+    shifted = xp.where(codes < 0, 0, codes.astype(xp.int64) + 1)
+    gid = xp.zeros(n, dtype=xp.int64)
+    for c in range(m):  # one dense ranking per column, never per row
+        card = backend.to_scalar(shifted[:, c].max()) + 1
+        order, rid, _ = _runs(xp, gid * card + shifted[:, c])
+        gid = xp.empty_like(gid)
+        gid[order] = rid
+    g = backend.to_scalar(gid.max()) + 1 if n else 0
+    weight = xp.bincount(gid, minlength=g)
+    rep = xp.zeros(g, dtype=xp.int64)
+    rep[gid] = xp.arange(n, dtype=xp.int64)
+    return gid, weight, shifted[rep]
+
+
+def suda2(codes, *, max_size=None, sampling_fraction=0.01, xp=None, names=None) -> SudaResult:
+    """SUDA2 scores and DIS-SUDA of ``codes`` (rows x M QIs, integer codes, negative = missing).
+
+    ``max_size`` caps the MSU size searched (default M; weights stay (M - |m|)!). ``xp`` is NumPy or
+    CuPy (default: the module of ``codes``). ``names`` label the QIs in ``contributions``.
+    """
+    xp = backend.array_module(codes) if xp is None else xp
+    if not backend.is_device_array(codes):
+        codes = np.asarray(codes)
+    n, m, size = _check(codes, max_size, sampling_fraction, names)
+    names = [str(q) for q in (names if names is not None else range(m))]
+    codes = backend.to_device(codes, xp)
+    if n == 0:
+        empty = xp.zeros(0, dtype=xp.int64)
+        return _finish(xp, empty, empty, empty.astype(xp.float64), empty, empty, [0.0] * m,
+                       [0] * size, names, n, m, size, sampling_fraction)
+    gid, weight, pat = _patterns(xp, codes)
+    g = int(weight.shape[0])
+    fact = [float(math.factorial(m - k)) for k in range(m + 1)]
+    score = xp.zeros(g, dtype=xp.float64)
+    count = xp.zeros(g, dtype=xp.int64)
+    min_size = xp.zeros(g, dtype=xp.int64)
+    contrib = [0.0] * m
+    by_size = []
+    missing_bits = xp.zeros(g, dtype=xp.int64)
+    for c in range(m):
+        missing_bits |= (pat[:, c] == 0).astype(xp.int64) << c
+    is_one = weight == 1
+    kmax = backend.to_scalar(pat.max()) + 1 if g else 1
+    # level 0: the empty set, one group of every pattern (unique only when the table has one row)
+    p_mask = xp.zeros(g if n >= 2 else 0, dtype=xp.int64)
+    p_row = xp.arange(p_mask.shape[0], dtype=xp.int64)
+    p_gid = xp.zeros(p_mask.shape[0], dtype=xp.int64)
+    n_groups = 1
+    for k in range(1, size + 1):
+        if p_mask.shape[0] == 0:
+            break
+        if n_groups * m * kmax >= 2**62:
+            raise InputError("SUDA2: too many categories for 64-bit keys; use fewer --qi "
+                             "or a smaller --suda-max-size")
+        parts = [(p_mask < (1 << c), c) for c in range(m)]
+        idx = [xp.flatnonzero(sel) for sel, _ in parts]
+        c_mask = xp.concatenate([p_mask[i] | (1 << c) for i, (_, c) in zip(idx, parts)])
+        c_row = xp.concatenate([p_row[i] for i in idx])
+        c_col = xp.concatenate([xp.full(i.shape[0], c, dtype=xp.int64) for i, (_, c) in zip(idx, parts)])
+        keys = (xp.concatenate([p_gid[i] for i in idx]) * m + c_col) * kmax + pat[c_row, c_col]
+        total = int(keys.shape[0])
+        if total == 0:
+            break
+        order, rid, starts = _runs(xp, keys)
+        c_mask, c_row = c_mask[order], c_row[order]
+        sizes = _seg_sum(xp, weight[c_row], starts, total)
+        unique = sizes[rid] == 1
+        # MSU candidates: unique here, grouped on the tree parent, no missing value in the subset
+        cand = xp.flatnonzero(unique & ((missing_bits[c_row] & c_mask) == 0))
+        t_mask, t_row = c_mask[cand], c_row[cand]
+        ok = xp.ones(t_mask.shape[0], dtype=bool)
+        if k > 1 and t_mask.shape[0]:
+            top = xp.full(t_mask.shape[0], -1, dtype=xp.int64)
+            for c in range(m):
+                top = xp.where(((t_mask >> c) & 1) == 1, c, top)
+            held = p_mask[is_one[p_row]] * g + p_row[is_one[p_row]]
+            held = xp.sort(held)
+            for c in range(m):
+                check = (((t_mask >> c) & 1) == 1) & (top != c)
+                q = (t_mask ^ (1 << c)) * g + t_row
+                pos = xp.minimum(xp.searchsorted(held, q), max(int(held.shape[0]) - 1, 0))
+                found = held[pos] == q if held.shape[0] else xp.zeros_like(ok)
+                ok &= ~check | found
+        t_mask, t_row = t_mask[ok], t_row[ok]
+        found_n = int(t_row.shape[0])
+        by_size.append(found_n)
+        if found_n:
+            hits = xp.bincount(t_row, minlength=g)
+            score += fact[k] * hits
+            count += hits
+            min_size = xp.where((min_size == 0) & (hits > 0), k, min_size)
+            for c in range(m):
+                contrib[c] += fact[k] * backend.to_scalar(((t_mask >> c) & 1).sum())
+        # next level: rows still grouped, in groups holding a record unique on all M columns
+        keep_group = _seg_sum(xp, is_one[c_row].astype(xp.int64), starts, total) > 0
+        keep = (~unique) & keep_group[rid]
+        kept = xp.flatnonzero(keep)
+        p_mask, p_row = c_mask[kept], c_row[kept]
+        if kept.shape[0] == 0:
+            p_gid = kept
+            continue
+        new_id = xp.cumsum(keep_group) - 1
+        p_gid = new_id[rid[kept]]
+        n_groups = backend.to_scalar(keep_group.sum())
+    by_size += [0] * (size - len(by_size))
+    return _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size,
+                   sampling_fraction)
+
+
+def _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size, f):
+    n_unique = backend.to_scalar((weight == 1).sum()) if n else 0
+    n_pairs = 2 * backend.to_scalar((weight == 2).sum()) if n else 0
+    denom = n_unique * f + n_pairs * (1 - f)
+    dis = n_unique * f / denom if denom > 0 else None
+    rec_score = score[gid]
+    q = 1 + (8 - m) / 20
+    pos = rec_score > 0
+    adj = backend.to_scalar((xp.where(pos, rec_score, 1.0) ** -q * pos).sum()) if n else 0.0
+    if dis is None or adj == 0:
+        dis_score = xp.zeros(n, dtype=xp.float64)
+    else:
+        ratio = (n_unique / dis - n_unique) / (xp.where(pos, rec_score, 1.0) ** q * adj)
+        dis_score = xp.where(pos, 1.0 / (1.0 + ratio), 0.0)
+    total = backend.to_scalar(score.sum()) if n else 0.0
+    shares = {q_: (c / total if total else 0.0) for q_, c in zip(names, contrib)}
+    return SudaResult(
+        score=backend.to_host(rec_score), dis_score=backend.to_host(dis_score),
+        msu_count=backend.to_host(count[gid]), msu_min_size=backend.to_host(min_size[gid]),
+        contributions=shares, n_records=n, n_qis=m, n_unique=int(n_unique), n_pairs=int(n_pairs),
+        dis=None if dis is None else float(dis), max_size=size, sampling_fraction=float(f),
+        msu_by_size=[int(v) for v in by_size])
+
+
+def suda2_frame(frame, quasi_identifiers, **kw) -> SudaResult:
+    """:func:`suda2` on columns of a pandas (or cuDF) frame; a missing cell is sdcMicro's missing."""
+    import pandas as pd  # noqa: PLC0415
+
+    frame = backend.frame_to_host(frame)
+    qis = list(quasi_identifiers)
+    absent = [q for q in qis if q not in frame.columns]
+    if absent:
+        raise InputError(f"SUDA2: no column {absent[0]!r} in the table; check --qi")
+    cols = [pd.factorize(frame[q], use_na_sentinel=True)[0] for q in qis]
+    codes = np.stack(cols, axis=1) if cols else np.zeros((len(frame), 0), dtype=np.int64)
+    return suda2(codes, names=qis, **kw)
