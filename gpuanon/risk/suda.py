@@ -129,11 +129,30 @@ def _runs(xp, keys):
     return order, rid, starts
 
 
-def _seg_sum(xp, values, starts, total):
-    """Sum of ``values`` (already in run order) over each run that starts at ``starts``."""
-    cs = xp.concatenate([xp.zeros(1, dtype=values.dtype), xp.cumsum(values)])
-    ends = xp.concatenate([starts[1:], xp.asarray([total], dtype=starts.dtype)])
-    return cs[ends] - cs[starts]
+def _rank(xp, mask, m, comb):
+    """Rank of each k-subset ``mask`` among the k-subsets of m columns (combinatorial numbering:
+    sum over its set bits b of C(b, j), j = 1, 2, ... the bit's place among the set bits)."""
+    rank = xp.zeros(mask.shape[0], dtype=xp.int64)
+    seen = xp.zeros(mask.shape[0], dtype=xp.int64)
+    for c in range(m):
+        bit = (mask >> c) & 1
+        seen += bit
+        rank += bit * comb[c][seen]
+    return rank
+
+
+def _grouped_on_all(xp, table, mask, row, m, comb, width):
+    """Whether row is grouped (marked in ``table``, rank x width + row) on every mask - {c}, for
+    each c of mask below its highest bit (the tree parent mask - {max} is known grouped)."""
+    ok = xp.ones(mask.shape[0], dtype=bool)
+    top = xp.zeros(mask.shape[0], dtype=xp.int64)
+    for c in range(m):
+        top = xp.where(((mask >> c) & 1) == 1, c, top)
+    for c in range(m):
+        check = (((mask >> c) & 1) == 1) & (top != c)
+        sub = xp.where(check, mask ^ (1 << c), 0)
+        ok &= ~check | table[_rank(xp, sub, m, comb) * width + row]
+    return ok
 
 
 def _patterns(xp, codes):
@@ -170,82 +189,94 @@ def suda2(codes, *, max_size=None, sampling_fraction=0.01, xp=None, names=None) 
         return _finish(xp, empty, empty, empty.astype(xp.float64), empty, empty, [0.0] * m,
                        [0] * size, names, n, m, size, sampling_fraction)
     gid, weight, pat = _patterns(xp, codes)
+    score, count, min_size, contrib, by_size = _search(xp, pat, weight, m, size)
+    return _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size,
+                   sampling_fraction)
+
+
+def _search(xp, pat, weight, m, size):
+    """MSUs of every pattern, level by level: (score, MSU count, smallest MSU size, per-column score
+    sums, MSUs per size). Entries are (row, group) pairs of a level, sorted by group; a group is one
+    class of one QI subset, with its subset's bit mask and rank kept per group."""
     g = int(weight.shape[0])
     fact = [float(math.factorial(m - k)) for k in range(m + 1)]
     score = xp.zeros(g, dtype=xp.float64)
     count = xp.zeros(g, dtype=xp.int64)
     min_size = xp.zeros(g, dtype=xp.int64)
-    contrib = [0.0] * m
-    by_size = []
+    contrib, by_size = [0.0] * m, []
     missing_bits = xp.zeros(g, dtype=xp.int64)
     for c in range(m):
         missing_bits |= (pat[:, c] == 0).astype(xp.int64) << c
+    cols = [xp.ascontiguousarray(pat[:, c]) for c in range(m)]
     is_one = weight == 1
-    kmax = backend.to_scalar(pat.max()) + 1 if g else 1
-    # level 0: the empty set, one group of every pattern (unique only when the table has one row)
-    p_mask = xp.zeros(g if n >= 2 else 0, dtype=xp.int64)
-    p_row = xp.arange(p_mask.shape[0], dtype=xp.int64)
-    p_gid = xp.zeros(p_mask.shape[0], dtype=xp.int64)
-    n_groups = 1
+    kmax = backend.to_scalar(pat.max()) + 1
+    # rows unique on all M columns, numbered 0 .. U-1: the only rows that can have an MSU
+    u_row = xp.cumsum(is_one) - 1
+    width = max(backend.to_scalar(is_one.sum()), 1)
+    comb = [xp.asarray([math.comb(c, j) for j in range(m + 1)], dtype=xp.int64) for c in range(m)]
+    comb_k = [xp.asarray([math.comb(c, k) for c in range(m)], dtype=xp.int64) for k in range(m + 1)]
+    # level 0: the empty set, one group of every pattern (a one-row table is unique on it)
+    p_row = xp.arange(g if int(weight.sum()) >= 2 else 0, dtype=xp.int64)
+    p_gid = xp.zeros(p_row.shape[0], dtype=xp.int64)
+    p_top = xp.full(p_row.shape[0], -1, dtype=xp.int64)
+    g_mask = xp.zeros(1, dtype=xp.int64)
+    g_rank = xp.zeros(1, dtype=xp.int64)
+    table = None
     for k in range(1, size + 1):
-        if p_mask.shape[0] == 0:
+        if p_row.shape[0] == 0:
             break
-        if n_groups * m * kmax >= 2**62:
+        if int(g_mask.shape[0]) * m * kmax >= 2**62:
             raise InputError("SUDA2: too many categories for 64-bit keys; use fewer --qi "
                              "or a smaller --suda-max-size")
-        parts = [(p_mask < (1 << c), c) for c in range(m)]
-        idx = [xp.flatnonzero(sel) for sel, _ in parts]
-        c_mask = xp.concatenate([p_mask[i] | (1 << c) for i, (_, c) in zip(idx, parts)])
-        c_row = xp.concatenate([p_row[i] for i in idx])
-        c_col = xp.concatenate([xp.full(i.shape[0], c, dtype=xp.int64) for i, (_, c) in zip(idx, parts)])
-        keys = (xp.concatenate([p_gid[i] for i in idx]) * m + c_col) * kmax + pat[c_row, c_col]
-        total = int(keys.shape[0])
-        if total == 0:
+        idx = [xp.flatnonzero(p_top < c) for c in range(m)]
+        rows = xp.concatenate([p_row[i] for i in idx])
+        keys = xp.concatenate([(p_gid[i] * m + c) * kmax + cols[c][p_row[i]]
+                               for c, i in enumerate(idx)])
+        if keys.shape[0] == 0:
             break
-        order, rid, starts = _runs(xp, keys)
-        c_mask, c_row = c_mask[order], c_row[order]
-        sizes = _seg_sum(xp, weight[c_row], starts, total)
-        unique = sizes[rid] == 1
-        # MSU candidates: unique here, grouped on the tree parent, no missing value in the subset
-        cand = xp.flatnonzero(unique & ((missing_bits[c_row] & c_mask) == 0))
-        t_mask, t_row = c_mask[cand], c_row[cand]
-        ok = xp.ones(t_mask.shape[0], dtype=bool)
-        if k > 1 and t_mask.shape[0]:
-            top = xp.full(t_mask.shape[0], -1, dtype=xp.int64)
-            for c in range(m):
-                top = xp.where(((t_mask >> c) & 1) == 1, c, top)
-            held = p_mask[is_one[p_row]] * g + p_row[is_one[p_row]]
-            held = xp.sort(held)
-            for c in range(m):
-                check = (((t_mask >> c) & 1) == 1) & (top != c)
-                q = (t_mask ^ (1 << c)) * g + t_row
-                pos = xp.minimum(xp.searchsorted(held, q), max(int(held.shape[0]) - 1, 0))
-                found = held[pos] == q if held.shape[0] else xp.zeros_like(ok)
-                ok &= ~check | found
+        order = xp.argsort(keys)
+        ks, rows = keys[order], rows[order]
+        start = xp.ones(ks.shape[0] + 1, dtype=bool)
+        start[1:-1] = ks[1:] != ks[:-1]
+        single = start[:-1] & start[1:]
+        start = start[:-1]
+        unique = single & is_one[rows]
+        # MSU: unique here (grouped on the tree parent), grouped on every other T - {c}, no missing
+        cand = xp.flatnonzero(unique)
+        pair = ks[cand] // kmax
+        t_row, t_pg, t_col = rows[cand], pair // m, pair % m
+        t_mask = g_mask[t_pg] | (1 << t_col)
+        ok = (missing_bits[t_row] & t_mask) == 0
+        if k > 1:
+            ok &= _grouped_on_all(xp, table, t_mask, u_row[t_row], m, comb, width)
         t_mask, t_row = t_mask[ok], t_row[ok]
-        found_n = int(t_row.shape[0])
-        by_size.append(found_n)
-        if found_n:
+        by_size.append(int(t_row.shape[0]))
+        if by_size[-1]:
             hits = xp.bincount(t_row, minlength=g)
             score += fact[k] * hits
             count += hits
             min_size = xp.where((min_size == 0) & (hits > 0), k, min_size)
             for c in range(m):
                 contrib[c] += fact[k] * backend.to_scalar(((t_mask >> c) & 1).sum())
-        # next level: rows still grouped, in groups holding a record unique on all M columns
-        keep_group = _seg_sum(xp, is_one[c_row].astype(xp.int64), starts, total) > 0
-        keep = (~unique) & keep_group[rid]
-        kept = xp.flatnonzero(keep)
-        p_mask, p_row = c_mask[kept], c_row[kept]
-        if kept.shape[0] == 0:
-            p_gid = kept
-            continue
-        new_id = xp.cumsum(keep_group) - 1
-        p_gid = new_id[rid[kept]]
-        n_groups = backend.to_scalar(keep_group.sum())
+        if k == size:
+            break
+        # next level: the grouped rows of the groups that hold a row unique on all M columns
+        rid = xp.cumsum(start) - 1
+        keep_run = xp.zeros(backend.to_scalar(rid[-1]) + 1, dtype=bool)
+        keep_run[rid[(~single) & is_one[rows]]] = True
+        kept = xp.flatnonzero(keep_run[rid])
+        p_row = rows[kept]
+        pair = ks[xp.flatnonzero(start)[xp.flatnonzero(keep_run)]] // kmax
+        run_pg, run_col = pair // m, pair % m
+        g_mask = g_mask[run_pg] | (1 << run_col)
+        g_rank = g_rank[run_pg] + comb_k[k][run_col]
+        p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
+        p_top = run_col[p_gid]
+        mark = xp.flatnonzero(is_one[p_row])
+        table = xp.zeros(math.comb(m, k) * width, dtype=bool)
+        table[g_rank[p_gid[mark]] * width + u_row[p_row[mark]]] = True
     by_size += [0] * (size - len(by_size))
-    return _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size,
-                   sampling_fraction)
+    return score, count, min_size, contrib, by_size
 
 
 def _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size, f):
