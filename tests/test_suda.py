@@ -179,3 +179,22 @@ def test_frame_and_errors():
     empty = suda2(np.zeros((0, 3), dtype=int))
     assert empty.n_records == 0 and empty.dis is None
     json.dumps(empty.to_dict(), allow_nan=False)
+
+
+def test_device_double_matches_numpy():
+    """The CuPy path on the strict CPU stand-in (tests/cupy_double.py): same result as NumPy, and
+    no host read or upload outside gpuanon.backend's count."""
+    pytest.importorskip("cupy", reason="the device double reads CuPy's API from the cupy wheel")
+    from cupy_double import DeviceDouble  # noqa: PLC0415
+
+    from gpuanon import backend as B  # noqa: PLC0415
+
+    rng = np.random.default_rng(5)
+    codes = rng.integers(-1, 4, size=(300, 6))
+    cpu = suda2(codes, sampling_fraction=0.1)
+    dev = DeviceDouble()
+    with B.use_device_module(dev):
+        gpu = suda2(B.to_device(codes, dev), sampling_fraction=0.1)
+    s = dev.stats.summary()
+    assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]
+    assert gpu.to_dict(per_record=True) == cpu.to_dict(per_record=True)

@@ -213,10 +213,12 @@ def _search(xp, pat, weight, m, size):
     # rows unique on all M columns, numbered 0 .. U-1: the only rows that can have an MSU
     u_row = xp.cumsum(is_one) - 1
     width = max(backend.to_scalar(is_one.sum()), 1)
-    comb = [xp.asarray([math.comb(c, j) for j in range(m + 1)], dtype=xp.int64) for c in range(m)]
-    comb_k = [xp.asarray([math.comb(c, k) for c in range(m)], dtype=xp.int64) for k in range(m + 1)]
+    comb = [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)], dtype=np.int64), xp)
+            for c in range(m)]
+    comb_k = [backend.to_device(np.array([math.comb(c, k) for c in range(m)], dtype=np.int64), xp)
+              for k in range(m + 1)]
     # level 0: the empty set, one group of every pattern (a one-row table is unique on it)
-    p_row = xp.arange(g if int(weight.sum()) >= 2 else 0, dtype=xp.int64)
+    p_row = xp.arange(g if backend.to_scalar(weight.sum()) >= 2 else 0, dtype=xp.int64)
     p_gid = xp.zeros(p_row.shape[0], dtype=xp.int64)
     p_top = xp.full(p_row.shape[0], -1, dtype=xp.int64)
     g_mask = xp.zeros(1, dtype=xp.int64)
