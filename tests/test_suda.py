@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuanon.errors import InputError
-from gpuanon.risk.suda import MAX_WORK, suda2, suda2_frame
+from gpuanon.risk.suda import MAX_LEVEL, suda2, suda2_frame
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "suda_sdcmicro.json.gz"
 
@@ -168,8 +168,11 @@ def test_frame_and_errors():
     res = suda2_frame(frame, ["a", "b"])
     assert res.to_dict()["n_records"] == 3
     json.dumps(res.to_dict(per_record=True), allow_nan=False)
-    with pytest.raises(InputError, match="--suda-max-size"):
-        suda2(np.zeros((MAX_WORK // 1000, 30), dtype=np.int8))
+    with pytest.raises(InputError, match="--suda-max-size 2 "):  # C(30, 3) = 4,060 subsets
+        suda2(np.zeros((MAX_LEVEL // 1000, 30), dtype=np.int8))
+    assert suda2(np.zeros((MAX_LEVEL // 1000, 30), dtype=np.int8), max_size=1).score.sum() == 0
+    with pytest.raises(InputError, match="fewer rows"):
+        suda2(np.zeros((MAX_LEVEL // 10, 11), dtype=np.int8))
     with pytest.raises(InputError, match="--suda-max-size"):
         suda2(np.zeros((3, 2), dtype=int), max_size=0)
     with pytest.raises(InputError, match="--sampling-fraction"):

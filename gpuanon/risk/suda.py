@@ -29,8 +29,10 @@ import numpy as np
 from gpuanon import backend
 from gpuanon.errors import InputError
 
-#: SUDA2 examines one group-by per QI subset: refuse above this many (subset x row) visits.
-MAX_WORK = 4_000_000_000
+#: Refuse when one level of the search could hold more (subset x row) pairs than this: the largest
+#: C(M, k) x rows over the MSU sizes k searched (about 100 bytes of memory each at the peak; Adult's
+#: 32,561 rows: up to 13 QIs in full, 14 with MSU size 4).
+MAX_LEVEL = 60_000_000
 #: sdcMicro's DIS-SUDA bands (``print.suda2``): == 0, (0, 0.1], ..., (0.6, 0.7], > 0.7.
 BANDS = ("0", "(0, 0.1]", "(0.1, 0.2]", "(0.2, 0.3]", "(0.3, 0.4]", "(0.4, 0.5]", "(0.5, 0.6]",
          "(0.6, 0.7]", "> 0.7")
@@ -101,21 +103,21 @@ def _check(codes, max_size, sampling_fraction, names) -> tuple[int, int, int]:
         raise InputError(f"--suda-max-size must be a whole number >= 1, got {max_size!r}")
     if m > 62:
         raise InputError(f"SUDA2 handles at most 62 quasi-identifiers, got {m}; use fewer --qi")
-    work = sum(math.comb(m, k) for k in range(1, size + 1)) * max(n, 1)
-    if work > MAX_WORK:
+    work = max(math.comb(m, k) for k in range(1, size + 1)) * max(n, 1)
+    if work > MAX_LEVEL:
+        fit = _fitting_size(m, n)
+        hint = f"give --suda-max-size {fit} or fewer --qi" if fit else "use fewer rows or --qi"
         raise InputError(
-            f"SUDA2 on {m} quasi-identifiers up to MSU size {size} would group {work:,} "
-            f"(subset x row) pairs, more than {MAX_WORK:,}: give a smaller --suda-max-size "
-            f"(e.g. {_fitting_size(m, n)}) or fewer --qi")
+            f"SUDA2 on {m} quasi-identifiers and {n:,} rows up to MSU size {size} would group "
+            f"{work:,} (subset x row) pairs in one level, more than {MAX_LEVEL:,}: {hint}")
     return n, m, size
 
 
 def _fitting_size(m: int, n: int) -> int:
-    size, total = 0, 0
-    while size < m and (total + math.comb(m, size + 1)) * max(n, 1) <= MAX_WORK:
+    size = 0
+    while size < m and math.comb(m, size + 1) * max(n, 1) <= MAX_LEVEL:
         size += 1
-        total += math.comb(m, size)
-    return max(size, 1)
+    return size
 
 
 def _runs(xp, keys):
