@@ -50,7 +50,7 @@ def brute_force(rows, max_size=None, f=0.01):
     p = sum(1 for r in rows if full[tuple(r)] == 2)
     q = 1 + (8 - m) / 20
     adj = sum(s ** -q for s in score if s > 0)
-    dis = u * f / (u * f + p * (1 - f)) if u + p else None
+    dis = u * f / (u * f + p * (1 - f)) if u * f + p * (1 - f) > 0 else None
     dis_score = [1 / (1 + (u / dis - u) / (s ** q * adj)) if s > 0 else 0.0 for s in score]
     total = sum(score)
     contrib = [sum(math.factorial(m - len(s)) for mine in msus for s in mine if c in s) / total

@@ -131,29 +131,33 @@ def _runs(xp, keys):
     return order, rid, starts
 
 
-def _rank(xp, mask, m, comb):
-    """Rank of each k-subset ``mask`` among the k-subsets of m columns (combinatorial numbering:
-    sum over its set bits b of C(b, j), j = 1, 2, ... the bit's place among the set bits)."""
-    rank = xp.zeros(mask.shape[0], dtype=xp.int64)
+def _grouped_on_all(xp, table, mask, row, m, comb, width):
+    """Whether row is grouped (marked in ``table`` at rank x width + row) on every mask - {c}, c in
+    mask below its highest bit (the tree parent mask - {max} is known grouped). Ranks number the
+    k-subsets: sum over the set bits b of C(b, j_b), j_b = 1, 2, ... the bit's place; without c,
+    the bits above c move down one place: rank = sum_{b < c} C(b, j_b) + sum_{b > c} C(b, j_b - 1)."""
     seen = xp.zeros(mask.shape[0], dtype=xp.int64)
+    bits, low, high = [], [], []
     for c in range(m):
         bit = (mask >> c) & 1
         seen += bit
-        rank += bit * comb[c][seen]
-    return rank
-
-
-def _grouped_on_all(xp, table, mask, row, m, comb, width):
-    """Whether row is grouped (marked in ``table``, rank x width + row) on every mask - {c}, for
-    each c of mask below its highest bit (the tree parent mask - {max} is known grouped)."""
-    ok = xp.ones(mask.shape[0], dtype=bool)
+        bits.append(bit == 1)
+        low.append(bit * comb[c][seen])
+        high.append(bit * comb[c][xp.maximum(seen - 1, 0)])
+    above = [None] * m
+    acc = xp.zeros(mask.shape[0], dtype=xp.int64)
+    for c in reversed(range(m)):
+        above[c] = acc
+        acc = acc + high[c]
     top = xp.zeros(mask.shape[0], dtype=xp.int64)
     for c in range(m):
-        top = xp.where(((mask >> c) & 1) == 1, c, top)
+        top = xp.where(bits[c], c, top)
+    ok = xp.ones(mask.shape[0], dtype=bool)
+    below = xp.zeros(mask.shape[0], dtype=xp.int64)
     for c in range(m):
-        check = (((mask >> c) & 1) == 1) & (top != c)
-        sub = xp.where(check, mask ^ (1 << c), 0)
-        ok &= ~check | table[_rank(xp, sub, m, comb) * width + row]
+        check = bits[c] & (top != c)
+        ok &= ~check | table[xp.where(check, below + above[c], 0) * width + row]
+        below = below + low[c]
     return ok
 
 
