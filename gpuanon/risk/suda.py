@@ -121,7 +121,7 @@ def _fitting_size(m: int, n: int) -> int:
 
 
 def _runs(xp, keys):
-    """Sort ``keys``: (order, run id of each sorted key, start of each run, number of runs)."""
+    """Sort ``keys``: (order, run id of each sorted key, start of each run)."""
     order = xp.argsort(keys)
     ks = keys[order]
     new = xp.ones(ks.shape[0], dtype=bool)
@@ -214,6 +214,7 @@ def _search(xp, pat, weight, m, size):
     for c in range(m):
         missing_bits |= (pat[:, c] == 0).astype(xp.int64) << c
     cols = [xp.ascontiguousarray(pat[:, c]) for c in range(m)]
+    shifts = xp.arange(m, dtype=xp.int64)[None, :]
     is_one = weight == 1
     kmax = backend.to_scalar(pat.max()) + 1
     # rows unique on all M columns, numbered 0 .. U-1: the only rows that can have an MSU
@@ -264,8 +265,8 @@ def _search(xp, pat, weight, m, size):
             score += fact[k] * hits
             count += hits
             min_size = xp.where((min_size == 0) & (hits > 0), k, min_size)
-            for c in range(m):
-                contrib[c] += fact[k] * backend.to_scalar(((t_mask >> c) & 1).sum())
+            per_col = backend.to_host(((t_mask[:, None] >> shifts) & 1).sum(axis=0))
+            contrib = [a + fact[k] * float(b) for a, b in zip(contrib, per_col)]
         if k == size:
             break
         # next level: the grouped rows of the groups that hold a row unique on all M columns
