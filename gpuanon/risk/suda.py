@@ -230,6 +230,7 @@ def _search(xp, pat, weight, m, size):
     p_top = xp.full(p_row.shape[0], -1, dtype=xp.int64)
     g_mask = xp.zeros(1, dtype=xp.int64)
     g_rank = xp.zeros(1, dtype=xp.int64)
+    g_top = xp.full(1, -1, dtype=xp.int64)
     table = None
     for k in range(1, size + 1):
         if p_row.shape[0] == 0:
@@ -257,7 +258,13 @@ def _search(xp, pat, weight, m, size):
         t_mask = g_mask[t_pg] | (1 << t_col)
         ok = (missing_bits[t_row] & t_mask) == 0
         if k > 1:
-            ok &= _grouped_on_all(xp, table, t_mask, u_row[t_row], m, comb, width)
+            # first the cheap test T - {second highest column} (most candidates fail it), then all
+            c2 = g_top[t_pg]
+            sib = g_rank[t_pg] - comb_k[k - 1][c2] + comb_k[k - 1][t_col]
+            ok &= table[sib * width + u_row[t_row]]
+            keep = xp.flatnonzero(ok)
+            t_mask, t_row = t_mask[keep], t_row[keep]
+            ok = _grouped_on_all(xp, table, t_mask, u_row[t_row], m, comb, width)
         t_mask, t_row = t_mask[ok], t_row[ok]
         by_size.append(int(t_row.shape[0]))
         if by_size[-1]:
@@ -278,6 +285,7 @@ def _search(xp, pat, weight, m, size):
         pair = ks[xp.flatnonzero(start)[xp.flatnonzero(keep_run)]] // kmax
         run_pg, run_col = pair // m, pair % m
         g_mask = g_mask[run_pg] | (1 << run_col)
+        g_top = run_col
         g_rank = g_rank[run_pg] + comb_k[k][run_col]
         p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
         p_top = run_col[p_gid]
