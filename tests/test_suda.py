@@ -153,6 +153,7 @@ def test_matches_sdcmicro(case):
     np.testing.assert_allclose([100 * v for v in res.contributions.values()],
                                case["contribution"], rtol=1e-9)
     np.testing.assert_allclose(res.dis_score, case["dis"], rtol=1e-5, atol=1e-12)
+    assert list(res.histogram().values()) == case["bands"]  # print.suda2's table
 
 
 def test_missing_never_in_msu():

@@ -36,7 +36,8 @@ MAX_LEVEL = 60_000_000
 #: sdcMicro's DIS-SUDA bands (``print.suda2``): == 0, (0, 0.1], ..., (0.6, 0.7], > 0.7.
 BANDS = ("0", "(0, 0.1]", "(0.1, 0.2]", "(0.2, 0.3]", "(0.3, 0.4]", "(0.4, 0.5]", "(0.5, 0.6]",
          "(0.6, 0.7]", "> 0.7")
-_EDGES = np.arange(8) / 10 + np.finfo(float).eps  # right-closed bands, as R's cut() with + eps
+# right-closed bands with R's breaks: cut(x, c(-1, seq(0, 0.7, 0.1) + .Machine$double.eps, Inf))
+_EDGES = np.minimum(np.arange(8) * 0.1, 0.7) + np.finfo(float).eps  # seq() stops at 0.7
 
 
 @dataclass

@@ -1,11 +1,13 @@
 """Regenerate tests/data/suda_sdcmicro.json.gz: SUDA2 / DIS-SUDA as sdcMicro computes them.
 
-sdcMicro 5.8.1 (github.com/sdcTools/sdcMicro, commit cf32510) is not packaged for Debian, so its own
-``src/Suda2.h`` (with ``src/Framework.h``) is compiled against Rcpp and called by ``suda2_sdc.R``, a
-copy of the package's ``R/suda2.R`` ``suda2WORK`` (scores, DIS-SUDA, attribute contributions):
+sdcMicro 5.8.1 (github.com/sdcTools/sdcMicro, commit cf32510) is not packaged for Debian; its SUDA2
+code alone is compiled against Rcpp (Debian's r-base-core 4.2.2 and r-cran-rcpp) and called by
+tests/data/suda2_sdc.R as sdcMicro's suda2() calls it:
 
-    R CMD SHLIB suda2_only.cpp   # suda2_only.cpp: the #includes of src/0Main.cpp plus "Suda2.h"
-    python tests/data/make_suda_sdcmicro.py /path/to/suda2_sdc.R
+    cp sdcMicro/src/Framework.h sdcMicro/src/Suda2.h .
+    printf '#include <Rcpp.h>\n#include <malloc.h>\n#include "Framework.h"\n#include "Suda2.h"\n' > suda2_only.cpp
+    PKG_CPPFLAGS=-I/usr/lib/R/site-library/Rcpp/include R CMD SHLIB suda2_only.cpp
+    python tests/data/make_suda_sdcmicro.py $PWD/suda2_only.so
 
 Cases: seeded random tables (3-7 QIs, small alphabets, some with missing cells) and the bundled
 Adult table with its 9 categorical columns plus age (M = 10).
@@ -45,22 +47,25 @@ def cases():
     yield "adult_m10", codes, 0.01
 
 
-def main(r_script: str) -> None:
+def main(so_file: str) -> None:
+    script = str(pathlib.Path(__file__).with_name("suda2_sdc.R"))
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, frame, f in cases():
-            src, dst = pathlib.Path(tmp, name + ".csv"), pathlib.Path(tmp, name + ".out")
+            src, dst = pathlib.Path(tmp, name + ".csv"), str(pathlib.Path(tmp, name))
             frame.to_csv(src, index=False, na_rep="")
-            subprocess.run(["Rscript", r_script, str(src), str(dst), repr(f)], check=True)
-            res = pd.read_csv(dst)
-            con = pd.read_csv(str(dst) + ".contrib.csv")
+            subprocess.run(["Rscript", script, so_file, str(src), dst, repr(f)], check=True)
+            res = pd.read_csv(dst + ".rows.csv")
+            con = pd.read_csv(dst + ".contrib.csv")
+            bands = pd.read_csv(dst + ".bands.csv")
             cols = {c: [None if pd.isna(v) else int(v) for v in frame[c]] for c in frame.columns}
             out.append({"name": name, "fraction": f, "columns": cols,
                         "score": [int(s) if float(s).is_integer() else float(s) for s in res["score"]],
                         "dis": [float(f"{d:.9g}") for d in res["dis"]],
-                        "contribution": [float(v) for v in con["contribution"]]})
-    doc = {"source": "sdcMicro 5.8.1 (commit cf3251017482), src/Suda2.h + R/suda2.R suda2WORK, "
-                     "original_scores = TRUE, R 4.2.2", "cases": out}
+                        "contribution": [float(v) for v in con["contribution"]],
+                        "bands": [int(v) for v in bands["count"]]})
+    doc = {"source": "sdcMicro 5.8.1 (commit cf3251017482), src/Suda2.h called as suda2() calls it "
+                     "(original_scores = TRUE), R 4.2.2, Rcpp 1.0.10", "cases": out}
     path = pathlib.Path(__file__).with_name("suda_sdcmicro.json.gz")
     with gzip.open(path, "wt") as fh:
         json.dump(doc, fh, separators=(",", ":"))
