@@ -1,4 +1,4 @@
-"""Regenerate tests/data/suda_sdcmicro.json.gz: SUDA2 / DIS-SUDA as sdcMicro computes them.
+r"""Regenerate tests/data/suda_sdcmicro.json.gz: SUDA2 / DIS-SUDA as sdcMicro computes them.
 
 sdcMicro 5.8.1 (github.com/sdcTools/sdcMicro, commit cf32510) is not packaged for Debian; its SUDA2
 code alone is compiled against Rcpp (Debian's r-base-core 4.2.2 and r-cran-rcpp) and called by
