@@ -16,7 +16,8 @@ all M columns are merged first (a record in a class of size >= 2 is unique on no
 is grouped from its tree parent S - {max S} by a sort of (parent group, code) keys, all subsets of a
 level in one sort; rows unique on the parent leave (they are unique on every superset), and so do
 groups with no record unique on all M columns (none of their rows can ever be an MSU). A record unique
-on S is an MSU when it is still grouped on every S - {c}, a sorted-key membership test.
+on S is an MSU when it is still grouped on every S - {c}: a look-up in a table of the previous level's
+grouped rows, indexed by the rank of the subset among those of its size.
 """
 
 from __future__ import annotations
