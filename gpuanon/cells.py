@@ -34,6 +34,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from .exact import float_values, is_time, looks_like_time, parse_exact
+
 SET_SEPARATOR = "|"
 
 MISSING_IN_SET = "\\N"
@@ -188,8 +190,12 @@ def range_texts(lo: np.ndarray, hi: np.ndarray, integer: bool) -> np.ndarray:
 
 
 def parse_range(text: str) -> tuple[float, float]:
-    """``(lo, hi)`` of one numeric cell: a number, ``lo-hi`` or ``[lo, hi]``; ValueError otherwise."""
+    """``(lo, hi)`` of one numeric cell: a number, ``lo-hi`` or ``[lo, hi]``, or a date / time
+    (range ``lo..hi``, as epoch nanoseconds); ValueError otherwise."""
     t = str(text).strip()
+    if looks_like_time(t):  # a date or date-time (range): epoch nanoseconds
+        a, b = parse_exact(t, "time")
+        return float(a.value), float(b.value)
     m = _BRACKET_RANGE.match(t) or _DASH_RANGE.match(t)
     if m:
         return float(m.group(1)), float(m.group(2))
@@ -199,8 +205,8 @@ def parse_range(text: str) -> tuple[float, float]:
 
 def parse_numeric_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)`` of a column of numeric output cells (numbers, ``lo-hi`` or ``[lo, hi]`` text)."""
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+    if pd.api.types.is_numeric_dtype(s.dtype) or is_time(s):
+        v = float_values(s)
         return v, v.copy()
     codes, uniq = pd.factorize(s, use_na_sentinel=True)
     lo_u = np.full(len(uniq), np.nan)

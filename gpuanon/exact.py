@@ -273,3 +273,32 @@ def parse_exact(text: str, kind: str):
 def is_date_range(text: str) -> bool:
     return DATE_RANGE in str(text)
 
+
+
+def float_values(s: pd.Series) -> np.ndarray:
+    """Values of a numeric or date / time column as float64 (a time as epoch nanoseconds; NaN where
+    missing): what the metrics of a user's table read."""
+    if is_time(s):
+        idx = pd.DatetimeIndex(pd.to_datetime(s))
+        out = idx.as_unit("ns").asi8.astype(np.float64)
+        out[idx.isna()] = np.nan
+        return out
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def looks_like_time(text: str) -> bool:
+    """A published date / time cell (``2020-01-01``, ``2020-01-01T10:00:00..2020-01-02``)."""
+    return re.match(r"\s*[-+]?\d{4}-\d\d-\d\d", str(text)) is not None
+
+
+def needs_exact(s: pd.Series) -> bool:
+    """Whether a numeric QI needs an exact dictionary (a date / time, or an integer beyond 2**53)."""
+    if is_time(s):
+        return True
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "integer":
+        s = pd.to_numeric(s, errors="coerce")
+        if not pd.api.types.is_integer_dtype(s.dtype):
+            return True
+    if not pd.api.types.is_integer_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype) or not s.notna().any():
+        return False
+    return int(s.max()) > FLOAT_EXACT or int(s.min()) < -FLOAT_EXACT
