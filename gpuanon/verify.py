@@ -356,8 +356,9 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
     original values lie outside their published cell (``lo-hi``, ``[lo, hi]``, ``lo..hi``, a single
     value, or the ``<col>_min`` / ``<col>_max`` pair), compared exactly (integers as Python ints,
     times in nanoseconds). A missing original must be published missing. A column of single values
-    that differ from the originals (or of floats for an integer column) is a ``mean`` column and is
-    not checked (``None``).
+    that differ from the originals (or of floats for an integer column) is a ``mean`` column, and a
+    column holding a cell that is no integer or interval (a set: a categorical QI) is no interval
+    column: neither is checked (``None``).
 
     >>> orig = pd.DataFrame({"id": [2**63 + 1, 2**63 + 9]}, dtype="uint64")
     >>> cells_inside(pd.DataFrame({"id": ["9223372036854775809-9223372036854775817"] * 2}), orig, ["id"])
@@ -400,5 +401,6 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
         if both.any():
             inside[both] = (lo[both] <= v[both]) & (v[both] <= hi[both])
         outside = int((~(inside | (o_miss & c_miss))).sum())
-        res[c] = None if (single and outside and not bad.any()) else outside
+        # not an interval column: a set of categories (declared categorical), or class means
+        res[c] = None if bad.any() or (single and outside) else outside
     return res
