@@ -172,7 +172,8 @@ class ClassStats:
             elif fmt == "mean":
                 m = self.numeric_mean(j) + 0.0
                 if col.exact is not None:  # the published mean (origin added, a time rounded to its unit)
-                    m = xp.round(m) if col.exact.kind == "time" else m + float(col.exact.origin())
+                    ex = col.exact
+                    m = xp.round(m / ex.mean_step) if ex.kind == "time" else m + float(ex.origin())
                 out.append(xp.where(xp.isnan(m), xp.nan, m).view(xp.uint64))
             else:
                 lo, hi = self.key_minmax(j)

@@ -68,6 +68,11 @@ class Exact:
         return f"Exact({self.kind}, {self.values.shape[0]} values" + (
             f", {self.unit}, tz={self.tz}, dates={self.dates})" if self.kind == "time" else ")")
 
+    @property
+    def mean_step(self) -> int:
+        """A published mean is a whole multiple of this many units: a day for dates, else one unit."""
+        return _DAY_NS // (10**9 // _PER_SECOND[self.unit]) if self.dates else 1
+
     def origin(self) -> int:
         return int(self.values[0]) if self.values.shape[0] else 0
 
@@ -242,12 +247,14 @@ def time_values(ex: Exact, ints: np.ndarray, miss: np.ndarray):
 
 
 def mean_values(ex: Exact, mean_offsets: np.ndarray):
-    """Published class means: floats for integers, dates and times (rounded to the unit) else."""
+    """Published class means: floats for integers; dates and times rounded to the unit (to the day
+    for dates)."""
     m = np.asarray(mean_offsets, dtype=np.float64)
     if ex.kind == "int":
         return m + float(ex.origin())
     miss = np.isnan(m)
-    ints = ex.origin() + np.round(np.where(miss, 0.0, m)).astype(np.int64)
+    step = ex.mean_step  # dates: the mean rounded to a whole day (the origin is a midnight)
+    ints = ex.origin() + np.round(np.where(miss, 0.0, m) / step).astype(np.int64) * step
     return time_values(ex, ints, miss)
 
 

@@ -92,6 +92,7 @@ def test_minmax_is_two_date_columns_and_mean_a_date(table):
         v = pd.to_datetime(orig[c])
         assert ((pd.to_datetime(mm[c + "_min"]) <= v) & (v <= pd.to_datetime(mm[c + "_max"]))).all()
     assert mean["when"].dtype == orig["when"].dtype
+    assert all(isinstance(v, type(orig["day"].iloc[0])) for v in mean["day"])  # the mean of dates: a date
     assert cells_inside(mm, orig, ["when", "day"]) == {"when": 0, "day": 0}
     g = pd.DataFrame({"m": mean["when"], "lo": mm["when_min"], "hi": mm["when_max"]})
     assert ((g["lo"] <= g["m"]) & (g["m"] <= g["hi"])).all()  # the same partition: each mean in its range

@@ -137,3 +137,35 @@ def test_cli_check_reads_bounds_exactly(tmp_path):
     bad = subprocess.run(run + ["check", str(tmp_path / "bad.csv"), "--qi", "acct,age", "--k", "4",
                                 "--original", str(src)], capture_output=True, text=True)
     assert bad.returncode == 1 and "outside the published cell" in bad.stdout, bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize("fmt", ["range", "minmax", "mean"])
+def test_device_double_same_as_cpu(fmt):
+    """The GPU code path (on the strict CPU stand-in for CuPy, tests/cupy_double.py) gives the CPU's
+    output, report and metrics for exact integer and date QIs, with no uncounted copy."""
+    from test_device_double import run_both
+
+    rng = np.random.default_rng(5)
+    n = 400
+    acct = pd.array(2**63 + rng.integers(0, 10**6, n).astype(np.uint64) * np.uint64(1000), dtype="UInt64")
+    acct[rng.random(n) < 0.1] = pd.NA
+    df = pd.DataFrame({"acct": acct, "age": rng.integers(20, 40, n),
+                       "when": pd.Timestamp("2022-01-01") + pd.to_timedelta(rng.integers(0, 10**7, n), unit="s"),
+                       "y": rng.integers(0, 3, n)})
+    run_both(df, k=4, quasi_identifiers=["acct", "age", "when"], sensitive="y", output_format=fmt)
+
+
+def test_same_partition_as_the_values_shifted_into_float_range():
+    """Ranks and widths are those of the values: a column shifted by 2**62 (exact dictionary) is
+    cut exactly as the unshifted one (float dictionary), with the same NCP."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 5000, 300)
+    small = pd.DataFrame({"acct": x, "age": rng.integers(20, 60, 300), "y": rng.integers(0, 2, 300)})
+    big = small.assign(acct=x + 2**62)
+    ms, mb = (Mondrian(k=5, quasi_identifiers=["acct", "age"], sensitive="y", output_format="minmax",
+                       backend="cpu", progress=False) for _ in range(2))
+    os_, ob = ms.fit_transform(small), mb.fit_transform(big)
+    assert mb.table_.columns[0].exact is not None and ms.table_.columns[0].exact is None
+    np.testing.assert_array_equal(ms.labels_, mb.labels_)
+    assert (ob["acct_min"].to_numpy() - 2**62 == os_["acct_min"].to_numpy()).all()
+    assert mb.metrics_["ncp"] == ms.metrics_["ncp"]
