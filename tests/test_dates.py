@@ -147,3 +147,16 @@ def test_report_ncp_uses_time_widths(table):
     n.fit_transform(as_days)
     assert m.metrics_["ncp"] == pytest.approx(n.metrics_["ncp"], rel=1e-12)
     assert out["day"].nunique() == n.transform(as_days)["day"].nunique()
+
+
+def test_model_features_read_dates_as_their_ranges(table):
+    """Raw dates and published date ranges are one feature space: each raw date inside its range."""
+    from gpuanon.evaluate.features import FeatureSpace
+
+    orig = pd.read_parquet(table)[["age", "when", "day", "y"]]
+    m = Mondrian(k=5, quasi_identifiers=["age", "when", "day"], target="y", backend="cpu", progress=False)
+    out = m.fit_transform(orig)
+    fs = FeatureSpace.from_frame(orig.drop(columns="y"), ["age", "when", "day"])
+    raw, gen = fs.transform_raw(orig.drop(columns="y")), fs.transform_generalized(out.drop(columns="y"))
+    assert ((gen[:, ::2] <= raw[:, ::2]) & (raw[:, 1::2] <= gen[:, 1::2])).all()
+    assert (gen[:, 3] > gen[:, 2]).any()  # some 'when' ranges are wide
