@@ -133,7 +133,8 @@ def is_time(s: pd.Series) -> bool:
     """A date / time column: ``datetime64`` (any unit, any zone) or Python dates (Parquet ``date32``)."""
     if pd.api.types.is_datetime64_any_dtype(s.dtype):
         return True
-    return s.dtype == object and len(s) > 0 and pd.api.types.infer_dtype(s, skipna=True) == "date"
+    return (s.dtype == object and isinstance(s, pd.Series) and len(s) > 0
+            and pd.api.types.infer_dtype(s, skipna=True) == "date")
 
 
 def _refuse(name, detail: str):
@@ -147,6 +148,12 @@ def exact_of(s: pd.Series, name) -> tuple[Exact, np.ndarray] | None:
     Keys are dense ranks (uint32; :data:`~kernels.keys.MISSING` where missing). Raises
     :class:`~gpuanon.errors.SchemaError` for integers no 64-bit type holds.
     """
+    if not isinstance(s, pd.Series):  # a cuDF column: an exact dictionary is built on the host
+        if not needs_exact(s):
+            return None
+        from .backend import frame_to_host  # noqa: PLC0415
+
+        s = frame_to_host(s.to_frame())[s.name]
     kind, date_objects = "int", False
     miss = s.isna().to_numpy()
     if is_time(s):
@@ -302,7 +309,7 @@ def needs_exact(s: pd.Series) -> bool:
     """Whether a numeric QI needs an exact dictionary (a date / time, or an integer beyond 2**53)."""
     if is_time(s):
         return True
-    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) == "integer":
+    if s.dtype == object and isinstance(s, pd.Series) and pd.api.types.infer_dtype(s, skipna=True) == "integer":
         s = pd.to_numeric(s, errors="coerce")
         if not pd.api.types.is_integer_dtype(s.dtype):
             return True
