@@ -1,6 +1,7 @@
 """The encoded table every algorithm runs on, and the dictionaries to decode it.
 
-QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`);
+QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`;
+integers beyond 2**53 and dates / times are ranked on their exact values, :mod:`gpuanon.exact`);
 the sensitive attribute and the target become integer codes. Data frames exist only at the edges.
 :func:`kernel_specs` describes the columns to the Mondrian kernel (:mod:`kernels.specs`).
 
