@@ -14,6 +14,9 @@ One module for the format, so the writer (``generalize``), the checker (``verify
   ``[lo, hi]`` when the lower bound is negative (``[-93.2465, -93.2457]``), so a minus sign is
   never read as the separator. Numbers are written with the shortest text that reads back to the
   same float64 (integers without a decimal point). The legacy ``-5--3`` form is still read.
+* Integers beyond 2**53 and dates / times are written from their exact values (:mod:`gpuanon.exact`):
+  integer text in the same forms, and date ranges ``2020-01-01..2020-03-31`` (ISO date-times when a
+  value is not at midnight); :func:`parse_range` reads a date cell as epoch nanoseconds.
 
 Examples
 --------
@@ -33,6 +36,8 @@ import re
 
 import numpy as np
 import pandas as pd
+
+from .exact import float_values, is_time, looks_like_time, parse_exact
 
 SET_SEPARATOR = "|"
 
@@ -188,8 +193,12 @@ def range_texts(lo: np.ndarray, hi: np.ndarray, integer: bool) -> np.ndarray:
 
 
 def parse_range(text: str) -> tuple[float, float]:
-    """``(lo, hi)`` of one numeric cell: a number, ``lo-hi`` or ``[lo, hi]``; ValueError otherwise."""
+    """``(lo, hi)`` of one numeric cell: a number, ``lo-hi`` or ``[lo, hi]``, or a date / time
+    (range ``lo..hi``, as epoch nanoseconds); ValueError otherwise."""
     t = str(text).strip()
+    if looks_like_time(t):  # a date or date-time (range): epoch nanoseconds
+        a, b = parse_exact(t, "time")
+        return float(a.value), float(b.value)
     m = _BRACKET_RANGE.match(t) or _DASH_RANGE.match(t)
     if m:
         return float(m.group(1)), float(m.group(2))
@@ -199,8 +208,8 @@ def parse_range(text: str) -> tuple[float, float]:
 
 def parse_numeric_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)`` of a column of numeric output cells (numbers, ``lo-hi`` or ``[lo, hi]`` text)."""
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+    if pd.api.types.is_numeric_dtype(s.dtype) or is_time(s):
+        v = float_values(s)
         return v, v.copy()
     codes, uniq = pd.factorize(s, use_na_sentinel=True)
     lo_u = np.full(len(uniq), np.nan)

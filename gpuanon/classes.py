@@ -171,6 +171,9 @@ class ClassStats:
                     out.append(self.set_ids(j))
             elif fmt == "mean":
                 m = self.numeric_mean(j) + 0.0
+                if col.exact is not None:  # the published mean: origin added; a time rounded to its unit (dates: days)
+                    ex = col.exact
+                    m = xp.round(m / ex.mean_step) if ex.kind == "time" else m + float(ex.origin())
                 out.append(xp.where(xp.isnan(m), xp.nan, m).view(xp.uint64))
             else:
                 lo, hi = self.key_minmax(j)

@@ -1,6 +1,7 @@
 """The encoded table every algorithm runs on, and the dictionaries to decode it.
 
-QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`);
+QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`;
+integers beyond 2**53 and dates / times are ranked on their exact values, :mod:`gpuanon.exact`);
 the sensitive attribute and the target become integer codes. Data frames exist only at the edges.
 :func:`kernel_specs` describes the columns to the Mondrian kernel (:mod:`kernels.specs`).
 
@@ -36,6 +37,7 @@ from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
 from .backend import to_device, to_host
+from .exact import exact_of
 from .schema import Schema
 
 
@@ -56,6 +58,9 @@ class Column:
     n_missing: int = 0
     integer: bool = False
     info_x: Any = None  # the same sorted values on the table's device (made once by encode)
+    #: integers beyond 2**53 and dates / times: the exact dictionary (:class:`gpuanon.exact.Exact`);
+    #: ``info`` then holds each value's distance from the smallest, ``lo`` / ``hi`` those distances
+    exact: Any = None
 
     @property
     def n_categories(self) -> int:
@@ -79,6 +84,10 @@ class Column:
         d = {"name": self.name, "kind": self.kind, "n_missing": self.n_missing}
         if self.kind == "categorical":
             d["categories"] = [None if is_na(v) else _jsonable(v) for v in self.categories]
+        elif self.exact is not None:
+            n = self.exact.values.shape[0]
+            d.update(min=self.exact.python(0) if n else None, max=self.exact.python(n - 1) if n else None,
+                     integer=self.integer, **self.exact.to_dict())
         else:
             d.update(min=_jsonable(self.lo), max=_jsonable(self.hi), integer=self.integer)
         return d
@@ -158,7 +167,8 @@ class Table:
         return int(to_host(count_values(self.sa, self.n_sa, self.xp))[-1])
 
     def numeric_values(self, j: int, keys=None):
-        """Decoded float64 values of numeric column ``j`` (NaN where missing)."""
+        """Decoded float64 values of numeric column ``j`` (NaN where missing); for a column with an
+        exact dictionary (``Column.exact``) each value's distance from the column's smallest."""
         xp = self.xp
         k = self.keys[j] if keys is None else keys
         v = decode_keys(k, self.columns[j].decode_table(xp), xp)
@@ -248,6 +258,35 @@ def _encode_categorical(series: pd.Series, target_codes, n_target, order_values=
     return remap[codes], [uniq[i] for i in order]
 
 
+def _exact_column(name, ex, keys) -> Column:
+    """The Column of a QI with an exact dictionary (its keys are already ranks)."""
+    off = ex.offsets()
+    hi = float(off[-1]) if off.shape[0] else float("nan")
+    return Column(name, "numeric", off, [], 0.0 if off.shape[0] else float("nan"), hi,
+                  int((keys == MISSING).sum()), ex.kind == "int", exact=ex)
+
+
+def _encode_numeric(name, s: pd.Series, xp, keys, j: int, columns: list):
+    """Key a float-held numeric QI into ``keys[j]``; append its Column; ``(n missing, missing mask)``."""
+    n = len(s)
+    integer = pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)
+    arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
+    miss = np.isnan(arr)
+    nm = int(miss.sum())
+    if arr.dtype == np.float32:
+        kj = float32_keys(to_device(arr, xp), xp)
+        info, info_x = "f32", None
+    else:
+        kj, uniq = rank_keys(to_device(arr, xp), xp)
+        info, info_x = to_host(uniq), uniq
+    keys[j] = kj
+    lo = float(np.nanmin(arr)) if nm < n else float("nan")
+    hi = float(np.nanmax(arr)) if nm < n else float("nan")
+    columns.append(Column(name, "numeric", info, [], lo, hi, nm, bool(integer),
+                          info_x=info_x))
+    return nm, miss
+
+
 def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) -> Table:
     """Encode the QIs, sensitive attribute and target of ``df`` for the given backend.
 
@@ -278,23 +317,17 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None) 
             keys[j] = to_device(codes, xp)
             columns.append(Column(name, "categorical", None, cats, n_missing=int(s.isna().sum())))
             continue
-        if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+        ex = exact_of(s, name)
+        if ex is not None:  # integers beyond 2**53, dates and times: ranked exactly
+            columns.append(_exact_column(name, *ex))
+            keys[j] = to_device(ex[1], xp)
+            miss = ex[1] == MISSING
+            nm = columns[-1].n_missing
+            s = None
+        elif not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             s = pd.to_numeric(s, errors="coerce")
-        integer = pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
-        miss = np.isnan(arr)
-        nm = int(miss.sum())
-        if arr.dtype == np.float32:
-            kj = float32_keys(to_device(arr, xp), xp)
-            info, info_x = "f32", None
-        else:
-            kj, uniq = rank_keys(to_device(arr, xp), xp)
-            info, info_x = to_host(uniq), uniq
-        keys[j] = kj
-        lo = float(np.nanmin(arr)) if nm < n else float("nan")
-        hi = float(np.nanmax(arr)) if nm < n else float("nan")
-        columns.append(Column(name, "numeric", info, [], lo, hi, nm, bool(integer),
-                              info_x=info_x))
+        if s is not None:
+            nm, miss = _encode_numeric(name, s, xp, keys, j, columns)
         if nm:
             any_missing = True
             pattern = pattern * 2 + miss

@@ -9,6 +9,7 @@ path and the cause.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import json
 import os
@@ -391,6 +392,10 @@ def json_safe(o):
         return int(o)
     if o is pd.NA or o is pd.NaT:
         return None
+    if isinstance(o, (pd.Timestamp, datetime.date)):  # dates and times as ISO text
+        return o.isoformat()
+    if isinstance(o, np.datetime64):
+        return None if np.isnat(o) else str(o)
     return o
 
 

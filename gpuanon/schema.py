@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
+from .exact import is_time
 
 log = logging.getLogger("gpuanon")
 
@@ -61,6 +62,8 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
         return
     n_present = n - n_missing
     if n_present < IDENTIFIER_MIN_ROWS:
+        return
+    if kind == "numeric" and is_time(s):  # times are measurements: often unique, still quasi-identifiers
         return
     if kind == "numeric":
         if pd.api.types.is_float_dtype(s.dtype):
@@ -207,7 +210,9 @@ class Schema:
                 kinds[c] = "categorical"
             elif c in numeric:
                 kinds[c] = "numeric"
-                if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
+                if is_time(df[c]):
+                    pass
+                elif not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
                     conv = pd.to_numeric(df[c], errors="coerce")
                     bad = df[c][conv.isna() & df[c].notna()]
                     if len(bad):
@@ -216,11 +221,11 @@ class Schema:
                             f"such as {str(bad.iloc[0])!r}; declare it categorical or clean the column")
             elif pd.api.types.is_bool_dtype(df[c]):
                 kinds[c] = "categorical"
-            elif pd.api.types.is_numeric_dtype(df[c]):
+            elif pd.api.types.is_numeric_dtype(df[c]) or is_time(df[c]):  # dates and times are ordered
                 kinds[c] = "numeric"
             else:
                 kinds[c] = "categorical"
-            if kinds[c] == "numeric":
+            if kinds[c] == "numeric" and not is_time(df[c]):
                 v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
                 if np.isinf(v).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "

@@ -25,10 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..backend import device_column, device_frame, is_device_frame, stage, to_device, to_host
+from ..backend import device_column, device_frame, frame_to_device, is_device_frame, stage, to_device, to_host
 from ..cells import SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array, set_text
 from ..classes import ClassStats
 from ..encoding import Table
+from ..exact import bound_values, mean_values, range_texts
 
 FORMATS = ("range", "minmax", "mean")
 
@@ -90,7 +91,11 @@ def class_values(cs: ClassStats, fmt: str) -> dict:
         if col.kind == "categorical" or fmt == "range":
             out[col.name] = class_texts(cs, j, fmt)
         elif fmt == "mean":
-            out[col.name] = to_host(cs.numeric_mean(j))
+            m = to_host(cs.numeric_mean(j))
+            out[col.name] = m if col.exact is None else mean_values(col.exact, m)
+        elif col.exact is not None:
+            lo, hi = (to_host(a) for a in cs.key_minmax(j))
+            out[col.name + "_min"], out[col.name + "_max"] = bound_values(col.exact, lo), bound_values(col.exact, hi)
         else:
             lo, hi = (to_host(a) for a in cs.numeric_minmax(j))
             out[col.name + "_min"], out[col.name + "_max"] = lo, hi
@@ -111,6 +116,10 @@ class _HostColumns:
 
     def values(self, per_class, dtype):
         return to_host(per_class).astype(dtype)[self.row_pos]
+
+    def exact(self, per_class):
+        """Per-class exact values (an array of the output's dtype) gathered by each row's class."""
+        return per_class[self.row_pos]
 
     def passthrough(self, series):
         return (series.take(self.kept) if self.kept is not None else series).reset_index(drop=True)
@@ -135,6 +144,10 @@ class _DeviceColumns:
 
     def values(self, per_class, dtype):
         return device_column(per_class.astype(dtype)[self.cs.row_pos])
+
+    def exact(self, per_class):
+        """Per-class exact values (host; integers beyond 2**53, dates) gathered on the host, sent up once."""
+        return frame_to_device(pd.DataFrame({"v": per_class[to_host(self.cs.row_pos)]}))["v"]
 
     def passthrough(self, series):
         return (series.take(self.kept) if self.kept is not None else series).reset_index(drop=True)
@@ -169,6 +182,8 @@ def class_text_array(cs: ClassStats, j: int, fmt: str, minmax=None):
         return text
     if col.kind == "categorical":
         return _mask_texts(to_host(cs.category_masks(j)), col.categories)
+    if col.exact is not None:  # bounds read from the exact dictionary
+        return range_texts(col.exact, *(to_host(a) for a in cs.key_minmax(j)))
     lo, hi = (to_host(a) for a in (cs.numeric_minmax(j) if minmax is None else minmax))
     return range_text_array(lo, hi, col.integer)
 
@@ -191,7 +206,7 @@ def _numeric_on_host(cs: ClassStats, table: Table, fmt: str) -> dict:
     (``mean``; smallest and largest for ``minmax`` / ``range``), read together."""
     want: dict = {}
     for j, col in enumerate(table.columns):  # a loop over columns
-        if col.kind == "categorical":
+        if col.kind == "categorical" or col.exact is not None:
             continue
         if fmt == "mean":
             want[(j, 0)] = cs.numeric_mean(j)
@@ -221,6 +236,12 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
             if col.kind == "categorical" or fmt == "range":
                 mm = (pre[(j, 0)], pre[(j, 1)]) if (j, 1) in pre else None
                 new_cols[col.name] = build.text(class_text_array(cs, j, fmt, mm))
+            elif col.exact is not None:  # integers beyond 2**53, dates and times: exact values
+                if fmt == "mean":
+                    new_cols[col.name] = build.exact(mean_values(col.exact, to_host(cs.numeric_mean(j))))
+                else:
+                    lo, hi = (bound_values(col.exact, to_host(a), df[col.name].dtype) for a in cs.key_minmax(j))
+                    new_cols[col.name + "_min"], new_cols[col.name + "_max"] = build.exact(lo), build.exact(hi)
             elif fmt == "mean":
                 new_cols[col.name] = build.values(pre[(j, 0)] if pre else cs.numeric_mean(j), np.float64)
             else:

@@ -29,6 +29,7 @@ from ..encoding import Column
 from ..encoding import is_na as _isna  # the single-process encoder's own ordering rules
 from ..encoding import sort_key as _sort_key
 from ..errors import SchemaError
+from ..exact import needs_exact
 
 #: missing-value patterns are kept as bits of one int64 (the single-process encoder renumbers them)
 MAX_MISSING_COLUMNS = 62
@@ -65,6 +66,10 @@ def profile_shard(df: pd.DataFrame, qis, kinds: dict, sensitive, target) -> dict
             else:
                 out["columns"][name] = {"values": s.astype(object).value_counts(dropna=False, sort=False)}
             continue
+        if needs_exact(s):
+            raise SchemaError(f"quasi-identifier '{name}' holds dates or integers beyond 2**53, which a cluster run "
+                              f"does not key exactly yet; run it in one process (without --cluster) or declare it "
+                              f"categorical (--categorical {name})")
         raw = s
         s = _numeric_series(s)
         if raw is not s:  # the sample the schema was checked on may not have shown a bad value

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError
+from ..exact import float_values, is_time
 from ..metrics import cell_text, parse_numeric_cells, split_set_text
 
 
@@ -72,7 +73,7 @@ class FeatureSpace:
             raise InputError("no feature columns left: every column is the target or an identifier")
         kd, cats = {}, {}
         for c in cols:
-            kd[c] = kinds.get(c) or ("numeric" if pd.api.types.is_numeric_dtype(df[c].dtype)
+            kd[c] = kinds.get(c) or ("numeric" if is_time(df[c]) or pd.api.types.is_numeric_dtype(df[c].dtype)
                                      and not pd.api.types.is_bool_dtype(df[c].dtype) else "categorical")
             if kd[c] == "categorical":
                 cats[c] = sorted(set(cell_texts(df[c]).tolist()))
@@ -94,6 +95,8 @@ class FeatureSpace:
         return M
 
     def _numeric(self, c: str, s: pd.Series) -> np.ndarray:
+        if is_time(s):  # dates and times in epoch nanoseconds, as their published ranges are read
+            return float_values(s)
         v = pd.to_numeric(s, errors="coerce")
         bad = v.isna() & s.notna()
         if bad.any():

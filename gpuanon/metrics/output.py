@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..cells import cell_key, cell_text, is_missing, parse_numeric_cells, resolve_qi_columns, split_set_text
+from ..exact import float_values, is_time
 from .entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
 from .compute import compute_metrics
 from .formulas import entropy_bits, interval_entropy_at
@@ -87,7 +88,7 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     for c in quasi_identifiers:
         o = original[c]
         if kinds[c] == "numeric":
-            ov = pd.to_numeric(o, errors="coerce").to_numpy(dtype=np.float64)
+            ov = float_values(o)  # a date / time as epoch nanoseconds
             key = np.where(np.isnan(ov), np.inf, ov)
             vals, inv = np.unique(key, return_inverse=True)
             inv = inv.reshape(-1)
@@ -98,8 +99,7 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
                 lo, hi = parse_numeric_cells(out[c])
                 plain = bool(np.all((lo == hi) | np.isnan(lo)))
             else:
-                lo = out[f"{c}_min"].to_numpy(dtype=np.float64, na_value=np.nan)
-                hi = out[f"{c}_max"].to_numpy(dtype=np.float64, na_value=np.nan)
+                lo, hi = float_values(out[f"{c}_min"]), float_values(out[f"{c}_max"])
             lo, hi = lo[first], hi[first]
             a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(hi), np.inf, hi), np)
             empty = b <= a
@@ -197,7 +197,7 @@ def output_metrics(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers,
     0.0
     """
     if kinds is None:
-        kinds = {c: "numeric" if (pd.api.types.is_numeric_dtype(original[c])
+        kinds = {c: "numeric" if (is_time(original[c]) or pd.api.types.is_numeric_dtype(original[c])
                                   and not pd.api.types.is_bool_dtype(original[c])) else "categorical"
                  for c in quasi_identifiers}
     summary = summary_from_output(out, original, list(quasi_identifiers), kinds, target=target,
