@@ -217,9 +217,9 @@ def _with_population(frame, qi, codes, cards, keep, n_rows, n_supp, population_t
     gid_all, n_all = combine(all_codes, all_cards, np)
     s_gid, p_gid = gid_all[:m], gid_all[m:]
     pop_counts = np.bincount(p_gid, minlength=n_all)
-    s_inv, n_cls = pd.factorize(s_gid)
-    sizes = np.bincount(s_inv, minlength=n_cls)
-    F = pop_counts[s_gid[np.unique(s_inv, return_index=True)[1]]].astype(np.float64)
+    s_inv, s_uniq = pd.factorize(s_gid)
+    sizes = np.bincount(s_inv, minlength=len(s_uniq))
+    F = pop_counts[s_uniq].astype(np.float64)
     absent = int((F == 0).sum())
     if absent:
         first = sample.iloc[int(np.flatnonzero(F[s_inv] == 0)[0])].tolist()

@@ -181,12 +181,12 @@ def newton_2d(evaluate, start, constraint=None, *, deadline: float | None = None
     ``(ox, oy, x1, x2, y1, y2)`` (objective, Jacobian); returns ``(x, y)`` or ``(nan, nan)``."""
     nan = (float("nan"), float("nan"))
     total, index = 0, 0
-    sx, sy = start
+    sx, sy = np.float64(start[0]), np.float64(start[1])
     first = True
     while total <= ITERATIONS_TOTAL:
         iterations = 0
         if not first:
-            sx, sy = PREPARED_STARTS[index]
+            sx, sy = (np.float64(v) for v in PREPARED_STARTS[index])
             index += 1
         first = False
         while True:
@@ -293,7 +293,7 @@ def pitman(sizes, counts, N: int, n: float, u: float, deadline=None) -> tuple[fl
     if math.isnan(x) or math.isnan(y):
         x, y = newton_2d(iterative, (t, a), constraint, deadline=deadline)
     else:
-        tx, ty = iterative(x, y, derivatives=False)
+        tx, ty = iterative(np.float64(x), np.float64(y), derivatives=False)
         if math.isnan(tx) or math.isnan(ty) or abs(tx) > ACCURACY or abs(ty) > ACCURACY:
             x, y = newton_2d(iterative, (t, a), constraint, deadline=deadline)
     converged = not (math.isnan(x) or math.isnan(y))
