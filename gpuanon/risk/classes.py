@@ -79,6 +79,135 @@ def _device_column_codes(s, xp) -> tuple[object, int, object]:
     return codes, card, star
 
 
+def _bits(values, xp) -> tuple[object, int]:
+    """The exact bits of a numeric array as uint64 (a float's -0.0 as 0.0, every NaN one value) and
+    their width."""
+    dt = values.dtype
+    size = dt.itemsize
+    unsigned = {1: xp.uint8, 2: xp.uint16, 4: xp.uint32, 8: xp.uint64}[size]
+    if dt.kind == "f":
+        v = values + dt.type(0)
+        v = xp.where(xp.isnan(v), dt.type(np.nan), v)
+        return v.view(unsigned).astype(xp.uint64), 8 * size
+    if dt.kind == "b":
+        return values.astype(xp.uint64), 1
+    return values.view(unsigned).astype(xp.uint64), 8 * size
+
+
+def _host_cells(s: pd.Series, xp):
+    """``(cells uint64, width, '*' mask or None)`` of a pandas column: a plain numeric column by its
+    bits, any other by its codes (missing a code of its own)."""
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "fiub":
+        cells, width = _bits(s.to_numpy(), np)
+        star = None
+    else:
+        codes, card, code = _column_codes(s)
+        cells, width = codes.astype(np.uint64), max(1, int(card - 1).bit_length())
+        star = None if code is None else (codes == code)
+    if xp is not np:
+        cells = to_device(cells, xp)
+        star = None if star is None else to_device(star, xp)
+    return cells, width, star
+
+
+def _device_cells(s, xp):
+    """The same for a cuDF column, on the device."""
+    if str(s.dtype)[:1] in ("f", "i", "u", "b") and not s.has_nulls:
+        cells, width = _bits(xp.asarray(s.values), xp)
+        return cells, width, None
+    codes, card, star = _device_column_codes(s, xp)
+    return codes.astype(xp.uint64), max(1, int(card - 1).bit_length()), star
+
+
+_GOLD, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _mix(z, xp):
+    """splitmix64's finalizer, elementwise on uint64 (arithmetic wraps)."""
+    z = z + xp.uint64(_GOLD)
+    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(_M1)
+    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(_M2)
+    return z ^ (z >> xp.uint64(31))
+
+
+def _pack(cells: list, widths: list, xp) -> list:
+    """The cells packed exactly into as few uint64 words as their widths allow."""
+    words, word, used = [], None, 0
+    for c, w in zip(cells, widths):
+        if word is not None and used + w > 64:
+            words.append(word)
+            word, used = None, 0
+        word = c if word is None else (word << xp.uint64(w)) | c
+        used += w
+    if word is not None:
+        words.append(word)
+    return words
+
+
+def _f32_bits(col: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """A float32 column's bits as uint32, written into ``out`` (-0.0 as 0.0, every NaN one value)."""
+    np.add(col, np.float32(0), out=out)
+    nan = np.isnan(out)
+    if nan.any():
+        out[nan] = np.float32(np.nan)
+    return out.view(np.uint32)
+
+
+def _float32_words(frame, cols) -> list:
+    """Plain float32 columns of a pandas frame, two to a uint64 word, exactly (column-wise, into one
+    preallocated block: fresh large arrays cost a page fault per page)."""
+    n = len(frame)
+    block = np.empty((((len(cols) + 1) // 2), n), dtype=np.uint64)
+    tmp = np.empty(n, dtype=np.float32)
+    for i in range(0, len(cols), 2):
+        w = block[i // 2]
+        np.copyto(w, _f32_bits(frame[cols[i]].to_numpy(), tmp), casting="unsafe")
+        if i + 1 < len(cols):
+            np.left_shift(w, np.uint64(32), out=w)
+            np.bitwise_or(w, _f32_bits(frame[cols[i + 1]].to_numpy(), tmp), out=w, casting="unsafe")
+    return list(block)
+
+
+def group_rows(words: list, xp) -> tuple[object, int]:
+    """Dense class id of every row from its exact 64-bit words (the packed cells), exactly.
+
+    One word is numbered directly. Several are hashed into one uint64 per row and the rows
+    numbered by the hash; then every word is checked to be constant in every class (one scatter
+    and gather each), and on a collision the rows are grouped by the words themselves.
+    """
+    n = int(words[0].shape[0]) if words else 0
+    if not words:
+        return xp.zeros(n, dtype=xp.int64), int(n > 0)
+    if len(words) == 1:
+        return _dense(words[0], xp)
+    k, s29 = xp.uint64(_M1), xp.uint64(29)
+    h = xp.full(n, 0x12345678, dtype=xp.uint64)
+    tmp = np.empty(n, dtype=np.uint64) if xp is np else None
+    for w in words:
+        if xp is np:  # in place, into reused buffers
+            np.bitwise_xor(h, w, out=h)
+            np.multiply(h, k, out=h)
+            np.right_shift(h, s29, out=tmp)
+            np.bitwise_xor(h, tmp, out=h)
+        else:
+            h = (h ^ w) * k
+            h = h ^ (h >> s29)
+    gid, n_cls = _dense(_mix(h, xp), xp)
+    del h
+    rep = xp.zeros(n_cls, dtype=xp.uint64)
+    for w in words:
+        rep[gid] = w  # one row's word per class: a row differing from it is a collision
+        if xp is np:
+            np.take(rep, gid, out=tmp)
+            differs = bool(np.not_equal(tmp, w).any())
+        else:
+            differs = bool(to_scalar((rep[gid] != w).any()))
+        if differs:
+            dense = [_dense(x, xp) for x in words]
+            return combine([d[0] for d in dense], [d[1] for d in dense], xp)
+    return gid, n_cls
+
+
 def _dense(key, xp) -> tuple[object, int]:
     """Numbering of the distinct keys: ``(inverse, count)``."""
     if xp is np:
@@ -119,26 +248,30 @@ def check_columns(frame, columns, what: str) -> None:
 
 
 def _codes_of(frame, qi, xp):
-    """Per-column codes, cardinalities and the all-'*' row mask (None when no row is all '*')."""
+    """The rows' exact 64-bit words (cells packed) and the all-'*' row mask (None when no row is
+    all '*'); a row's words are equal to another's exactly when all its published QI values are."""
     device_frame = is_device_frame(frame)
-    codes, cards, stars = [], [], []
-    for c in qi:
-        if device_frame:
-            cc, k, star = _device_column_codes(frame[c], xp)
-            stars.append(star)
-        else:
-            cc, k, code = _column_codes(frame[c])
-            star = None if code is None else (cc == code)
-            cc = cc if xp is np else to_device(cc, xp)
-            stars.append(None if star is None else (star if xp is np else to_device(star, xp)))
-        codes.append(cc)
-        cards.append(k)
+    cols = list(qi)
+    words = []
+    if not device_frame and xp is np:  # plain 32-bit numeric columns: two to a word, in one pass
+        f32 = [c for c in cols if isinstance(frame[c].dtype, np.dtype) and frame[c].dtype.kind == "f"
+               and frame[c].dtype.itemsize == 4]
+        if len(f32) >= 2 and len(frame):
+            words += _float32_words(frame, f32)
+            cols = [c for c in cols if c not in f32]
+    cells, widths, stars = [], [], []
+    for c in cols:
+        cc, w, star = _device_cells(frame[c], xp) if device_frame else _host_cells(frame[c], xp)
+        cells.append(cc)
+        widths.append(w)
+        stars.append(star)
+    words += _pack(cells, widths, xp)
     supp = None
-    if qi and all(s is not None for s in stars):
+    if qi and len(stars) == len(qi) and all(s is not None for s in stars):
         supp = stars[0]
         for s in stars[1:]:
             supp = supp & s
-    return codes, cards, supp
+    return words, supp
 
 
 def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=None) -> Classes:
@@ -147,7 +280,7 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
     qi = list(quasi_identifiers)
     check_columns(frame, qi, "quasi-identifier")
     n_rows = len(frame)
-    codes, cards, supp = _codes_of(frame, qi, xp)
+    codes, supp = _codes_of(frame, qi, xp)
     keep = None
     n_supp = 0
     if supp is not None:
@@ -156,8 +289,8 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
             keep = xp.nonzero(~supp)[0]
             codes = [c[keep] for c in codes]
     if population_table is not None:
-        return _with_population(frame, qi, codes, cards, keep, n_rows, n_supp, population_table, xp)
-    gid, n_cls = combine(codes, cards, xp)
+        return _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp)
+    gid, n_cls = group_rows(codes, xp)
     sizes = _counts(gid, n_cls, xp)
     row_class = gid
     if keep is not None:
@@ -194,7 +327,7 @@ def _weights(frame, weights, qi, xp):
     return w if xp is np else to_device(w, xp)
 
 
-def _with_population(frame, qi, codes, cards, keep, n_rows, n_supp, population_table, xp) -> Classes:
+def _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp) -> Classes:
     """Sample classes and their population sizes F_j, the population table grouped on the same QIs
     (every population row counts)."""
     missing = [c for c in qi if c not in population_table.columns]
@@ -210,6 +343,8 @@ def _with_population(frame, qi, codes, cards, keep, n_rows, n_supp, population_t
         a, b = sample[c], pop[c]
         if isinstance(a.dtype, pd.CategoricalDtype) or isinstance(b.dtype, pd.CategoricalDtype):
             a, b = a.astype(object), b.astype(object)
+        if pd.api.types.is_numeric_dtype(a.dtype) != pd.api.types.is_numeric_dtype(b.dtype):
+            a, b = _as_text(a), _as_text(b)  # one side read as numbers, the other as text: match the text
         both = pd.concat([a.reset_index(drop=True), b.reset_index(drop=True)], ignore_index=True)
         cc, k, _ = _column_codes(both)
         all_codes.append(cc)
@@ -236,6 +371,15 @@ def _with_population(frame, qi, codes, cards, keep, n_rows, n_supp, population_t
     if xp is not np:
         row_class, sizes, F = to_device(row_class, xp), to_device(sizes, xp), to_device(F, xp)
     return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp, F, "population_table")
+
+
+def _as_text(s: pd.Series) -> pd.Series:
+    """Values as text (missing stays missing): a whole float as its integer text, as a CSV has it."""
+    def one(v):
+        if isinstance(v, float) and v.is_integer():
+            return str(int(v))
+        return str(v)
+    return s.astype(object).map(one, na_action="ignore")
 
 
 def to_host_frame(frame):

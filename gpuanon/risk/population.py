@@ -3,7 +3,10 @@
 A port of ARX 3.9.2 (``org.deidentifier.arx.risk``: ``ModelZayatz``, ``ModelPitman``, ``ModelSNB``,
 ``RiskModelPopulationUniqueness``, ``Gamma``; the 2-D Newton solver of ``de.linearbits.newtonraphson``
 0.0.1 as ARX ships it, with ``ARXSolverConfiguration``'s defaults: absolute accuracy 1e-6, 1,000
-steps per try, 10,000 in all, 16 prepared starts). Every model reads only the class-size histogram
+steps per try, 10,000 in all, 16 prepared starts, and ARX's time limits of 100 ms a try and 1 s a run,
+counted here in CPU time so that a busy machine does not change the result: on a large histogram
+where a step is slow the solver gives up as ARX's does, a reported state).
+Every model reads only the class-size histogram
 (``sizes`` ascending, ``counts`` of classes of each size), so its sums are over distinct class sizes,
 whole-array; the sums ARX adds one term at a time are added in ARX's order (``cumsum``'s last
 element), so the solver takes ARX's path.
@@ -12,9 +15,6 @@ Where this port differs from ARX, on purpose:
 
 * ARX casts the population size to a Java ``int`` for the hypergeometric pmf (clamped at
   2^31 - 1, marked as an error in its source); here the exact size is used.
-* ARX also stops the solver on wall-clock limits (100 ms a try, 1 s in all), which makes a result
-  depend on the machine; here the iteration limits alone apply, plus ``max_seconds`` (default 30 s)
-  as a guard, reported as not converged when it is reached.
 * An estimate outside [0, N] is "not available" for every model (ARX checks the range for Pitman
   only).
 
@@ -42,6 +42,8 @@ from scipy import special, stats
 ACCURACY = 1e-6
 ITERATIONS_PER_TRY = 1000
 ITERATIONS_TOTAL = 10000
+TIME_PER_TRY = 0.1  # seconds, ARXSolverConfiguration.getDefaultTimePerTry (100 ms)
+TIME_TOTAL = 1.0  # seconds, getDefaultTimeTotal (1,000 ms), per solver run
 
 
 def _prepared_starts() -> list[tuple[float, float]]:
@@ -176,15 +178,17 @@ def _log_gamma(x: float) -> float:
 
 # --- the solver ------------------------------------------------------------------------------------
 
-def newton_2d(evaluate, start, constraint=None, *, deadline: float | None = None):
+def newton_2d(evaluate, start, constraint=None):
     """de.linearbits NewtonRaphson2D._solve with prepared starts: ``evaluate(x, y)`` gives
     ``(ox, oy, x1, x2, y1, y2)`` (objective, Jacobian); returns ``(x, y)`` or ``(nan, nan)``."""
     nan = (float("nan"), float("nan"))
     total, index = 0, 0
+    t_start = time.process_time()
     sx, sy = np.float64(start[0]), np.float64(start[1])
     first = True
     while total <= ITERATIONS_TOTAL:
         iterations = 0
+        t_try = time.process_time()
         if not first:
             sx, sy = (np.float64(v) for v in PREPARED_STARTS[index])
             index += 1
@@ -198,7 +202,8 @@ def newton_2d(evaluate, start, constraint=None, *, deadline: float | None = None
                 inv = np.float64(1.0) / (x1 * y2 - x2 * y1)
                 i1, i2, i3, i4 = y2 * inv, -x2 * inv, -y1 * inv, x1 * inv
                 sx, sy = sx - (i1 * ox + i2 * oy), sy - (i3 * ox + i4 * oy)
-            if deadline is not None and time.perf_counter() > deadline:
+            now = time.process_time()
+            if now - t_start > TIME_TOTAL:
                 return nan
             if index == len(PREPARED_STARTS):
                 return nan
@@ -206,7 +211,7 @@ def newton_2d(evaluate, start, constraint=None, *, deadline: float | None = None
                 break
             if math.isnan(sx) or math.isnan(sy):
                 break
-            if iterations >= ITERATIONS_PER_TRY:
+            if iterations >= ITERATIONS_PER_TRY or now - t_try > TIME_PER_TRY:
                 break
             iterations += 1
     return nan
@@ -277,7 +282,7 @@ def _pitman_iterative(sizes, counts, u, n):
     return evaluate
 
 
-def pitman(sizes, counts, N: int, n: float, u: float, deadline=None) -> tuple[float, bool]:
+def pitman(sizes, counts, N: int, n: float, u: float) -> tuple[float, bool]:
     """``(uniques, converged)``; uniques NaN when not available."""
     c1 = float(counts[0]) if sizes[0] == 1 else 0.0
     c2 = float(counts[np.searchsorted(sizes, 2)]) if (sizes == 2).any() else 0.0
@@ -288,14 +293,14 @@ def pitman(sizes, counts, N: int, n: float, u: float, deadline=None) -> tuple[fl
         t = ((n_ * u_ * c) - (c1_ * (n_ - 1) * ((2 * u_) + c))) / (((2 * c1_ * u_) + (c1_ * c)) - (n_ * c))
         a = ((t * (c1_ - n_)) + ((n_ - 1) * c1_)) / (n_ * u_)
     constraint = lambda x, y: x >= 0  # noqa: E731
-    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint, deadline=deadline)
+    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint)
     iterative = _pitman_iterative(sizes, counts, u, n)
     if math.isnan(x) or math.isnan(y):
-        x, y = newton_2d(iterative, (t, a), constraint, deadline=deadline)
+        x, y = newton_2d(iterative, (t, a), constraint)
     else:
         tx, ty = iterative(np.float64(x), np.float64(y), derivatives=False)
         if math.isnan(tx) or math.isnan(ty) or abs(tx) > ACCURACY or abs(ty) > ACCURACY:
-            x, y = newton_2d(iterative, (t, a), constraint, deadline=deadline)
+            x, y = newton_2d(iterative, (t, a), constraint)
     converged = not (math.isnan(x) or math.isnan(y))
     return _pitman_result(x, y, float(N)), converged
 
@@ -327,7 +332,7 @@ def _snb_classes(sizes, counts, u, c1, f) -> float:
     return u + c1 * (var1 / var2) * (var3 / var4) * (var3 / var4)
 
 
-def snb(sizes, counts, N: int, n: float, u: float, deadline=None) -> tuple[float, bool]:
+def snb(sizes, counts, N: int, n: float, u: float) -> tuple[float, bool]:
     c1 = float(counts[0]) if sizes[0] == 1 else 0.0
     c2 = float(counts[np.searchsorted(sizes, 2)]) if (sizes == 2).any() else 0.0
     f = np.float64(n / N)
@@ -370,7 +375,7 @@ def snb(sizes, counts, N: int, n: float, u: float, deadline=None) -> tuple[float
                   - (a * val7 * val20 * (a + 2.0) * val0) / (2.0 * pw(val2, a + 3.0)))
         return ox, oy, x1, x2, y1, y2
 
-    a, b = newton_2d(evaluate, (1.0, 1.0), deadline=deadline)
+    a, b = newton_2d(evaluate, (1.0, 1.0))
     with np.errstate(all="ignore"):
         uniques = float(k * pw(np.float64(b), np.float64(a)))
     return uniques, not (math.isnan(a) or math.isnan(b))
@@ -381,7 +386,7 @@ def _estimate(value: float, N: int, converged) -> ModelEstimate:
     return ModelEstimate(value if ok else None, value / N if ok else None, ok, converged)
 
 
-def population_uniqueness(sizes, counts, *, population_size: int, max_seconds: float = 30.0) -> PopulationRisk:
+def population_uniqueness(sizes, counts, *, population_size: int) -> PopulationRisk:
     """The three models and Dankar's rule on a class-size histogram (``sizes`` ascending, ``counts``)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.int64)
@@ -395,11 +400,10 @@ def population_uniqueness(sizes, counts, *, population_size: int, max_seconds: f
     if c1 == 0:
         zero = ModelEstimate(0.0, 0.0, True, None)
         return PopulationRisk(N, f, zero, zero, zero, DankarEstimate(0.0, 0.0, True, None, "none"))
-    deadline = time.perf_counter() + max_seconds
     z = _estimate(zayatz(sizes, counts, N, n, u), N, None)
-    pv, pc = pitman(sizes, counts, N, n, u, deadline)
+    pv, pc = pitman(sizes, counts, N, n, u)
     p = _estimate(pv, N, pc)
-    sv, sc = snb(sizes, counts, N, n, u, deadline)
+    sv, sc = snb(sizes, counts, N, n, u)
     s = _estimate(sv, N, sc)
     if f <= 0.1:
         chosen = ("pitman", p) if p.available else ("zayatz", z)
