@@ -104,3 +104,27 @@ def test_risk_population_table_errors(tables, tmp_path):
     assert r.returncode == 2 and "has no column 'z'" in r.stderr, r.stderr
     r = run("risk", str(s), "--qi", "a,z", "--population-table", str(p), "--report", str(p))
     assert r.returncode == 2 and "population-table" in r.stderr, r.stderr
+
+
+def test_anonymize_report_has_risk_before_and_after(tmp_path):
+    rep = tmp_path / "a.json"
+    qi = "age,education,marital-status,occupation,race,gender,native-country"
+    r = run("anonymize", "--dataset", "adult", "--qi", qi, "--k", "5", "--report", str(rep),
+            "--sampling-fraction", "0.01", "--format", "minmax")
+    assert r.returncode == 0, r.stderr
+    risk = json.loads(rep.read_text())["risk"]
+    b, a = risk["before"], risk["after"]
+    # the input, grouped on the same QIs as the ARX reference of tests/test_risk.py, but typed by the reader
+    assert b["sample"]["n"] == 32561 and b["population"]["population_size"] == 3256100
+    # the output: every class of at least k = 5 rows; the same population N; age as its _min / _max pair
+    assert a["sample"]["prosecutor"]["highest"] <= 1 / 5 and a["sample"]["sample_uniques"] == 0
+    assert a["population"]["population_size"] == 3256100 and a["population"]["dankar"]["uniques"] == 0.0
+    assert "age_min" in a["quasi_identifiers"] and a["sample"]["prosecutor"]["records_at_risk"] == 0.0
+
+
+def test_anonymize_risk_options_checked_before_the_run(tmp_path):
+    rep = tmp_path / "a.json"
+    r = run("anonymize", "--dataset", "adult", "--k", "5", "--report", str(rep), "--sampling-fraction", "2")
+    assert r.returncode == 2 and "outside (0, 1]" in r.stderr and "partition" not in r.stderr, r.stderr
+    r = run("anonymize", "--dataset", "adult", "--k", "5", "--report", str(rep), "--population", "100")
+    assert r.returncode == 2 and "below the table's 32,561 rows" in r.stderr, r.stderr

@@ -8,7 +8,7 @@ import time
 from ..errors import InputError
 from .common import given, hierarchy_spec, plural, read_input, rho_value
 from .config import defaults
-from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, table_command
+from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, add_risk_options, table_command
 
 log = logging.getLogger("gpuanon")
 
@@ -35,6 +35,7 @@ def add_parser(sub, config: dict | None = None):
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")
     g.add_argument("--html", help="self-contained HTML report with plots")
     g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
+    add_risk_options(a)
     a.set_defaults(**defaults("anonymize"))
     if config:  # a --config file: over the packaged defaults, under the options typed
         a.set_defaults(**config)
@@ -57,6 +58,10 @@ def run(args) -> int:
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
     df, roles, source = read_input(args, device_ok=True)
+    if report_path or html_path:  # the risk options' errors before the run, not after it
+        from ..risk import check_population  # noqa: PLC0415
+
+        check_population(len(df), args.population, args.sampling_fraction, args.risk_threshold)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
@@ -70,6 +75,8 @@ def run(args) -> int:
         t_write = time.perf_counter() - t1
         report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
+        if report_path or html_path:  # re-identification risk of the input and of the output
+            report["risk"] = risk_report(args, df, out, m)
         if report_path:
             w.json("--report", report)
         if html_path:
@@ -83,6 +90,15 @@ def run(args) -> int:
              "; no --out given, " + (f"no table written (wrote {', '.join(map(str, written))})" if written
                                      else "nothing written"))
     return 0
+
+
+def risk_report(args, df, out, m) -> dict:
+    """The report's ``risk`` section (gpuanon.risk.report), with the run's QIs and backend."""
+    from ..risk.report import risk_section  # noqa: PLC0415
+
+    return risk_section(df, out, m.schema_.quasi_identifiers, population=args.population,
+                        sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold, suda=args.suda,
+                        suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
 
 
 def estimator(args, roles: dict, cluster=None):

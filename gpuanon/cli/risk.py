@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .common import plural, read_input
+from .config import defaults
 from .options import BACKENDS, add_input, add_quiet
 
 
@@ -27,14 +28,15 @@ def add_parser(sub):
     g.add_argument("--weights", metavar="COL", help="sampling-weights column: F_j = sum of the weights of class j")
     g.add_argument("--population-table", dest="population_table", metavar="P",
                    help="the population table (CSV / Parquet) the sample was drawn from, holding the QIs")
-    p.add_argument("--threshold", type=float, default=0.2, help="records at risk: risk above this (default 0.2)")
+    p.add_argument("--threshold", type=float, help="records at risk: risk above this (default 0.2)")
     p.add_argument("--suda", action="store_true", help="SUDA2 special uniques and DIS-SUDA scores (expensive)")
     p.add_argument("--suda-max-size", dest="suda_max_size", type=int, metavar="S", help="largest MSU size for --suda")
     p.add_argument("--per-record", dest="per_record", metavar="OUT", help="table of every row's class and risks")
     p.add_argument("--original", metavar="ORIG", help="the table before anonymization: before / after side by side")
     p.add_argument("--report", help="JSON report")
     p.add_argument("--html", help="HTML page with the measures and plots")
-    p.add_argument("--backend", choices=BACKENDS, default="cpu", help="where the classes are grouped (default cpu)")
+    p.add_argument("--backend", choices=BACKENDS, help="where the classes are grouped (default cpu)")
+    p.set_defaults(**defaults("risk"))
     return p
 
 

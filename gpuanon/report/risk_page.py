@@ -7,9 +7,12 @@ class-size distribution, before / after.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
-from .pages import _raw_json, fmt, render_page
+from ..io import json_safe
+from .pages import fmt, render_page
 from .plots import png_uri, pyplot
 
 _ROWS = [("rows counted (n)", ("sample", "n")), ("rows left out (every QI suppressed)", ("sample", "n_suppressed")),
@@ -51,17 +54,27 @@ def measure_rows(before: dict | None, after: dict | None) -> list:
     return rows
 
 
+def _curve(doc: dict, taus: np.ndarray) -> np.ndarray:
+    """Prosecutor records at risk at each tau, exactly, from the class-size histogram."""
+    h = doc["class_size_histogram"]
+    s = np.array([int(k) for k in h], dtype=float)
+    rows = s * np.array(list(h.values()), dtype=float)
+    n = rows.sum()
+    return np.array([rows[1.0 / s > t].sum() / n if n else 0.0 for t in taus])
+
+
 def risk_curve_plot(before: dict | None, after: dict | None, threshold: float) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    taus = np.linspace(0.0, 1.0, 801)
     for doc, label, color in ((before, "before", "#4c72b0"), (after, "after", "#dd8452")):
-        if doc:
-            c = doc["records_at_risk_curve"]
-            ax.plot(c["thresholds"], c["records_at_risk"], marker="o", ms=3, label=label, color=color)
+        if doc and doc["class_size_histogram"]:
+            ax.step(taus, _curve(doc, taus), where="post", label=label, color=color)
     ax.axvline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
-    ax.set_xlabel("threshold tau (risk 1 / class size above it)")
+    ax.set_xlabel("threshold tau (a record is at risk when 1 / its class size > tau)")
     ax.set_ylabel("records at risk (share)")
     ax.set_ylim(0, 1.02)
+    ax.set_xlim(0, 1)
     ax.set_title("Prosecutor records at risk against the threshold")
     ax.legend(frameon=False)
     ax.grid(alpha=0.3)
@@ -79,13 +92,26 @@ def class_size_plot(before: dict | None, after: dict | None) -> str:
             order = np.argsort(s)
             ax.step(s[order], np.cumsum((s * c)[order]) / (s * c).sum(), where="post", label=label, color=color)
     ax.set_xscale("log")
+    from matplotlib.ticker import ScalarFormatter  # noqa: PLC0415
+
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("class size (rows)")
-    ax.set_ylabel("share of the rows in classes this small or smaller")
+    ax.set_ylabel("share of rows, cumulative")
     ax.set_ylim(0, 1.02)
-    ax.set_title("Class-size distribution")
+    ax.set_title("Class-size distribution: rows in classes of at most this size")
     ax.legend(frameon=False)
     ax.grid(alpha=0.3)
     return png_uri(fig)
+
+
+def risk_context(risk: dict | None) -> dict | None:
+    """The anonymize page's risk section from the report's ``risk`` (``{"before", "after", "threshold"}``)."""
+    if not risk:
+        return None
+    before, after, tau = risk.get("before"), risk.get("after"), risk.get("threshold", 0.2)
+    return {"threshold": fmt(tau), "rows": measure_rows(before, after),
+            "plots": [("records at risk against the threshold", risk_curve_plot(before, after, tau)),
+                      ("class-size distribution", class_size_plot(before, after))]}
 
 
 def render_risk_html(before: dict | None, after: dict | None, *, title: str = "gpuanon re-identification risk",
@@ -97,4 +123,4 @@ def render_risk_html(before: dict | None, after: dict | None, *, title: str = "g
     return render_page("risk.html", title=title, header=header, threshold=fmt(threshold),
                        pair=before is not None and after is not None, rows=measure_rows(before, after),
                        qi=", ".join((after or before or {}).get("quasi_identifiers", [])), plots=plots, suda=suda,
-                       json_summary="risk JSON", raw_json=_raw_json({"before": before, "after": after}, 200_000))
+                       json_summary="risk JSON", raw_json=json.dumps(json_safe({"before": before, "after": after}), indent=1, allow_nan=False)[:200_000])

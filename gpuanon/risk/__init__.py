@@ -29,7 +29,7 @@ from .classes import SUPPRESSED, Classes, group
 from .population import DankarEstimate, ModelEstimate, PopulationRisk, population_uniqueness
 from .sample import AttackerRisk, IndividualRisk, class_risk, individual, journalist, marketer, prosecutor
 
-__all__ = ["SUPPRESSED", "AttackerRisk", "DankarEstimate", "IndividualRisk", "ModelEstimate", "PopulationRisk",
+__all__ = ["SUPPRESSED", "AttackerRisk", "check_population", "DankarEstimate", "IndividualRisk", "ModelEstimate", "PopulationRisk",
            "RiskResult", "SampleRisk", "assess", "records_at_risk_curve"]
 
 
@@ -123,6 +123,17 @@ def _population_size(n: int, population, sampling_fraction) -> int | None:
                              f"give the size of the population the table was drawn from (>= {n:,})")
         return N
     return None
+
+
+def check_population(n_rows: int, population=None, sampling_fraction=None, threshold: float = 0.2) -> None:
+    """The population options' one-line errors, before any work (``n_rows``: the table's rows, an
+    upper bound of the rows counted)."""
+    if not 0 <= float(threshold) <= 1:
+        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
+    _population_size(0 if population is None else min(n_rows, int(population)), population, sampling_fraction)
+    if population is not None and int(population) < n_rows:
+        raise InputError(f"population size {population} is below the table's {n_rows:,} rows; give the size of "
+                         f"the population the table was drawn from (>= {n_rows:,})")
 
 
 def _suda(frame, qi, suda_max_size, xp):
