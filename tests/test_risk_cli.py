@@ -128,3 +128,16 @@ def test_anonymize_risk_options_checked_before_the_run(tmp_path):
     assert r.returncode == 2 and "outside (0, 1]" in r.stderr and "partition" not in r.stderr, r.stderr
     r = run("anonymize", "--dataset", "adult", "--k", "5", "--report", str(rep), "--population", "100")
     assert r.returncode == 2 and "below the table's 32,561 rows" in r.stderr, r.stderr
+
+
+def test_anonymize_max_risk_chooses_k(tmp_path):
+    rep = tmp_path / "m.json"
+    r = run("anonymize", "--dataset", "adult", "--max-risk", "0.15", "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(rep.read_text())
+    assert d["max_risk"]["k"] == 7 and d["requested"]["k"] == 7  # ceil(1 / 0.15) = 7
+    assert d["risk"]["after"]["sample"]["prosecutor"]["highest"] <= 0.15
+    assert d["metrics"]["entropy_loss"] is not None  # the loss it costs
+    for argv, words in ((["--max-risk", "0"], "outside (0, 1]"), (["--max-risk", "0.2", "--k", "3"], "not both")):
+        r = run("anonymize", "--dataset", "adult", *argv)
+        assert r.returncode == 2 and words in r.stderr, r.stderr
