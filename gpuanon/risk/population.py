@@ -25,9 +25,9 @@ where the solver converges: the objective uses the digamma function, which is ri
 Examples
 --------
 >>> import numpy as np
->>> r = population_uniqueness(np.array([1, 2, 3]), np.array([50, 20, 10]), population_size=1000)
->>> r.dankar.model, r.zayatz.available
-('pitman', True)
+>>> r = population_uniqueness(np.array([1, 2, 3]), np.array([50, 20, 10]), population_size=10000)
+>>> r.sampling_fraction, r.pitman.available, r.dankar.model, round(r.dankar.uniques, 1)
+(0.012, False, 'zayatz', 1753.4)
 """
 
 from __future__ import annotations
