@@ -209,14 +209,16 @@ def test_suda_hook_calls_the_suda_module(monkeypatch):
         def to_dict(self):
             return {"fake": True}
 
-    def suda2(frame, qi, max_size=None):
-        calls["args"] = (list(qi), max_size)
+    def suda2(frame, qi, max_size=None, sampling_fraction=0.01):
+        calls["args"] = (list(qi), max_size, sampling_fraction)
         return R()
 
     fake.suda2 = suda2
     monkeypatch.setitem(sys.modules, "gpuanon.risk.suda", fake)
     r = assess(HAND, ["a", "z"], suda=True, suda_max_size=2)
-    assert calls["args"] == (["a", "z"], 2) and r.to_dict()["suda"] == {"fake": True}
+    assert calls["args"] == (["a", "z"], 2, 0.01) and r.to_dict()["suda"] == {"fake": True}
+    assess(HAND, ["a", "z"], suda=True, population=110)  # DIS-SUDA's fraction: n / N = 11 / 110
+    assert calls["args"] == (["a", "z"], None, 0.1)
 
 
 def test_device_path_on_the_double_equals_the_host():

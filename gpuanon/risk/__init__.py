@@ -17,9 +17,10 @@ It reads only the table and the QI names, never the anonymizer (like :mod:`gpuan
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from ..errors import InputError
 from .classes import SUPPRESSED, Classes, group
 from .population import DankarEstimate, ModelEstimate, PopulationRisk, population_uniqueness
 from .sample import AttackerRisk, IndividualRisk, class_risk, individual, journalist, marketer, prosecutor
+
+if TYPE_CHECKING:  # SUDA2 / DIS-SUDA live in gpuanon.risk.suda
+    from .suda import SudaResult  # noqa: F401
 
 __all__ = ["SUPPRESSED", "AttackerRisk", "check_population", "DankarEstimate", "IndividualRisk", "ModelEstimate", "PopulationRisk",
            "RiskResult", "SampleRisk", "assess", "records_at_risk_curve"]
@@ -69,7 +73,7 @@ class RiskResult:
     sample: SampleRisk
     population: PopulationRisk | None = None
     individual: IndividualRisk | None = None
-    suda: Any = None  # SudaResult | None
+    suda: "SudaResult | None" = None
     class_size_histogram: dict = field(default_factory=dict)
     per_record: Any = None
 
@@ -126,22 +130,29 @@ def _population_size(n: int, population, sampling_fraction) -> int | None:
 
 
 def check_population(n_rows: int, population=None, sampling_fraction=None, threshold: float = 0.2) -> None:
-    """The population options' one-line errors, before any work (``n_rows``: the table's rows, an
-    upper bound of the rows counted)."""
+    """The population options' one-line errors, before any work (``n_rows``: the table's rows)."""
     if not 0 <= float(threshold) <= 1:
         raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
-    _population_size(0 if population is None else min(n_rows, int(population)), population, sampling_fraction)
+    _population_size(0, population, sampling_fraction)  # both given, a fraction outside (0, 1], not whole
     if population is not None and int(population) < n_rows:
         raise InputError(f"population size {population} is below the table's {n_rows:,} rows; give the size of "
                          f"the population the table was drawn from (>= {n_rows:,})")
 
 
-def _suda(frame, qi, suda_max_size, xp):
+def _suda(frame, qi, suda_max_size, sampling_fraction, backend):
+    """``gpuanon.risk.suda.suda2`` on the table (the keywords it takes of ``max_size``,
+    ``sampling_fraction`` (n / N when a population is given; else its default) and ``backend``)."""
     try:
         mod = importlib.import_module("gpuanon.risk.suda")
     except ImportError:
         raise InputError("SUDA2 is not available in this build; leave out --suda") from None
-    return mod.suda2(frame, qi, max_size=suda_max_size)
+    offered = {"max_size": suda_max_size, "sampling_fraction": sampling_fraction, "backend": backend}
+    params = inspect.signature(mod.suda2).parameters
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kw = {k: v for k, v in offered.items() if v is not None and (takes_all or k in params)}
+    if suda_max_size is not None and "max_size" not in kw:
+        raise InputError("this SUDA2 takes no maximum MSU size; leave out --suda-max-size")
+    return mod.suda2(frame, qi, **kw)
 
 
 def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_fraction: float | None = None,
@@ -178,10 +189,13 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
         frame = frame_to_host(frame)
     g: Classes = group(frame, qi, xp=xp, weights=weights, population_table=population_table)
     N = _population_size(g.n, population, sampling_fraction)
-    return _result(frame, qi, g, N, float(threshold), suda, suda_max_size, per_record)
+    res = _result(qi, g, N, float(threshold), per_record)
+    if suda:
+        res.suda = _suda(frame, qi, suda_max_size, None if N is None else g.n / N, backend)
+    return res
 
 
-def _result(frame, qi, g: Classes, N, threshold, suda, suda_max_size, per_record) -> RiskResult:
+def _result(qi, g: Classes, N, threshold, per_record) -> RiskResult:
     xp = g.xp
     sizes = g.sizes
     pop = g.pop_sizes if g.pop_sizes is not None else sizes.astype(xp.float64)
@@ -208,8 +222,6 @@ def _result(frame, qi, g: Classes, N, threshold, suda, suda_max_size, per_record
         popres = population_uniqueness(hs, hc, population_size=N)
     ind = individual(sizes, pop, threshold, xp) if g.pop_sizes is not None and g.n else None
     res = RiskResult(qi, sample, popres, ind, None, hist)
-    if suda:
-        res.suda = _suda(frame, qi, suda_max_size, xp)
     if per_record:
         res.per_record = _per_record(g, pop)
     return res
