@@ -237,6 +237,12 @@ def test_device_path_on_the_double_equals_the_host():
         d = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, backend="gpu")
     assert d.to_dict() == host.to_dict()
     pd.testing.assert_frame_equal(d.per_record, host.per_record)
+    mixed = HAND.assign(x=np.arange(12, dtype=np.float32) % 3, y=np.float32(1.5), v=np.arange(12) % 2)
+    with B.use_device_module(dev):
+        d2 = assess(mixed, ["a", "x", "y", "v"], backend="gpu")  # float32 pairs, ints and text on the device
+        d3 = assess(HAND, ["a", "z"], population_table=POP, backend="gpu")
+    assert d2.to_dict() == assess(mixed, ["a", "x", "y", "v"]).to_dict()
+    assert d3.to_dict() == assess(HAND, ["a", "z"], population_table=POP).to_dict()
     s = dev.stats.summary()
     assert s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]
 
