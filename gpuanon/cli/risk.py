@@ -21,7 +21,8 @@ def add_parser(sub):
     add_input(p)
     p.add_argument("--qi", help="QI columns as published (for minmax output the base names work; default for "
                                 "--dataset: its standard QIs)")
-    g = p.add_argument_group("population (at most one)")
+    g = p.add_argument_group("population: N or f (at most one), and F_j from weights or a population table "
+                             "(at most one)")
     g.add_argument("--population", type=int, metavar="N", help="size of the population the table was drawn from")
     g.add_argument("--sampling-fraction", dest="sampling_fraction", type=float, metavar="F",
                    help="sampling fraction n / N in (0, 1]")
