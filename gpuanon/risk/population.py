@@ -115,8 +115,19 @@ _S3, _S4, _S5, _S6, _S7 = 1 / 12, 1 / 120, 1 / 252, 1 / 240, 1 / 132
 _B2, _B4, _B6, _B8, _B10 = 1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66
 
 
-def digamma(x):
+def _reflected(x):
+    """``(x, x < 0)`` with a negative x replaced by 1 - x (ARX reflects negative arguments)."""
     x = np.array(x, dtype=np.float64, copy=True)
+    neg = np.isfinite(x) & (x < 0)
+    x0 = x.copy()
+    x[neg] = 1.0 - x[neg]
+    return x, x0, neg
+
+
+def digamma(x):
+    """ARX's Gamma.digamma: reflection for x < 0, Taylor series up to 1e-6, recurrence to 12, then
+    de Moivre's expansion."""
+    x, x0, neg = _reflected(x)
     out = np.zeros_like(x)
     bad = ~np.isfinite(x)
     zero = x == 0.0
@@ -135,14 +146,17 @@ def digamma(x):
         r = r * r
         asym = asym - r * (_S3 - (r * (_S4 - (r * (_S5 - (r * (_S6 - (r * _S7))))))))
         out = np.where(work, out + asym, out)
-    out = np.where(small, taylor, out)
+        out = np.where(small, taylor, out)
+        out = np.where(neg, out + (math.pi / np.tan(-math.pi * x0)), out)
     out = np.where(zero, -np.inf, out)
     out = np.where(bad, np.nan, out)
     return out if out.ndim else float(out)
 
 
 def trigamma(x):
-    x = np.array(x, dtype=np.float64, copy=True)
+    """ARX's Gamma.trigamma: reflection for x < 0, Taylor series up to 1e-4, recurrence to 8, and
+    the asymptotic series only from 12 on (as ARX has it)."""
+    x, x0, neg = _reflected(x)
     out = np.zeros_like(x)
     bad = ~np.isfinite(x)
     zero = x == 0.0
@@ -159,7 +173,9 @@ def trigamma(x):
         r = 1.0 / (x * x)
         asym = 0.5 * r + (1.0 + r * (_B2 + r * (_B4 + r * (_B6 + r * (_B8 + r * _B10))))) / x
         out = np.where(work & (x >= 12.0), out + asym, out)  # ARX: the tail only from 12 on
-    out = np.where(small, taylor, out)
+        out = np.where(small, taylor, out)
+        rr = math.pi / np.sin(-math.pi * x0)
+        out = np.where(neg, -out + rr * rr, out)
     out = np.where(zero, -np.inf, out)
     out = np.where(bad, np.nan, out)
     return out if out.ndim else float(out)
