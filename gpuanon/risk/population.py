@@ -4,8 +4,9 @@ A port of ARX 3.9.2 (``org.deidentifier.arx.risk``: ``ModelZayatz``, ``ModelPitm
 ``RiskModelPopulationUniqueness``, ``Gamma``; the 2-D Newton solver of ``de.linearbits.newtonraphson``
 0.0.1 as ARX ships it, with ``ARXSolverConfiguration``'s defaults: absolute accuracy 1e-6, 1,000
 steps per try, 10,000 in all, 16 prepared starts, and ARX's time limits of 100 ms a try and 1 s a run,
-counted here in CPU time so that a busy machine does not change the result: on a large histogram
-where a step is slow the solver gives up as ARX's does, a reported state).
+counted here as work (array elements read, at a JVM's 1e9 a second) so that neither the machine nor
+its load changes a result: on a large histogram where a step is slow the solver gives up as ARX's
+does, a reported state).
 Every model reads only the class-size histogram
 (``sizes`` ascending, ``counts`` of classes of each size), so its sums are over distinct class sizes,
 whole-array; the sums ARX adds one term at a time are added in ARX's order (``cumsum``'s last
@@ -33,7 +34,6 @@ Examples
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +42,11 @@ from scipy import special, stats
 ACCURACY = 1e-6
 ITERATIONS_PER_TRY = 1000
 ITERATIONS_TOTAL = 10000
-TIME_PER_TRY = 0.1  # seconds, ARXSolverConfiguration.getDefaultTimePerTry (100 ms)
-TIME_TOTAL = 1.0  # seconds, getDefaultTimeTotal (1,000 ms), per solver run
+#: ARX's time limits (ARXSolverConfiguration: 100 ms a try, 1,000 ms a run) as work: the array elements
+#: an evaluation reads, about 1e9 a second on a JVM; machine-independent, so a result never depends
+#: on how busy the machine is
+WORK_PER_TRY = 1e8
+WORK_TOTAL = 1e9
 
 
 def _prepared_starts() -> list[tuple[float, float]]:
@@ -194,17 +197,18 @@ def _log_gamma(x: float) -> float:
 
 # --- the solver ------------------------------------------------------------------------------------
 
-def newton_2d(evaluate, start, constraint=None):
+def newton_2d(evaluate, start, constraint=None, work: float = 100.0):
     """de.linearbits NewtonRaphson2D._solve with prepared starts: ``evaluate(x, y)`` gives
-    ``(ox, oy, x1, x2, y1, y2)`` (objective, Jacobian); returns ``(x, y)`` or ``(nan, nan)``."""
+    ``(ox, oy, x1, x2, y1, y2)`` (objective, Jacobian); returns ``(x, y)`` or ``(nan, nan)``.
+    ``work``: the elements one evaluation reads, counted against ARX's time limits."""
     nan = (float("nan"), float("nan"))
     total, index = 0, 0
-    t_start = time.process_time()
+    spent = 0.0
     sx, sy = np.float64(start[0]), np.float64(start[1])
     first = True
     while total <= ITERATIONS_TOTAL:
         iterations = 0
-        t_try = time.process_time()
+        spent_try = 0.0
         if not first:
             sx, sy = (np.float64(v) for v in PREPARED_STARTS[index])
             index += 1
@@ -218,8 +222,9 @@ def newton_2d(evaluate, start, constraint=None):
                 inv = np.float64(1.0) / (x1 * y2 - x2 * y1)
                 i1, i2, i3, i4 = y2 * inv, -x2 * inv, -y1 * inv, x1 * inv
                 sx, sy = sx - (i1 * ox + i2 * oy), sy - (i3 * ox + i4 * oy)
-            now = time.process_time()
-            if now - t_start > TIME_TOTAL:
+            spent += work
+            spent_try += work
+            if spent > WORK_TOTAL:
                 return nan
             if index == len(PREPARED_STARTS):
                 return nan
@@ -227,7 +232,7 @@ def newton_2d(evaluate, start, constraint=None):
                 break
             if math.isnan(sx) or math.isnan(sy):
                 break
-            if iterations >= ITERATIONS_PER_TRY or now - t_try > TIME_PER_TRY:
+            if iterations >= ITERATIONS_PER_TRY or spent_try > WORK_PER_TRY:
                 break
             iterations += 1
     return nan
@@ -309,14 +314,15 @@ def pitman(sizes, counts, N: int, n: float, u: float) -> tuple[float, bool]:
         t = ((n_ * u_ * c) - (c1_ * (n_ - 1) * ((2 * u_) + c))) / (((2 * c1_ * u_) + (c1_ * c)) - (n_ * c))
         a = ((t * (c1_ - n_)) + ((n_ - 1) * c1_)) / (n_ * u_)
     constraint = lambda x, y: x >= 0  # noqa: E731
-    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint)
+    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint, 20.0 * sizes.size + 100)
+    iterative_work = 5.0 * (u + n + float(sizes.max()))
     iterative = _pitman_iterative(sizes, counts, u, n)
     if math.isnan(x) or math.isnan(y):
-        x, y = newton_2d(iterative, (t, a), constraint)
+        x, y = newton_2d(iterative, (t, a), constraint, iterative_work)
     else:
         tx, ty = iterative(np.float64(x), np.float64(y), derivatives=False)
         if math.isnan(tx) or math.isnan(ty) or abs(tx) > ACCURACY or abs(ty) > ACCURACY:
-            x, y = newton_2d(iterative, (t, a), constraint)
+            x, y = newton_2d(iterative, (t, a), constraint, iterative_work)
     converged = not (math.isnan(x) or math.isnan(y))
     return _pitman_result(x, y, float(N)), converged
 
