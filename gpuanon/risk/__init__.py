@@ -179,6 +179,10 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
     qi = list(quasi_identifiers)
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    _population_size(0, population, sampling_fraction)  # the option errors before any work
+    if isinstance(weights, str) and weights in qi:
+        raise InputError(f"weights column '{weights}' is also a quasi-identifier; name another column "
+                         f"with --weights, or leave it out of --qi")
     xp = np
     if is_device_frame(frame) or backend not in (None, "cpu"):
         be = get_backend(backend if backend not in (None,) else "gpu", quiet=True, n_rows=len(frame))
