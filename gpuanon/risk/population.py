@@ -4,8 +4,8 @@ A port of ARX 3.9.2 (``org.deidentifier.arx.risk``: ``ModelZayatz``, ``ModelPitm
 ``RiskModelPopulationUniqueness``, ``Gamma``; the 2-D Newton solver of ``de.linearbits.newtonraphson``
 0.0.1 as ARX ships it, with ``ARXSolverConfiguration``'s defaults: absolute accuracy 1e-6, 1,000
 steps per try, 10,000 in all, 16 prepared starts, and ARX's time limits of 100 ms a try and 1 s a run,
-counted here as work (array elements read, at a JVM's 1e9 a second) so that neither the machine nor
-its load changes a result: on a large histogram where a step is slow the solver gives up as ARX's
+counted here as work (an evaluation's elements times their cost on a JVM) so that neither the machine
+nor its load changes a result: on a large histogram where a step is slow the solver gives up as ARX's
 does, a reported state).
 Every model reads only the class-size histogram
 (``sizes`` ascending, ``counts`` of classes of each size), so its sums are over distinct class sizes,
@@ -42,9 +42,10 @@ from scipy import special, stats
 ACCURACY = 1e-6
 ITERATIONS_PER_TRY = 1000
 ITERATIONS_TOTAL = 10000
-#: ARX's time limits (ARXSolverConfiguration: 100 ms a try, 1,000 ms a run) as work: the array elements
-#: an evaluation reads, about 1e9 a second on a JVM; machine-independent, so a result never depends
-#: on how busy the machine is
+#: ARX's time limits (ARXSolverConfiguration: 100 ms a try, 1,000 ms a run) as work, in nanoseconds of
+#: a JVM: an evaluation's elements times their cost there (about 10 ns an element of the iterative
+#: Pitman sums, 100 ns a class size of the closed form's polygamma functions); machine-independent,
+#: so a result never depends on how busy the machine is
 WORK_PER_TRY = 1e8
 WORK_TOTAL = 1e9
 
@@ -200,7 +201,7 @@ def _log_gamma(x: float) -> float:
 def newton_2d(evaluate, start, constraint=None, work: float = 100.0):
     """de.linearbits NewtonRaphson2D._solve with prepared starts: ``evaluate(x, y)`` gives
     ``(ox, oy, x1, x2, y1, y2)`` (objective, Jacobian); returns ``(x, y)`` or ``(nan, nan)``.
-    ``work``: the elements one evaluation reads, counted against ARX's time limits."""
+    ``work``: what one evaluation costs (see :data:`WORK_PER_TRY`), counted against ARX's time limits."""
     nan = (float("nan"), float("nan"))
     total, index = 0, 0
     spent = 0.0
@@ -314,8 +315,8 @@ def pitman(sizes, counts, N: int, n: float, u: float) -> tuple[float, bool]:
         t = ((n_ * u_ * c) - (c1_ * (n_ - 1) * ((2 * u_) + c))) / (((2 * c1_ * u_) + (c1_ * c)) - (n_ * c))
         a = ((t * (c1_ - n_)) + ((n_ - 1) * c1_)) / (n_ * u_)
     constraint = lambda x, y: x >= 0  # noqa: E731
-    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint, 20.0 * sizes.size + 100)
-    iterative_work = 5.0 * (u + n + float(sizes.max()))
+    x, y = newton_2d(_pitman_closed(sizes, counts, u, n), (t, a), constraint, 100.0 * sizes.size + 1000)
+    iterative_work = 10.0 * (u + n + float(sizes.max()))
     iterative = _pitman_iterative(sizes, counts, u, n)
     if math.isnan(x) or math.isnan(y):
         x, y = newton_2d(iterative, (t, a), constraint, iterative_work)
