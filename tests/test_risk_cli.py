@@ -141,3 +141,13 @@ def test_anonymize_max_risk_chooses_k(tmp_path):
     for argv, words in ((["--max-risk", "0"], "outside (0, 1]"), (["--max-risk", "0.2", "--k", "3"], "not both")):
         r = run("anonymize", "--dataset", "adult", *argv)
         assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+def test_bench_risk_prints_one_json_document():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_risk.py"), "--rows", "20000"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["raw"]["classes"] == 20000 and doc["raw"]["dankar_model"] in ("zayatz", "pitman")
+    assert 0 < doc["classed"]["classes"] < 20000 and doc["classed"]["seconds"] > 0
