@@ -282,17 +282,27 @@ def _pitman_iterative(sizes, counts, u, n):
     keep = sizes != 1
     ks, cs = sizes[keep].astype(np.int64), counts[keep].astype(np.float64)
     j = np.arange(1, int(ks.max()) if ks.size else 1, dtype=np.float64)
+    big = i_u.size + i_n.size > 1 << 17
 
     def evaluate(t, a, derivatives=True):
         with np.errstate(all="ignore"):
-            val0 = t + i_u * a
-            v1 = 1.0 / val0
-            o1, o3 = _seqsum(v1), _seqsum(i_u * v1)
             v3 = j - a
             inner1 = np.cumsum(1.0 / (v3 * v3))  # sum over j < key, one prefix per class size
             inner2 = np.cumsum(1.0 / v3)
             d4 = _seqsum(cs * inner1[ks - 2]) if ks.size else 0.0
             o4 = _seqsum(cs * inner2[ks - 2]) if ks.size else 0.0
+            if big:  # millions of terms: dot products (ARX's order of addition matters no more)
+                v1 = np.reciprocal(t + i_u * a)
+                iv = i_u * v1
+                w1 = np.reciprocal(t + i_n)
+                o1, o3, o2 = float(v1.sum()), float(iv.sum()), float(w1.sum())
+                if not derivatives:
+                    return o1 - o2, o3 - o4
+                d1, d5, d3, d2 = float(v1 @ v1), float(iv @ v1), float(iv @ iv), float(w1 @ w1)
+                return o1 - o2, o3 - o4, d2 - d1, 0.0 - d5, 0.0 - d5, 0.0 - d3 - d4
+            val0 = t + i_u * a
+            v1 = 1.0 / val0
+            o1, o3 = _seqsum(v1), _seqsum(i_u * v1)
             w = t + i_n
             o2 = _seqsum(1.0 / w)
             if not derivatives:
