@@ -74,10 +74,12 @@ def run(args) -> int:
         if out_path:
             w.table("--out", out, metadata=m.output_metadata_)
         t_write = time.perf_counter() - t1
+        # re-identification risk of the input and of the output (inside the run's total)
+        risk = risk_report(args, df, out, m) if report_path or html_path else None
         report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
-        if report_path or html_path:  # re-identification risk of the input and of the output
-            report["risk"] = risk_report(args, df, out, m)
+        if risk is not None:
+            report["risk"] = risk
         if max_risk is not None:
             report["max_risk"] = max_risk
         if report_path:
@@ -115,12 +117,16 @@ def k_for_max_risk(args) -> dict | None:
 
 
 def risk_report(args, df, out, m) -> dict:
-    """The report's ``risk`` section (gpuanon.risk.report), with the run's QIs and backend."""
+    """The report's ``risk`` section (gpuanon.risk.report), with the run's QIs and backend, and its
+    seconds."""
     from ..risk.report import risk_section  # noqa: PLC0415
 
-    return risk_section(df, out, m.schema_.quasi_identifiers, population=args.population,
-                        sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold, suda=args.suda,
-                        suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
+    t = time.perf_counter()
+    section = risk_section(df, out, m.schema_.quasi_identifiers, population=args.population,
+                           sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold, suda=args.suda,
+                           suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
+    section["seconds"] = round(time.perf_counter() - t, 6)
+    return section
 
 
 def estimator(args, roles: dict, cluster=None):
