@@ -54,6 +54,13 @@ def measure_rows(before: dict | None, after: dict | None) -> list:
     return rows
 
 
+def _sides(before, after):
+    """``(doc, legend label, colour)`` of each side; one table alone is "table"."""
+    if before is None or after is None:
+        return [(before or after, "table", "#4c72b0")]
+    return [(before, "before", "#4c72b0"), (after, "after", "#dd8452")]
+
+
 def _curve(doc: dict, taus: np.ndarray) -> np.ndarray:
     """Prosecutor records at risk at each tau, exactly, from the class-size histogram."""
     h = doc["class_size_histogram"]
@@ -67,7 +74,7 @@ def risk_curve_plot(before: dict | None, after: dict | None, threshold: float) -
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     taus = np.linspace(0.0, 1.0, 801)
-    for doc, label, color in ((before, "before", "#4c72b0"), (after, "after", "#dd8452")):
+    for doc, label, color in _sides(before, after):
         if doc and doc["class_size_histogram"]:
             ax.step(taus, _curve(doc, taus), where="post", label=label, color=color)
     ax.axvline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
@@ -84,7 +91,7 @@ def risk_curve_plot(before: dict | None, after: dict | None, threshold: float) -
 def class_size_plot(before: dict | None, after: dict | None) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
-    for doc, label, color in ((before, "before", "#4c72b0"), (after, "after", "#dd8452")):
+    for doc, label, color in _sides(before, after):
         if doc and doc["class_size_histogram"]:
             h = doc["class_size_histogram"]
             s = np.array([int(k) for k in h], dtype=float)
