@@ -237,6 +237,22 @@ def run_threshold(cfg: dict) -> dict:
                     "larger measured size (None: never); gpuanon's default is backend.GPU_MIN_ROWS"}
 
 
+def run_risk(cfg: dict) -> dict:
+    """Re-identification risk (sample-based measures, population models at f = 0.01) of HEPMASS-shaped
+    rows x 28 on the backend: cold (first call) and warm seconds (bench/bench_risk.py on the CPU)."""
+    from gpuanon.datasets import make_hepmass
+    from gpuanon.risk import assess
+
+    df = make_hepmass(int(cfg["rows"]), random_state=0)
+    runs = {}
+    for name in ("cold", "warm"):
+        t = time.perf_counter()
+        r = assess(df, QI_HEP, sampling_fraction=0.01, backend=cfg["backend"])
+        _sync()
+        runs[name] = round(time.perf_counter() - t, 3)
+    return {"rows": cfg["rows"], "classes": r.sample.n_classes, "dankar": r.population.dankar.model, **runs}
+
+
 def run_env(cfg: dict) -> dict:
     from gpuanon.backend import GPU_MIN_ROWS, cudf_module, get_backend, gpu_status
 
@@ -257,7 +273,7 @@ def run_env(cfg: dict) -> dict:
 
 
 PARTS = {"mondrian": run_mondrian, "distpab": run_distpab, "cli": run_cli, "cluster": run_cluster,
-         "threshold": run_threshold, "env": run_env}
+         "threshold": run_threshold, "env": run_env, "risk": run_risk}
 
 
 def child(cfg: dict) -> None:
@@ -382,6 +398,8 @@ def _figures(name: str, p: dict) -> str:
     if name == "cluster":
         return (f"{p['rows']} rows on {p['cluster']}: {p['cluster_fit_transform_s']} s against one process "
                 f"{p['one_process_fit_transform_s']} s; equal {p['equal_to_one_process']}")
+    if name == "risk":
+        return f"{p['rows']} rows, {p['classes']} classes: cold {p['cold']} s, warm {p['warm']} s"
     if name == "threshold":
         runs = ", ".join(f"{r['rows']}: cpu {r['cpu_s']:.3g} / device {r['device_s']:.3g}" for r in p["runs"])
         return f"threshold {p['threshold_rows']} rows ({runs})"
@@ -456,6 +474,7 @@ def main(argv=None) -> int:
     if "cli" in doc["parts"] and "skipped" not in doc["parts"]["cli"]:
         doc["parts"]["cli"]["cudf_present"] = have_cudf
     part("threshold", {"part": "threshold", "sizes": sizes["threshold"]}, 100)
+    part("risk", {"part": "risk", "rows": sizes["hep_big"]}, 90)
     if args.backend == "gpu":
         skip = "" if have_dask_cuda else "skipped: dask-cuda is not installed"
         cl = "cuda:1"

@@ -22,6 +22,7 @@ _LAZY = {
     "verify": (".verify", None),
     "check": (".verify", "verify"),
     "datasets": (".datasets", None),
+    "risk": (".risk", None),
     "evaluate": (".evaluate", None),  # a callable module: gpuanon.evaluate(df, ...) runs evaluate.evaluate
 }
 
@@ -31,6 +32,7 @@ __all__ = [
     "verify",
     "check",
     "datasets",
+    "risk",
     "evaluate",
     "GpuanonError",
     "InputError",

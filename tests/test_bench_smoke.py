@@ -65,7 +65,8 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
     parts = doc["parts"]
     assert set(parts) == {"pytest", "mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big", "distpab", "cli",
-                          "threshold", "cluster"}
+                          "threshold", "risk", "cluster"}
+    assert parts["risk"]["rows"] == 40_000 and parts["risk"]["warm"] > 0
     assert parts["pytest"]["exit_status"] == 0 and "skipped" in parts["pytest"]["summary"]
     for name in ("mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big"):
         for run in ("cold", "warm"):

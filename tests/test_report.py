@@ -140,7 +140,10 @@ def test_cli_anonymize_writes_html(cli_html):
     assert k >= 5
     assert "rows in 32561" in text
     imgs = _png_images(tags)
-    assert len(imgs) == 2 and all(v[:8] == PNG_SIGNATURE for v in imgs.values())
+    # class sizes, entropy bars, and the risk section's records at risk and class-size distribution
+    assert len(imgs) == 4 and all(v[:8] == PNG_SIGNATURE for v in imgs.values())
+    assert {"records at risk against the threshold", "class-size distribution"} <= set(imgs)
+    assert "Re-identification risk, before and after" in text
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
     for stage in ("read", "encode", "partition", "generalize", "verify", "metrics", "write", "total"):
         assert re.search(rf"\b{stage} \d+\.\d{{3}} s\b", text), stage

@@ -3,6 +3,7 @@
     gpuanon anonymize --dataset adult --k 10 --out adult_k10.csv --report adult_k10.json
     gpuanon anonymize data.parquet --qi age,zip --sensitive disease --k 5 --l 2 --out anon.parquet
     gpuanon check anon.csv --qi age,zip --sensitive disease --k 5 --l 2
+    gpuanon risk anon.csv --qi age,zip --original data.csv --sampling-fraction 0.01 --html risk.html
 
 Errors in the input print one line naming the problem and the fix and exit with status 2;
 ``check`` exits with status 1 when the table does not meet the requested k / l / t. An interrupt
@@ -21,7 +22,7 @@ import threading
 
 from .. import __version__
 from ..errors import GpuanonError
-from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, sweep
+from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, risk, sweep
 from .anonymize import summary_line
 from .common import refuse_overwriting_inputs, setup_logging
 from .config import load_config
@@ -31,7 +32,7 @@ __all__ = ["build_parser", "main", "summary_line"]
 
 #: subcommand -> module, in the order ``gpuanon --help`` lists them
 COMMANDS = {"anonymize": anonymize, "sweep": sweep, "hierarchy": hierarchy, "perturb": perturb, "attack": attack,
-            "evaluate": evaluate, "federate": federate, "check": check}
+            "evaluate": evaluate, "federate": federate, "check": check, "risk": risk}
 
 
 def build_parser(config: dict | None = None) -> Parser:

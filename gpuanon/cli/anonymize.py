@@ -8,7 +8,7 @@ import time
 from ..errors import InputError
 from .common import given, hierarchy_spec, plural, read_input, rho_value
 from .config import defaults
-from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, table_command
+from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, add_risk_options, table_command
 
 log = logging.getLogger("gpuanon")
 
@@ -35,6 +35,7 @@ def add_parser(sub, config: dict | None = None):
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")
     g.add_argument("--html", help="self-contained HTML report with plots")
     g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
+    add_risk_options(a, max_risk=True)
     a.set_defaults(**defaults("anonymize"))
     if config:  # a --config file: over the packaged defaults, under the options typed
         a.set_defaults(**config)
@@ -45,6 +46,7 @@ def run(args) -> int:
     from ..report import command_report, render_html  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
+    max_risk = k_for_max_risk(args)  # --max-risk R sets k
     if getattr(args, "cluster", None):  # scale-out on Dask: the workers read and write the table
         from ..distributed.command import anonymize_on_cluster  # noqa: PLC0415
 
@@ -55,8 +57,12 @@ def run(args) -> int:
     outputs = command_outputs(args, [("--out", out_path, True), ("--report", report_path, False),
                                      ("--html", html_path, False)])
     if args.k is None:
-        raise InputError("no k given; pass --k (e.g. --k 3)")
+        raise InputError("no k given; pass --k (e.g. --k 3) or --max-risk R")
     df, roles, source = read_input(args, device_ok=True)
+    if report_path or html_path:  # the risk options' errors before the run, not after it
+        from ..risk import check_population  # noqa: PLC0415
+
+        check_population(len(df), args.population, args.sampling_fraction, args.risk_threshold)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
@@ -68,8 +74,14 @@ def run(args) -> int:
         if out_path:
             w.table("--out", out, metadata=m.output_metadata_)
         t_write = time.perf_counter() - t1
+        # re-identification risk of the input and of the output (inside the run's total)
+        risk = risk_report(args, df, out, m) if report_path or html_path else None
         report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
+        if risk is not None:
+            report["risk"] = risk
+        if max_risk is not None:
+            report["max_risk"] = max_risk
         if report_path:
             w.json("--report", report)
         if html_path:
@@ -83,6 +95,38 @@ def run(args) -> int:
              "; no --out given, " + (f"no table written (wrote {', '.join(map(str, written))})" if written
                                      else "nothing written"))
     return 0
+
+
+def k_for_max_risk(args) -> dict | None:
+    """``--max-risk R``: k = max(2, ceil(1 / R)), the smallest k whose every class has a prosecutor risk
+    1 / size <= R; a k-anonymous output (k >= 2) has no sample uniques, so the population models (Dankar's
+    rule) estimate no population uniques: the prosecutor bound alone decides k. Sets ``args.k``."""
+    import math  # noqa: PLC0415
+
+    r = getattr(args, "max_risk", None)
+    if r is None:
+        return None
+    if args.k is not None:
+        raise InputError("give --k or --max-risk, not both (--max-risk R chooses k = ceil(1 / R))")
+    if not 0 < r <= 1:
+        raise InputError(f"--max-risk {r} is outside (0, 1]; give e.g. --max-risk 0.1 (k = 10)")
+    args.k = max(2, math.ceil(1.0 / r - 1e-9))
+    log.info("--max-risk %g: k = %d (prosecutor risk 1 / k = %.4g)", r, args.k, 1.0 / args.k)
+    return {"requested": r, "k": args.k, "prosecutor_highest_bound": 1.0 / args.k,
+            "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
+
+
+def risk_report(args, df, out, m) -> dict:
+    """The report's ``risk`` section (gpuanon.risk.report), with the run's QIs and backend, and its
+    seconds."""
+    from ..risk.report import risk_section  # noqa: PLC0415
+
+    t = time.perf_counter()
+    section = risk_section(df, out, m.schema_.quasi_identifiers, population=args.population,
+                           sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold, suda=args.suda,
+                           suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
+    section["seconds"] = round(time.perf_counter() - t, 6)
+    return section
 
 
 def estimator(args, roles: dict, cluster=None):

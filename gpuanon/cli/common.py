@@ -146,8 +146,8 @@ def setup_logging(quiet: bool) -> None:
     log.propagate = False
 
 
-_INPUT_OPTIONS = ("input", "original", "perturbed", "config")
-_OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png")
+_INPUT_OPTIONS = ("input", "original", "perturbed", "config", "population_table")
+_OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png", "per_record")
 
 
 def input_files(args) -> dict:
@@ -157,7 +157,7 @@ def input_files(args) -> dict:
     for name in _INPUT_OPTIONS:
         v = getattr(args, name, None)
         if isinstance(v, (str, Path)) and v:
-            found["the input file" if name == "input" else f"the --{name} file"] = v
+            found["the input file" if name == "input" else f"the --{name.replace('_', '-')} file"] = v
     for pair in getattr(args, "hierarchy", None) or []:
         if "=" in str(pair):
             col, path = str(pair).split("=", 1)
@@ -186,5 +186,5 @@ def refuse_overwriting_inputs(args) -> None:
     for name in _OUTPUT_OPTIONS:
         out = getattr(args, name, None)
         if isinstance(out, (str, Path)) and out:
-            outputs.add(f"--{name}", out)
+            outputs.add(f"--{name.replace('_', '-')}", out)
     outputs.check_names()

@@ -84,3 +84,20 @@ def add_hierarchy_options(g) -> None:
                                              "(default: chosen per column by information loss)")
     g.add_argument("--optimize", action="store_true",
                    help="the optimization step: QI tuples occurring >= k times keep their values")
+
+
+def add_risk_options(p: argparse.ArgumentParser, max_risk: bool = False) -> None:
+    """The re-identification risk section of ``anonymize``'s report (docs/risk.md)."""
+    g = p.add_argument_group("re-identification risk in the report (before and after)")
+    g.add_argument("--population", type=int, metavar="N",
+                   help="population size: adds population uniqueness (Zayatz, Pitman, SNB, Dankar)")
+    g.add_argument("--sampling-fraction", dest="sampling_fraction", type=float, metavar="F",
+                   help="sampling fraction n / N in (0, 1], instead of --population")
+    g.add_argument("--risk-threshold", dest="risk_threshold", type=float,
+                   help="records at risk: risk above this (default 0.2)")
+    g.add_argument("--suda", action="store_true", help="SUDA2 / DIS-SUDA in the risk section (expensive)")
+    g.add_argument("--suda-max-size", dest="suda_max_size", type=int, metavar="S", help="largest MSU size for --suda")
+    if max_risk:
+        g.add_argument("--max-risk", dest="max_risk", type=float, metavar="R",
+                       help="instead of --k: the smallest k whose output has prosecutor risk <= R (k = ceil(1 / R)); "
+                            "population uniqueness is then 0 (no sample uniques are left)")

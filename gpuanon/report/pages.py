@@ -163,7 +163,13 @@ def render_html(report: dict, title: str | None = None) -> str:
                    losses=[(a, fmt(b)) for a, b in losses], per_column=per_column, hierarchies=hierarchies,
                    rho_candidates=rho_candidates, optimization=_optimization_context(report.get("optimization")),
                    timing=[(k_, f"{v:.3f} s") for k_, v in report.get("seconds", {}).items()],
-                   json_summary="Full JSON report", raw_json=_raw_json(report, 200_000))
+                   risk=_risk(report.get("risk")), json_summary="Full JSON report", raw_json=_raw_json(report, 200_000))
+
+
+def _risk(risk):
+    from .risk_page import risk_context  # noqa: PLC0415 (risk_page renders with this module)
+
+    return risk_context(risk)
 
 
 # ---------------------------------------------------------------------- model evaluation
