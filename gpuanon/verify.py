@@ -289,9 +289,9 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
     ``sa_missing`` the code of a missing value (counted by t-closeness, by no kind of l).
     """
     if xp is None:
-        from .backend import array_module  # noqa: PLC0415
+        from .backend import get_namespace  # noqa: PLC0415
 
-        xp = array_module(dictionaries[0]) if dictionaries else np
+        xp = get_namespace(dictionaries[0]) if dictionaries else np
     shared = not isinstance(codes, (list, tuple))
     if shared and dictionaries:
         # every column indexed by the same codes: a row's tuple of cells is its code's tuple, so

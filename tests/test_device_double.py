@@ -466,3 +466,17 @@ def test_gpu_check_budgets_hold_on_the_double():
     m.report_["transfers"]["stages"]["metrics"]["syncs"] += 1
     got = gc.budgets(m)
     assert not got["all_ok"] and not got["metrics"]["ok"] and got["verify"]["ok"]
+
+
+def test_get_namespace_and_the_backend_by_name_on_the_device():
+    """One way to get ``xp`` from arrays; a pickled GPU backend finds the device module again."""
+    import pickle
+
+    dev = DeviceDouble()
+    with B.use_device_module(dev):
+        a = dev.arange(3, dtype=dev.int64)
+        assert B.is_device_array(a) and B.get_namespace(None, a, a) is dev
+        with pytest.raises(TypeError, match="mixed"):
+            B.get_namespace(a, np.arange(3))
+        be = pickle.loads(pickle.dumps(B.get_backend("gpu", quiet=True)))
+        assert be.name == "gpu" and be.xp is dev
