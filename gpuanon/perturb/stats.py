@@ -167,7 +167,7 @@ def finalize(stats: Stats, names: Sequence[str] | None = None):
     d = stats.n_features
     labels = list(names) if names is not None else [str(i) for i in range(d)]
     if stats.n < 2:
-        raise InputError(f"DISTPAB needs at least 2 rows in total to estimate a covariance, got {stats.n}")
+        raise InputError(f"DISTPAB needs at least 2 rows in total to estimate a covariance, got {stats.n} sample(s)")
     mean = np.asarray(stats.mean, dtype=np.float64)
     C = np.asarray(stats.comoment, dtype=np.float64)
     bad = ~(np.isfinite(mean) & np.isfinite(C).all(axis=0))
