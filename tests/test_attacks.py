@@ -291,6 +291,7 @@ def test_distpab_resists_at_least_as_well_as_random_rotation(seed):
 # --------------------------------------------------------------------------- bench smoke
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_eval_distpab_utility_quick(tmp_path):
     """bench/eval_distpab_utility.py --quick prints one JSON document with runs, summary and checks."""

@@ -219,6 +219,7 @@ def _cluster_both(frames, kw, local_rows):
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
 
 
+@pytest.mark.slow
 def test_dask_two_workers(monkeypatch):
     """A 2-worker in-process LocalCluster on the double against the same cluster run on the CPU:
     HEPMASS-shaped with value ranges for every numeric QI and t-closeness."""

@@ -392,6 +392,7 @@ def test_perturb_frame_with_noise_keeps_label_pairing():
 
 # ----------------------------------------------------------------------------------- benchmark
 
+@pytest.mark.slow
 def test_bench_quick_prints_one_json_document(tmp_path):
     import json
     import os

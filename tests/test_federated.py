@@ -262,6 +262,7 @@ def space_json(grid):
 
 
 # ---------------------------------------------------------------- Flower's simulation runtime, through the CLI
+@pytest.mark.slow
 def test_cli_federate_on_flower_simulation(tmp_path):
     rep, page = tmp_path / "r.json", tmp_path / "r.html"
     env = dict(os.environ, RAY_DEDUP_LOGS="0")

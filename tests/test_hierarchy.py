@@ -349,6 +349,7 @@ def _brute_lcn(h: Hierarchy, row: np.ndarray) -> tuple[int, int]:
     raise AssertionError("no common node")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_hierarchies(), st.data())
 def test_lowest_common_node_vs_brute_force(h, data):

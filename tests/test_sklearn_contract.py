@@ -165,3 +165,18 @@ def test_pipeline_rows_stay_aligned():
 
     default, unshuffled = score(), score(shuffle=False)
     assert default == unshuffled and default > 0.8  # rows out of line with y scored 0.54 here
+
+
+@pytest.mark.slow
+def test_a_cluster_fitted_mondrian_pickles():
+    pytest.importorskip("distributed")
+    from gpuanon.datasets import load_adult
+
+    df = load_adult().head(3000)
+    m = Mondrian(k=5, quasi_identifiers=["age", "education", "gender"], sensitive="income", backend="cpu",
+                 progress=False, cluster="local:2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = m.fit_transform(df)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.report_ == m.report_ and m2.transform(df).equals(out)

@@ -385,8 +385,9 @@ class Mondrian(TransformerMixin, BaseEstimator):
                           "pass the table given to fit(), or call fit_transform(new_table)")
 
     def __getstate__(self):
-        """A pickle leaves out the weak reference to the fitted frame (see the class notes)."""
-        return dict(super().__getstate__(), _fitted_frame=None)
+        """A pickle leaves out the weak references to the fitted frame (see the class notes)."""
+        cf = self.__dict__.get("_cluster_frame")  # (weak reference, rows, columns) of a cluster fit
+        return dict(super().__getstate__(), _fitted_frame=None, **({"_cluster_frame": (type(None), *cf[1:])} if cf else {}))
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         """Generalize the fitted partitions of ``df`` and verify the result independently.
