@@ -373,6 +373,7 @@ def _cudf_chains_in(path: Path) -> list[str]:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "cudf"]
 
 
+@pytest.mark.slow
 def test_only_backend_calls_cudf():
     """No module but backend.py names ``cudf.`` in code (comments and strings do not count)."""
     found = []

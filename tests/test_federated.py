@@ -180,6 +180,7 @@ def _assert_only_weights_counts_stats(grid, cfg, doc):
     return kinds
 
 
+@pytest.mark.slow
 def test_k_anonymous_silos_send_only_weights_counts_and_category_sets():
     cfg = _cfg(protection="k=5")
     doc, grid = _run(cfg)
