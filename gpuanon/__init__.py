@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Criteria": (".anonymize", "Criteria"),
     "Mondrian": (".anonymize", "Mondrian"),
+    "DISTPAB": (".perturb", "DISTPAB"),
     "verify": (".verify", None),
     "check": (".verify", "verify"),
     "datasets": (".datasets", None),
@@ -29,6 +30,7 @@ _LAZY = {
 __all__ = [
     "Criteria",
     "Mondrian",
+    "DISTPAB",
     "verify",
     "check",
     "datasets",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -60,6 +61,18 @@ class Backend:
         """Copy an array back to host memory as a NumPy array; counted."""
         return to_host(a)
 
+    def __reduce__(self):  # by name (modules do not pickle): looked up again where loaded, e.g. on a Dask worker
+        return namespace_by_name, (self.name, self.frame.__name__, self.reason, self.device, dict(self.extra))
+
+
+def namespace_by_name(name: str, frame: str | None = None, *rest):
+    """``xp`` by name, as pickles keep it: NumPy for ``'cpu'`` / ``'numpy'``, else CuPy (the device double
+    when one is installed); with ``frame``, the whole :class:`Backend` (its ``__reduce__``)."""
+    import importlib  # noqa: PLC0415
+
+    xp = np if name in ("cpu", "numpy") else _DEVICE[0] or importlib.import_module("cupy")
+    return xp if frame is None else Backend(name, xp, importlib.import_module(frame), *rest)
+
 
 # ---------------------------------------------------------------------------------------------
 # host <-> device copies: the only place they happen, counted per stage
@@ -86,12 +99,9 @@ def use_device_module(mod):
 
 
 class TransferLog:
-    """Calls and bytes of host <-> device copies, per stage and direction.
-
-    On the GPU backend it counts real copies. On the CPU (``simulate=True``) it counts the arrays
-    that would cross if the same code ran on a GPU: every array handed to :func:`to_host` or
-    :func:`to_device`, so a CPU test can hold the pipeline to the GPU's copy budget.
-    """
+    """Calls and bytes of host <-> device copies, per stage and direction: real copies on the GPU backend;
+    on the CPU (``simulate=True``) the arrays that would cross on a GPU (every array handed to
+    :func:`to_host` or :func:`to_device`), so a CPU test holds the pipeline to the GPU's copy budget."""
 
     def __init__(self, simulate: bool = False):
         self.simulate = simulate
@@ -204,15 +214,8 @@ def to_device(a: Any, xp=None):
     return xp.asarray(host)
 
 
-def to_host_list(a: Any) -> list:
-    """``a`` as a Python list (one counted copy for a device array)."""
-    return to_host(a).tolist()
-
-
 def synchronize() -> None:
     """Wait for the GPU's queued work (a no-op unless CuPy is in use): stage timings are honest."""
-    import sys  # noqa: PLC0415
-
     if _DEVICE[0] is not None:
         return _DEVICE[0].cuda.Device().synchronize()
     cp = sys.modules.get("cupy")
@@ -221,22 +224,29 @@ def synchronize() -> None:
 
 
 def to_scalar(a: Any):
-    """One element as a Python number (an 8-byte device-to-host copy on the GPU; counted on the CPU
-    too when the log simulates a device)."""
+    """One element as a Python number (an 8-byte device-to-host copy on the GPU; counted when simulated)."""
     if hasattr(a, "nbytes"):
         _count("to_host", a, is_device_array(a))
     return a.item() if hasattr(a, "item") else a
 
 
-def array_module(a: Any) -> ModuleType:
-    """NumPy or CuPy, whichever owns ``a``."""
-    if is_device_array(a):
-        if _DEVICE[0] is not None and isinstance(a, _DEVICE[0].ndarray):
-            return _DEVICE[0]
-        import cupy  # noqa: PLC0415
+def _namespace(a: Any) -> ModuleType:
+    if not is_device_array(a):
+        return np
+    if _DEVICE[0] is not None and isinstance(a, _DEVICE[0].ndarray):
+        return _DEVICE[0]
+    import cupy  # noqa: PLC0415
 
-        return cupy
-    return np
+    return cupy
+
+
+def get_namespace(*arrays: Any) -> ModuleType:
+    """The array module of ``arrays`` (array-api-compat's name): CuPy (or the installed device double)
+    for device arrays, else NumPy; ``None`` is skipped. Host and device arrays mixed: ``TypeError``."""
+    found = {_namespace(a) for a in arrays if a is not None}
+    if len(found) > 1:
+        raise TypeError("host and device arrays mixed; copy them to one side first (to_device / to_host)")
+    return found.pop() if found else np
 
 
 def special(xp) -> ModuleType:
@@ -250,11 +260,6 @@ def special(xp) -> ModuleType:
     import cupyx.scipy.special  # noqa: PLC0415
 
     return cupyx.scipy.special
-
-
-def xp_of(backend: str | None = None) -> ModuleType:
-    """The array module of a backend name (``auto`` / ``cpu`` / ``gpu``), resolved quietly."""
-    return get_backend(backend, quiet=True).xp
 
 
 def _driver_present() -> tuple[bool, str]:
@@ -279,11 +284,8 @@ gpu_status.cache_clear = lambda: _gpu_probe.cache_clear()  # type: ignore[attr-d
 
 @lru_cache(maxsize=1)
 def _gpu_probe() -> tuple[bool, str]:
-    """``(usable, reason)`` of :func:`gpu_status`.
-
-    Never raises and never hangs on a machine without a driver: the device nodes and driver
-    library are looked for before CuPy is imported, and every CuPy failure is caught.
-    """
+    """``(usable, reason)`` of :func:`gpu_status`; never raises, never hangs without a driver (device nodes
+    and driver library are looked for before CuPy is imported; every CuPy failure is caught)."""
     ok, why = _driver_present()
     if not ok:
         return False, why

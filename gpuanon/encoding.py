@@ -36,7 +36,7 @@ from kernels.counts import count_values
 from kernels.keys import MISSING, decode_keys, float32_keys, rank_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
-from .backend import to_device, to_host
+from .backend import get_namespace, namespace_by_name, to_device, to_host
 from .exact import exact_of
 from .schema import Schema
 
@@ -70,7 +70,7 @@ class Column:
         """'f32', or the sorted distinct values on ``xp``'s device (copied once, at encode)."""
         if isinstance(self.info, str):
             return self.info
-        if self.info_x is None or (xp is not np) != (type(self.info_x).__module__.startswith("cupy")):
+        if self.info_x is None or get_namespace(self.info_x) is not xp:
             self.info_x = to_device(self.info, xp)
         return self.info_x
 
@@ -131,6 +131,12 @@ class Table:
     column_stats: dict = field(default_factory=dict, repr=False, compare=False)
     #: QI name -> its bound hierarchy (``gpuanon.hierarchy.ColumnHierarchy``): set by bind_hierarchies
     hierarchies: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+
+    def __getstate__(self):  # a pickle keeps the array module by name (modules do not pickle)
+        return dict(self.__dict__, xp="numpy" if self.xp is np else "cupy", hierarchies=dict(self.hierarchies))
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, xp=namespace_by_name(state["xp"]), hierarchies=MappingProxyType(state["hierarchies"]))
 
     @property
     def qi_names(self) -> list[str]:
@@ -224,9 +230,6 @@ def codes_sorted(series: pd.Series):
     remap = np.empty(len(uniq), dtype=np.int64)
     remap[np.asarray(order, dtype=np.int64)] = np.arange(len(uniq))
     return remap[codes].astype(np.int32), [uniq[i] for i in order]
-
-
-_codes_sorted = codes_sorted  # the former private name
 
 
 def sort_key(v):

@@ -52,8 +52,9 @@ class VerificationResult:
 _M1, _M2, _GOLD = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
 
 
-def _mix(z, xp=np):
-    """splitmix64 finalizer, elementwise on uint64 (arithmetic wraps)."""
+def splitmix64(z, xp=np):
+    """splitmix64's finalizer, elementwise on uint64 (arithmetic wraps): the hash of a tuple of cells
+    (here and in the cluster run, ``gpuanon.distributed.worker``)."""
     z = z + xp.uint64(_GOLD)
     z = (z ^ (z >> xp.uint64(30))) * xp.uint64(_M1)
     z = (z ^ (z >> xp.uint64(27))) * xp.uint64(_M2)
@@ -87,7 +88,7 @@ def _cell_ids(cells, xp):
         return xp.zeros(0, dtype=xp.int64), 0
     h = xp.full(n, 0x12345678, dtype=xp.uint64)
     for j, c in enumerate(cells):
-        h = _mix(h ^ _mix(c + xp.uint64(j), xp), xp)
+        h = splitmix64(h ^ splitmix64(c + xp.uint64(j), xp), xp)
     order = xp.argsort(h)
     hs = h[order]
     new = xp.ones(n, dtype=bool)
@@ -289,9 +290,9 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
     ``sa_missing`` the code of a missing value (counted by t-closeness, by no kind of l).
     """
     if xp is None:
-        from .backend import array_module  # noqa: PLC0415
+        from .backend import get_namespace  # noqa: PLC0415
 
-        xp = array_module(dictionaries[0]) if dictionaries else np
+        xp = get_namespace(dictionaries[0]) if dictionaries else np
     shared = not isinstance(codes, (list, tuple))
     if shared and dictionaries:
         # every column indexed by the same codes: a row's tuple of cells is its code's tuple, so

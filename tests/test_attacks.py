@@ -266,6 +266,7 @@ def test_naive_inference_matches_distpab_variances_without_noise():
     np.testing.assert_allclose(pair_rows(Xs, perm_s), Xp, atol=1e-12)
 
 
+@pytest.mark.slow
 @needs_sklearn
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_distpab_resists_at_least_as_well_as_random_rotation(seed):
@@ -291,6 +292,7 @@ def test_distpab_resists_at_least_as_well_as_random_rotation(seed):
 # --------------------------------------------------------------------------- bench smoke
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_eval_distpab_utility_quick(tmp_path):
     """bench/eval_distpab_utility.py --quick prints one JSON document with runs, summary and checks."""

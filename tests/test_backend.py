@@ -24,7 +24,7 @@ def test_cpu_backend():
     assert not be.is_gpu and be.device == "cpu"
     a = be.asarray([1, 2, 3])
     assert isinstance(a, np.ndarray) and np.array_equal(be.to_host(a), [1, 2, 3])
-    assert B.array_module(a) is np
+    assert B.get_namespace(a) is np and B.get_namespace() is np and B.get_namespace(None, a) is np
 
 
 @pytest.mark.parametrize("name", ["CPU", " cpu ", "Cpu"])

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_bench_quick_json(tmp_path):
     out_file = tmp_path / "bench.json"
     env = dict(os.environ)
@@ -52,6 +55,7 @@ def test_bench_quick_json(tmp_path):
         assert {"name", "measured", "pass"} <= set(t)
 
 
+@pytest.mark.slow
 def test_gpu_check_small_on_the_cpu(tmp_path):
     """bench/gpu_check.py --backend cpu --small runs every part of the GPU machine's check at tiny
     sizes on the CPU (what it cannot catch: anything the device does; it checks the script's code

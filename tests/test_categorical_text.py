@@ -73,6 +73,7 @@ def test_estimator_with_hierarchies_publishes_text_leaves():
     pa.Table.from_pandas(out)  # Arrow accepts every column
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ext", ["parquet", "csv"])
 def test_cli_integer_float_bool_categoricals_round_trip(tmp_path, ext):
     df = _frame()

@@ -19,6 +19,7 @@ def run(*args, cwd=None):
                           cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_anonymize_adult_writes_verified_csv_and_report(tmp_path):
     out, rep = tmp_path / "a.csv", tmp_path / "a.json"
     r = run("anonymize", "--dataset", "adult", "--k", "10", "--out", str(out), "--report", str(rep))
@@ -40,6 +41,7 @@ def test_anonymize_adult_writes_verified_csv_and_report(tmp_path):
     assert bad.returncode == 1 and "NOT MET" in bad.stdout
 
 
+@pytest.mark.slow
 def test_parquet_minmax_l_and_t_from_config(tmp_path):
     cfg = tmp_path / "job.toml"
     out = tmp_path / "o.parquet"
@@ -57,6 +59,7 @@ def test_parquet_minmax_l_and_t_from_config(tmp_path):
     assert c.returncode == 0, c.stdout + c.stderr
 
 
+@pytest.mark.slow
 def test_options_override_config(tmp_path):
     cfg = tmp_path / "job.toml"
     cfg.write_text('dataset = "adult"\nk = 5\n')
@@ -74,6 +77,7 @@ def small_csv(tmp_path):
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, words", [
     (["--qi", "agee,zip", "--k", "2"], ["'agee'", "did you mean 'age'"]),
     (["--qi", "age,zip", "--k", "1"], ["k must be an integer >= 2"]),
@@ -94,6 +98,7 @@ def test_input_errors_exit_2_one_line_nothing_written(small_csv, tmp_path, args,
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.csv")]
 
 
+@pytest.mark.slow
 def test_empty_table_and_unreadable_file(tmp_path):
     empty = tmp_path / "e.csv"
     empty.write_text("age,zip\n")
@@ -105,6 +110,7 @@ def test_empty_table_and_unreadable_file(tmp_path):
     assert r.returncode == 2 and "unknown extension" in r.stderr
 
 
+@pytest.mark.slow
 def test_suppression_budget(tmp_path):
     p = tmp_path / "m.csv"
     df = pd.DataFrame({"age": [30.0, 31, 32, 40, 41, 42, None], "zip": list("aabbccd")})

@@ -46,6 +46,7 @@ def edu_csv(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_hierarchy_build_writes_the_six_groups(edu_csv):
     rows = [ln.split(";") for ln in edu_csv.read_text(encoding="utf-8").splitlines() if ln.strip()]
     assert len(rows) == 16 and all(len(r) == 3 for r in rows)
@@ -57,6 +58,7 @@ def test_hierarchy_build_writes_the_six_groups(edu_csv):
     assert {frozenset(v) for v in groups.values()} == SIX_GROUPS
 
 
+@pytest.mark.slow
 def test_anonymize_with_a_hierarchy_file(edu_csv, tmp_path):
     out, rep = tmp_path / "o.csv", tmp_path / "r.json"
     r = run("anonymize", "--dataset", "adult", "--k", "5", "--hierarchy", f"education={edu_csv}",
@@ -74,6 +76,7 @@ def test_anonymize_with_a_hierarchy_file(edu_csv, tmp_path):
     assert verify(df, ADULT_QUASI_IDENTIFIERS, "income", k=5).ok
 
 
+@pytest.mark.slow
 def test_anonymize_auto_hierarchies_and_optimize(tmp_path):
     out, rep = tmp_path / "o.csv", tmp_path / "r.json"
     r = run("anonymize", "--dataset", "adult", "--k", "5", "--hierarchies", "auto", "--optimize",
@@ -96,6 +99,7 @@ def test_anonymize_auto_hierarchies_and_optimize(tmp_path):
     assert opt["entropy_loss_after"] <= opt["entropy_loss_before"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [3, 10])
 @pytest.mark.parametrize("optimize", [False, True])
 def test_auto_hierarchies_never_lose_more_than_none(tmp_path, k, optimize):
@@ -118,6 +122,7 @@ def test_auto_hierarchies_never_lose_more_than_none(tmp_path, k, optimize):
     assert "no hierarchy" in page and ("Optimization step" in page) == optimize
 
 
+@pytest.mark.slow
 def test_fixed_rho_on_the_command_line(tmp_path):
     rep = tmp_path / "r.json"
     r = run("anonymize", "--dataset", "adult", "--k", "5", "--hierarchies", "auto", "--rho", "25",
@@ -127,6 +132,7 @@ def test_fixed_rho_on_the_command_line(tmp_path):
     assert {v["rho"] for v in report["hierarchies"].values()} == {25}
 
 
+@pytest.mark.slow
 def test_rho_that_does_not_divide_100_is_exit_2(tmp_path):
     out = tmp_path / "o.csv"
     msg = one_line_error(run("anonymize", "--dataset", "adult", "--k", "5", "--hierarchies", "auto",
@@ -138,12 +144,14 @@ def test_rho_that_does_not_divide_100_is_exit_2(tmp_path):
     assert "rho = 7" in msg and not (tmp_path / "e.csv").exists()
 
 
+@pytest.mark.slow
 def test_rho_alone_that_does_not_divide_100_is_exit_2(tmp_path):
     out = tmp_path / "o.csv"
     msg = one_line_error(run("anonymize", "--dataset", "adult", "--k", "5", "--rho", "7", "--out", out))
     assert "rho = 7" in msg and not out.exists()
 
 
+@pytest.mark.slow
 def test_malformed_hierarchy_file_is_exit_2_naming_the_file(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("Bachelors;G;*\nMasters;G;ROOT\n")
@@ -162,6 +170,7 @@ def test_malformed_hierarchy_file_is_exit_2_naming_the_file(tmp_path):
     assert "nope.csv" in msg
 
 
+@pytest.mark.slow
 def test_hierarchy_pair_without_equals_is_exit_2(tmp_path):
     out = tmp_path / "o.csv"
     msg = one_line_error(run("anonymize", "--dataset", "adult", "--k", "5", "--hierarchy", "education",
@@ -172,6 +181,7 @@ def test_hierarchy_pair_without_equals_is_exit_2(tmp_path):
     assert "'age'" in msg and "numeric" in msg
 
 
+@pytest.mark.slow
 def test_sweep_with_hierarchy_flags(edu_csv, tmp_path):
     out = tmp_path / "s.csv"
     r = run("sweep", "--dataset", "adult", "--k-values", "5", "--l-values", "", "--t-values", "",

@@ -20,6 +20,7 @@ def run(*args):
                           env=env, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [["--centralized"], ["--entities", "3"]])
 def test_perturb_then_attack(tmp_path, mode):
     out, rep, arep = tmp_path / "p.csv", tmp_path / "p.json", tmp_path / "a.json"
@@ -50,6 +51,7 @@ def test_perturb_then_attack(tmp_path, mode):
     assert res["min"] > 0
 
 
+@pytest.mark.slow
 def test_perturb_errors(tmp_path):
     p = tmp_path / "in.csv"
     pd.DataFrame({"a": [1.0, 2, 3, 4], "b": ["x", "y", "x", "y"], "y": [0, 1, 0, 1]}).to_csv(p, index=False)

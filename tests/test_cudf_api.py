@@ -326,6 +326,7 @@ def test_pinned_spec_is_one_release():
         "gpu-cu12 and gpu-cu13 must pin the same cuDF release"
 
 
+@pytest.mark.slow
 def test_backend_cudf_attributes_exist(cudf_source, cudf_wheel):
     source = BACKEND.read_text()
     chains, _ = used_attributes(source)
@@ -334,6 +335,7 @@ def test_backend_cudf_attributes_exist(cudf_source, cudf_wheel):
     assert not problems, f"{cudf_wheel.name}:\n" + "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_the_check_catches_calls_cudf_lacks(cudf_source):
     """The checker itself: the calls of an older backend.py (absent from cuDF 26.10) are caught,
     and the ones it replaced them with pass."""
@@ -371,6 +373,7 @@ def _cudf_chains_in(path: Path) -> list[str]:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "cudf"]
 
 
+@pytest.mark.slow
 def test_only_backend_calls_cudf():
     """No module but backend.py names ``cudf.`` in code (comments and strings do not count)."""
     found = []

@@ -148,6 +148,7 @@ def test_categorical_of_more_than_64_categories():
     run_both(df, k=5, l=2, quasi_identifiers=["city", "age", "x"], sensitive="sa", target="sa")
 
 
+@pytest.mark.slow
 def test_hepmass_200k():
     """HEPMASS-shaped 200,000 x 28 (the GPU's scale; on the double about a second per backend)."""
     df = make_hepmass(200_000, random_state=0)
@@ -181,6 +182,7 @@ def test_distpab_fit_and_perturb():
     assert s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]
 
 
+@pytest.mark.slow
 def test_sweep(adult8k):
     from gpuanon.anonymize.sweep import run_sweep
 
@@ -219,6 +221,7 @@ def _cluster_both(frames, kw, local_rows):
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
 
 
+@pytest.mark.slow
 def test_dask_two_workers(monkeypatch):
     """A 2-worker in-process LocalCluster on the double against the same cluster run on the CPU:
     HEPMASS-shaped with value ranges for every numeric QI and t-closeness."""
@@ -231,6 +234,7 @@ def test_dask_two_workers(monkeypatch):
     _cluster_both([df.iloc[:9_000], df.iloc[9_000:]], kw, 4_000)
 
 
+@pytest.mark.slow
 def test_dask_two_workers_adult_missing_optimized(adult):
     """The cluster on Adult with missing values, l-diversity, optimize and the mean format."""
     pytest.importorskip("distributed")
@@ -370,6 +374,7 @@ SYNCS_PER_LEVEL = 2
 SYNCS_PER_ATTEMPT = 2
 
 
+@pytest.mark.slow
 def test_per_level_counts_do_not_grow_with_the_rows():
     d = len(HEPMASS_FEATURES)
     (m_small, small), (m_big, big) = _hep_counts(20_000), _hep_counts(200_000)
@@ -402,6 +407,7 @@ def test_the_double_counts_device_scalars_used_as_host_numbers():
     assert dev.stats.summary()["syncs_implicit"] == 2
 
 
+@pytest.mark.slow
 def test_command_line_parquet_to_parquet(adult8k, tmp_path):
     """``gpuanon anonymize --backend gpu`` in process on the double: the same Parquet file and report
     (the package logger the command sets up is put back by tests/conftest.py)."""
@@ -432,6 +438,7 @@ def test_command_line_parquet_to_parquet(adult8k, tmp_path):
     assert s["ops"] > 0 and s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, sorted(s["escaped_sites"])
 
 
+@pytest.mark.slow
 def test_device_counts_script(capsys):
     import importlib.util
     import json
@@ -447,6 +454,7 @@ def test_device_counts_script(capsys):
     assert set(run["per_level"]) and run["report_transfers"]["syncs"] == run["syncs_through_backend"] - 1  # labels_
 
 
+@pytest.mark.slow
 def test_gpu_check_budgets_hold_on_the_double():
     """bench/gpu_check.py re-checks the double's sync budgets on a GPU run; on the double itself they
     hold (every stage but the partition as in bench/results/device_double_counts.json), and a stage
@@ -468,3 +476,17 @@ def test_gpu_check_budgets_hold_on_the_double():
     m.report_["transfers"]["stages"]["metrics"]["syncs"] += 1
     got = gc.budgets(m)
     assert not got["all_ok"] and not got["metrics"]["ok"] and got["verify"]["ok"]
+
+
+def test_get_namespace_and_the_backend_by_name_on_the_device():
+    """One way to get ``xp`` from arrays; a pickled GPU backend finds the device module again."""
+    import pickle
+
+    dev = DeviceDouble()
+    with B.use_device_module(dev):
+        a = dev.arange(3, dtype=dev.int64)
+        assert B.is_device_array(a) and B.get_namespace(None, a, a) is dev
+        with pytest.raises(TypeError, match="mixed"):
+            B.get_namespace(a, np.arange(3))
+        be = pickle.loads(pickle.dumps(B.get_backend("gpu", quiet=True)))
+        assert be.name == "gpu" and be.xp is dev

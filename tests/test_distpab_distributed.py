@@ -15,6 +15,8 @@ from gpuanon.errors import BackendError, SchemaError  # noqa: E402
 from gpuanon.perturb import DISTPAB, perturb_distributed  # noqa: E402
 from gpuanon.perturb.distributed import make_client  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 FEATURES = ["f0", "f1", "f2", "f3", "f4"]
 
 

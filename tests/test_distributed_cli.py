@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,8 @@ from gpuanon.distributed import open_cluster, parse_cluster  # noqa: E402
 from gpuanon.distributed.cluster import worker_addresses  # noqa: E402
 from gpuanon.errors import BackendError, InputError  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 
 @pytest.mark.parametrize("spec,want", [("local:3", ("local", 3)), ("LOCAL", ("local", None)),
                                        ("cuda:2", ("cuda", 2)), ("tcp://10.0.0.5:8786", ("address", None)),

@@ -21,6 +21,8 @@ from gpuanon.encoding import encode  # noqa: E402
 from gpuanon.errors import BackendError, InputError, SchemaError  # noqa: E402
 from gpuanon.schema import Schema  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 ADULT_QI = ["age", "education", "marital-status", "gender", "race", "hours-per-week"]
 
 

@@ -11,6 +11,8 @@ from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.hierarchy import Hierarchy  # noqa: E402
 from test_distributed_mondrian import as_text, check_same, fit_both, shards  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 QI5 = ["age", "education", "marital-status", "gender", "race"]
 QI6 = QI5 + ["hours-per-week"]
 

@@ -15,6 +15,8 @@ from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.metrics.entropy import interval_joint, numeric_domain  # noqa: E402
 from test_distributed_mondrian import ADULT_QI, check_same, shards  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask clusters
+
 HEP_QI = [f"f{i}" for i in range(28)]
 
 

@@ -251,6 +251,7 @@ def test_golden_adult_losses_of_spec_section_7(adult, params, loss):
     assert 100 * m.report_["metrics"]["entropy_loss"] == pytest.approx(loss, abs=0.1)
 
 
+@pytest.mark.slow
 def test_cli_check_scores_a_users_table_against_its_original(tmp_path):
     import json
 

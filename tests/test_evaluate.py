@@ -45,7 +45,8 @@ def _xy(n=600, n_classes=2, seed=0):
 
 
 # ---------------------------------------------------------------- models
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("mlp", "gb") else n
+                                  for n in MODEL_NAMES])  # the MLP's and gradient boosting's training: slow
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_every_model_trains_and_predicts_on_cpu(name, n_classes):
     X, y = _xy(600, n_classes)
@@ -335,6 +336,7 @@ def cli_run(tmp_path_factory):
     return r, d
 
 
+@pytest.mark.slow
 def test_cli_evaluate_writes_csv_json_html(cli_run):
     r, tmp_path = cli_run
     assert r.returncode == 0, r.stderr
@@ -353,6 +355,7 @@ def test_cli_evaluate_writes_csv_json_html(cli_run):
     assert "| Gradient Boosting |" in r.stdout  # the markdown table
 
 
+@pytest.mark.slow
 def test_cli_evaluate_bad_model_writes_nothing(tmp_path):
     r = run_cli("evaluate", "--dataset", "adult", "--models", "rf,boost", "--out", "res.csv", cwd=tmp_path)
     assert r.returncode == 2 and "unknown model(s) 'boost'" in r.stderr
@@ -361,6 +364,7 @@ def test_cli_evaluate_bad_model_writes_nothing(tmp_path):
     assert r.returncode == 2 and "unknown option 'q'" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} not installed")
 def test_evaluation_page_renders_in_chromium(cli_run, tmp_path):
     import io

@@ -180,6 +180,7 @@ def _assert_only_weights_counts_stats(grid, cfg, doc):
     return kinds
 
 
+@pytest.mark.slow
 def test_k_anonymous_silos_send_only_weights_counts_and_category_sets():
     cfg = _cfg(protection="k=5")
     doc, grid = _run(cfg)
@@ -262,6 +263,7 @@ def space_json(grid):
 
 
 # ---------------------------------------------------------------- Flower's simulation runtime, through the CLI
+@pytest.mark.slow
 def test_cli_federate_on_flower_simulation(tmp_path):
     rep, page = tmp_path / "r.json", tmp_path / "r.html"
     env = dict(os.environ, RAY_DEDUP_LOGS="0")

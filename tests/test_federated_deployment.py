@@ -29,6 +29,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("flower-superlink") is None and not os.path.exists(
     os.path.join(os.path.dirname(sys.executable), "flower-superlink")), reason="Flower's CLI is not installed")
 def test_deployment_runtime_on_loopback(tmp_path):

@@ -28,6 +28,7 @@ def table(tmp_path):
 HEAVY = ("pandas", "numpy", "sklearn", "scipy", "pyarrow", "cupy", "torch", "matplotlib")
 
 
+@pytest.mark.slow
 def test_cli_entry_and_package_import_no_heavy_library():
     """`gpuanon --version` / `--help` import only argparse-level modules; `import gpuanon` stays cheap
     while `from gpuanon import Mondrian` still works. (Module sets, not seconds: a loaded machine makes
@@ -47,6 +48,7 @@ def test_cli_entry_and_package_import_no_heavy_library():
 
 
 # ---------------------------------------------------------------------------- row 14: sweep
+@pytest.mark.slow
 def test_sweep_log_says_why_a_grid_point_failed_and_only_what_was_asked(table, tmp_path):
     r = run_cli("sweep", str(table), "--qi", "age,zip", "--sensitive", "sick", "--k-values", "3,5",
                 "--l-values", "3", "--t-values", "", "--out", str(tmp_path / "s.csv"), cwd=tmp_path)
@@ -62,12 +64,14 @@ def test_sweep_log_says_why_a_grid_point_failed_and_only_what_was_asked(table, t
 
 
 # ---------------------------------------------------------------------------- row 15
+@pytest.mark.slow
 def test_rows_with_an_input_file_is_refused(table, tmp_path):
     err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--rows", "10",
                                   cwd=tmp_path))
     assert "--rows" in err and "--dataset" in err
 
 
+@pytest.mark.slow
 def test_out_naming_a_missing_folder_says_so(table, tmp_path):
     err = one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--out", "newdir/",
                                   cwd=tmp_path))
@@ -75,6 +79,7 @@ def test_out_naming_a_missing_folder_says_so(table, tmp_path):
     assert not (tmp_path / "newdir").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, words", [('k = "five"', "k = 'five' is not a whole number"),
                                          ("k = 2.5", "k = 2.5 is not a whole number"),
                                          ('mode = "loose"', "mode = 'loose' is not one of strict, relaxed"),
@@ -86,6 +91,7 @@ def test_bad_config_value_names_the_file_and_key(table, tmp_path, line, words):
     assert f"config '{cfg}'" in err and words in err and "argument --" not in err, err
 
 
+@pytest.mark.slow
 def test_hierarchy_hint_example_uses_one_separator(table, tmp_path):
     h = tmp_path / "zip.csv"
     h.write_text("a,ab,*\nb,ab,*\n")
@@ -96,6 +102,7 @@ def test_hierarchy_hint_example_uses_one_separator(table, tmp_path):
     assert "separated by ','" in err
 
 
+@pytest.mark.slow
 def test_one_entity_is_singular(table, tmp_path):
     r = run_cli("perturb", str(table), "--features", "age", "--entities", "1", "--centralized",
                 "--out", str(tmp_path / "p.csv"), cwd=tmp_path)
@@ -103,6 +110,7 @@ def test_one_entity_is_singular(table, tmp_path):
     assert "1 entity)" in r.stderr and "1 entities" not in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_html_shows_what_was_asked_and_the_file_name_only(table, tmp_path):
     html = tmp_path / "r.html"
     r = run_cli("anonymize", str(table), "--qi", "age,zip", "--sensitive", "sick", "--k", "3",
@@ -118,6 +126,7 @@ def test_html_shows_what_was_asked_and_the_file_name_only(table, tmp_path):
     assert rows["l"] == rows["t"] and rows["l"] not in ("0", "None") and rows["k"] == "3", rows
 
 
+@pytest.mark.slow
 def test_semicolon_file_hint_and_sep_option(tmp_path):
     p = tmp_path / "semi.csv"
     p.write_text("name;age;zip\n" + "".join(f"n{i};{20 + i % 7};z{i % 3}\n" for i in range(30)))

@@ -139,6 +139,7 @@ def test_frontier_rows_match_a_direct_computation(wine):
     assert row["accuracy_knn"] == pytest.approx(knn)
 
 
+@pytest.mark.slow
 def test_frontier_is_reproducible_with_a_seed(wine, small_frontier):
     X, y = wine
     again = frontier(X, y, noise=(0.1, 0.5), folds=3, draws=3, random_state=4, backend="cpu")
@@ -148,6 +149,7 @@ def test_frontier_is_reproducible_with_a_seed(wine, small_frontier):
     assert not np.allclose(other.table["naive"], small_frontier.table["naive"])
 
 
+@pytest.mark.slow
 def test_svm_sample_and_noise_effect():
     X, y, _f, _n = load_frontier_data("breast_cancer")
     res = frontier(X, y, noise=(0.05, 0.8), methods=("distpab", "gp"), folds=3, draws=2, svm_max_rows=200,
@@ -201,6 +203,7 @@ def test_plot_is_a_png(small_frontier, tmp_path):
 # --------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_frontier_writes_csv_and_png(tmp_path):
     r = run_cli("attack", "--frontier", "--dataset", "wine", "--noise", "0.1,0.3", "--folds", "3", "--draws", "2",
                 "--seed", "1", "--out", "fr.csv", "--png", "fr.png", "--report", "fr.json", cwd=tmp_path, timeout=300)
@@ -217,6 +220,7 @@ def test_cli_frontier_writes_csv_and_png(tmp_path):
     np.testing.assert_allclose(t["accuracy_svm"], api["accuracy_svm"], rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,msg", [
     (["--noise", "0.1,oops"], "--noise value 'oops' is not a number"),
     (["--noise", "0.2,-1"], ">= 0"),
@@ -235,6 +239,7 @@ def test_cli_frontier_errors(tmp_path, args, msg):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_frontier_unknown_dataset_and_missing_out(tmp_path):
     r = run_cli("attack", "--frontier", "--dataset", "iris", "--out", "fr.csv", cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "iris" in r.stderr and len(r.stderr.strip().splitlines()) == 1

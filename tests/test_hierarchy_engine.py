@@ -511,6 +511,7 @@ def adult_auto(adult):
     return _fit_adult(adult, hierarchies="auto")
 
 
+@pytest.mark.slow
 def test_adult_auto_chooses_the_rho_with_the_largest_u(adult, adult_auto, paths_by_rho):
     m, out = adult_auto
     assert (m.labels_ >= 0).all() and len(out) == len(adult)
@@ -571,6 +572,7 @@ def test_adult_auto_precision_is_sweeneys(adult, adult_auto, paths_by_rho):
     assert m.report_["metrics"]["precision"] == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_adult_fixed_rho_10(adult, paths_by_rho):
     m, out = _fit_adult(adult, hierarchies="auto", rho=10)
     assert m.verification_.ok and m.report_["achieved"]["k"] >= 3

@@ -153,6 +153,7 @@ def _check_numbering(labels, n_parts):
 # ------------------------------------------------------------------------------ property tests
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_kernel_equals_reference(p):
@@ -180,6 +181,7 @@ def test_kernel_equals_reference(p):
         assert (pd.Series(blocks).groupby(lab).nunique() == 1).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_rows=60))
 def test_estimator_labels_equal_reference(p):

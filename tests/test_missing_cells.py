@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,7 @@ def test_readers_parse_the_marker_back():
     assert np.isfinite(X).all() and X.shape[0] == len(df)
 
 
+@pytest.mark.slow
 def test_round_trip_through_csv_and_parquet_and_check(tmp_path):
     df = _frame()
     src = tmp_path / "in.parquet"

@@ -102,12 +102,14 @@ def _fit(df, qis, k, l, t, mode, fmt="range"):
                     backend="cpu", progress=False, max_suppression=1.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_mondrian_properties(case):
     _check_case(case)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(max_rows=600))
 def test_mondrian_properties_larger_tables(case):

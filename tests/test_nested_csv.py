@@ -25,6 +25,7 @@ def nested(tmp_path):
     return p, t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", [("--qi", "age,addr"), ("--qi", "age,tags"), ("--sensitive", "addr")])
 def test_a_nested_column_in_a_role_is_refused_with_one_line(tmp_path, nested, role):
     args = [str(nested[0]), "--k", "5", "--out", str(tmp_path / "o.csv"), *role]
@@ -35,6 +36,7 @@ def test_a_nested_column_in_a_role_is_refused_with_one_line(tmp_path, nested, ro
     assert f"'{col}' is a nested column" in line and "flatten" in line
 
 
+@pytest.mark.slow
 def test_nested_columns_pass_through_to_parquet_and_to_csv_as_json(tmp_path, nested):
     src, t = nested
     for ext in ("parquet", "csv", "csv.gz"):

@@ -41,6 +41,7 @@ def table(tmp_path) -> Path:
 
 
 # ---------------------------------------------------------------------------- defect 1
+@pytest.mark.slow
 def test_out_naming_a_folder_is_one_line_error(table, tmp_path):
     folder = tmp_path / "results"
     folder.mkdir()
@@ -58,6 +59,7 @@ def test_out_naming_a_folder_is_one_line_error(table, tmp_path):
     assert folder.is_dir() and not any(folder.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["same", "relative", "dotted"])
 def test_out_equal_to_the_input_is_refused_and_the_input_kept(table, tmp_path, spelling):
     before = table.read_bytes()
@@ -69,6 +71,7 @@ def test_out_equal_to_the_input_is_refused_and_the_input_kept(table, tmp_path, s
     assert table.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_other_commands_refuse_to_overwrite_their_input(table, tmp_path):
     before = table.read_bytes()
     err = one_error_line(run_cli("perturb", str(table), "--features", "age,income", "--centralized",
@@ -82,6 +85,7 @@ def test_other_commands_refuse_to_overwrite_their_input(table, tmp_path):
 
 
 # ---------------------------------------------------------------------------- defect 2
+@pytest.mark.slow
 def test_report_is_strict_json_with_missing_values(tmp_path):
     rng = np.random.default_rng(1)
     n = 40
@@ -124,6 +128,7 @@ def _exact_column(path, col) -> list[float]:
     return [float(ln.split(",")[j]) for ln in lines[1:]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["minmax", "range"])
 def test_every_value_lies_inside_its_published_interval(tmp_path, fmt):
     rng = np.random.default_rng(3)
@@ -152,6 +157,7 @@ def test_every_value_lies_inside_its_published_interval(tmp_path, fmt):
 
 
 # ---------------------------------------------------------------------------- defect 5 and 6
+@pytest.mark.slow
 def test_entirely_missing_qi_is_warned_with_how_it_was_treated(table, tmp_path):
     df = pd.read_csv(table).assign(blank=np.nan, blank2=np.nan, blank3=np.nan)
     p, rep = tmp_path / "b.csv", tmp_path / "r.json"
@@ -170,6 +176,7 @@ def test_entirely_missing_qi_is_warned_with_how_it_was_treated(table, tmp_path):
     assert (kinds["blank"], kinds["blank2"], kinds["blank3"]) == ("numeric", "numeric", "categorical")
 
 
+@pytest.mark.slow
 def test_identifier_like_qi_is_warned(table, tmp_path):
     df = pd.read_csv(table)
     df.insert(0, "patient_id", np.arange(1000, 1000 + len(df)))
@@ -184,6 +191,7 @@ def test_identifier_like_qi_is_warned(table, tmp_path):
 
 
 # ---------------------------------------------------------------------------- defect 7
+@pytest.mark.slow
 def test_default_t_distance_is_ordered_for_a_numeric_sensitive_attribute(table, tmp_path):
     rep = tmp_path / "r.json"
     out = tmp_path / "o.csv"
@@ -220,6 +228,7 @@ def test_mondrian_resolves_auto_at_fit():
 
 
 # ---------------------------------------------------------------------------- defect 8
+@pytest.mark.slow
 def test_recursive_cl_error_names_a_larger_c(tmp_path):
     df = pd.DataFrame({"age": np.arange(30), "dx": ["flu"] * 20 + ["hiv"] * 6 + ["tb"] * 4})
     p = tmp_path / "r.csv"
@@ -249,6 +258,7 @@ def _bad_files(tmp_path) -> dict:
     return files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, words", [
     ("empty", ["empty (0 bytes)"]),
     ("latin", ["not valid utf-8", "--encoding latin-1"]),
@@ -264,6 +274,7 @@ def test_read_errors_say_what_is_wrong(tmp_path, kind, words):
     assert "check the path" not in err
 
 
+@pytest.mark.slow
 def test_encoding_option_reads_latin1(tmp_path):
     path = _bad_files(tmp_path)["latin"]
     out = tmp_path / "o.csv"
@@ -276,6 +287,7 @@ def test_encoding_option_reads_latin1(tmp_path):
     assert "--encoding 'klingon'" in err
 
 
+@pytest.mark.slow
 def test_duplicate_headers_are_refused_with_their_names(tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("age,zip,age,dx,dx\n1,a,2,x,y\n")
@@ -292,6 +304,7 @@ def test_duplicate_headers_are_refused_with_their_names(tmp_path):
 
 
 # ---------------------------------------------------------------------------- defect 11
+@pytest.mark.slow
 def test_perturb_names_the_columns_it_leaves_out(table, tmp_path):
     out, rep = tmp_path / "p.csv", tmp_path / "p.json"
     r = run_cli("perturb", str(table), "--features", "age,income", "--label", "note", "--centralized",
@@ -304,6 +317,7 @@ def test_perturb_names_the_columns_it_leaves_out(table, tmp_path):
 
 
 # ---------------------------------------------------------------------------- defect 12
+@pytest.mark.slow
 def test_summary_line_names_only_what_was_asked(table, tmp_path):
     r = run_cli("anonymize", str(table), "--qi", "zip", "--k", "60", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -317,6 +331,7 @@ def test_summary_line_names_only_what_was_asked(table, tmp_path):
 
 
 # ---------------------------------------------------------------------------- friction
+@pytest.mark.slow
 def test_target_expr_derives_a_binary_target(table, tmp_path):
     out, rep = tmp_path / "o.csv", tmp_path / "r.json"
     r = run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--target-expr", "delay > 15",
@@ -328,6 +343,7 @@ def test_target_expr_derives_a_binary_target(table, tmp_path):
     assert _strict_json(rep)["roles"]["target"] == "late"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expr, words", [
     ("delai > 15", ["cannot be evaluated", "delai"]),
     ("delay >", ["cannot be evaluated"]),
@@ -343,6 +359,7 @@ def test_target_expr_errors_are_one_line(table, tmp_path, expr, words):
         assert w in err, err
 
 
+@pytest.mark.slow
 def test_target_expr_keeps_missing_values_missing(tmp_path):
     p = tmp_path / "m.csv"
     pd.DataFrame({"age": np.arange(12), "delay": [1.0, 20, None] * 4}).to_csv(p, index=False)
@@ -365,6 +382,7 @@ def _adult_sample(tmp_path, rows=1200, gaps=False) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_evaluate_says_the_backend_once(tmp_path):
     p = _adult_sample(tmp_path)
     r = run_cli("evaluate", str(p), "--qi", "age,education,race", "--target", "income",
@@ -374,6 +392,7 @@ def test_evaluate_says_the_backend_once(tmp_path):
     assert len([ln for ln in r.stderr.splitlines() if ln.startswith("gpuanon: backend ")]) == 1, r.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_takes_target_expr(tmp_path):
     p = _adult_sample(tmp_path)
     out = tmp_path / "e.csv"
@@ -384,6 +403,7 @@ def test_evaluate_takes_target_expr(tmp_path):
     assert _strict_json(tmp_path / "e.json")["config"]["target"] == "target"
 
 
+@pytest.mark.slow
 def test_evaluate_validates_every_protection_before_running_any(tmp_path):
     p = _adult_sample(tmp_path, gaps=True)
     for prots, words in (("raw;k=3;distpab", ["distpab", "fnlwgt (5 missing)"]),

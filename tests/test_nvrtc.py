@@ -148,6 +148,7 @@ def kernel_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_the_kernel_table_is_current():
     table = kernel_table()
     assert "FAILS" not in table

@@ -109,6 +109,7 @@ def _out_qi_cols(df, qis):
     return [c2 for c in qis for c2 in ((c + "_min", c + "_max") if df[c].dtype.kind in "iuf" else (c,))]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(opt_problems())
 def test_optimized_classes_meet_the_criteria_and_keep_exact_tuples(p):

@@ -24,6 +24,7 @@ def test_readme_commands_are_single_lines():
         assert "\n" not in cmd and cmd.startswith("python3 -m venv")
 
 
+@pytest.mark.slow
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "<!-- test-command -->" in ci
@@ -205,6 +206,7 @@ def _wheel_requirements(whl: Path) -> tuple[str, str, list]:
     return msg["Name"], msg["Version"], [r for r in reqs if r.marker is None or r.marker.evaluate(_WHEEL_ENV)]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.parametrize("extra", ["gpu-cu12", "gpu-cu13"])
 def test_gpu_extra_resolves_with_test_extra(extra, tmp_path):

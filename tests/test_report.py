@@ -131,6 +131,7 @@ def cli_html(tmp_path_factory):
     return d / "r.html"
 
 
+@pytest.mark.slow
 def test_cli_anonymize_writes_html(cli_html):
     html = cli_html.read_text()
     tags, text = parse(html)
@@ -149,6 +150,7 @@ def test_cli_anonymize_writes_html(cli_html):
         assert re.search(rf"\b{stage} \d+\.\d{{3}} s\b", text), stage
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} not installed")
 def test_html_renders_in_chromium(cli_html, tmp_path):
     import matplotlib.image as mpimg

@@ -129,6 +129,7 @@ def test_thesis_table_shape(res):
     assert "| l-diversity (k=3, l=3) |  |  |  |  |  |" in md
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_csv_png_and_markdown(tmp_path):
     out = tmp_path / "s.csv"
     env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT))

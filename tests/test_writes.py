@@ -70,6 +70,7 @@ def tiny_disk(tmp_path):
 
 
 # ---------------------------------------------------------------------------- row 4: distinct outputs
+@pytest.mark.slow
 @pytest.mark.parametrize("opts, first, second", [
     (("--out", "o.csv", "--report", "o.csv"), "--out", "--report"),
     (("--out", "o.csv", "--html", "./o.csv"), "--out", "--html"),
@@ -81,12 +82,14 @@ def test_two_outputs_with_one_name_are_refused_before_any_work(tmp_path, opts, f
     assert _left(tmp_path) == []  # nothing written, not even the table
 
 
+@pytest.mark.slow
 def test_a_link_to_another_output_is_the_same_file(tmp_path):
     (tmp_path / "link.json").symlink_to(tmp_path / "o.csv")  # dangling until o.csv exists
     err = _one_error_line(run_cli(*ADULT, "--out", "o.csv", "--report", "link.json", cwd=tmp_path))
     assert "--report 'link.json' is the same file as --out 'o.csv'" in err
 
 
+@pytest.mark.slow
 def test_sweep_default_plot_next_to_out_is_checked(table, tmp_path):
     """sweep's plot defaults to --out with .png: an --out ending in .png would be overwritten by it."""
     err = _one_error_line(run_cli("sweep", str(table), "--qi", "age,zip", "--k-values", "3", "--l-values", "",
@@ -97,11 +100,13 @@ def test_sweep_default_plot_next_to_out_is_checked(table, tmp_path):
     assert "--table 's.csv' is the same file as --out 's.csv'" in err
 
 
+@pytest.mark.slow
 def test_evaluate_default_report_next_to_out_is_checked(table, tmp_path):
     err = _one_error_line(run_cli("evaluate", str(table), "--target", "income", "--out", "r.json", cwd=tmp_path))
     assert "--report (default: next to --out) 'r.json' is the same file as --out 'r.json'" in err
 
 
+@pytest.mark.slow
 def test_an_output_naming_a_hierarchy_input_is_refused(table, tmp_path):
     (tmp_path / "zip.csv").write_text("a;*\nb;*\nc;*\nd;*\ne;*\nf;*\n")
     err = _one_error_line(run_cli("anonymize", str(table), "--qi", "age,zip", "--k", "3", "--hierarchy",
@@ -110,12 +115,14 @@ def test_an_output_naming_a_hierarchy_input_is_refused(table, tmp_path):
 
 
 # ---------------------------------------------------------------------------- row 8: write failures
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["/proc", "/sys"])
 def test_out_under_proc_or_sys_is_not_a_regular_place(tmp_path, where):
     err = _one_error_line(run_cli(*ADULT, "--out", f"{where}/o.csv", cwd=tmp_path))
     assert f"cannot write '{where}/o.csv'" in err and "not a regular place for files" in err
 
 
+@pytest.mark.slow
 def test_report_onto_a_pipe_is_refused(tmp_path):
     """A finished output is renamed over its path: a pipe or device there would be replaced."""
     os.mkfifo(tmp_path / "pipe.json")
@@ -124,6 +131,7 @@ def test_report_onto_a_pipe_is_refused(tmp_path):
     assert (tmp_path / "pipe.json").is_fifo() and not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_leaves_nothing(tiny_disk, tmp_path):
     """Both outputs on a real full file system: the table's write fails (ENOSPC)."""
     before = _left(tiny_disk)
@@ -133,6 +141,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tiny_disk, tmp_path):
     assert _left(tiny_disk) == before
 
 
+@pytest.mark.slow
 def test_a_report_that_fails_after_the_table_leaves_no_table(tiny_disk, tmp_path):
     """The table fits its (ordinary) folder, the report does not fit the full disk: neither is left."""
     err = _one_error_line(run_cli(*ADULT, "--out", "o.csv", "--report", str(tiny_disk / "o.json"),
@@ -141,6 +150,7 @@ def test_a_report_that_fails_after_the_table_leaves_no_table(tiny_disk, tmp_path
     assert _left(tmp_path) == ["tiny"] and _left(tiny_disk) == ["filler"]
 
 
+@pytest.mark.slow
 def test_a_read_only_folder_is_named_before_any_work(tmp_path):
     ro = tmp_path / "ro"
     if os.geteuid() == 0:  # root writes through chmod: a read-only mount
@@ -229,6 +239,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130,
                                                                                    "interrupted")])
 def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, sig, code, word):

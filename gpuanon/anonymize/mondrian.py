@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import sys
@@ -24,7 +25,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
@@ -72,7 +74,7 @@ def _check_int(name: str, value, lo: int, fix: str) -> int:
     return int(value)
 
 
-class Mondrian(BaseEstimator):
+class Mondrian(TransformerMixin, BaseEstimator):
     """Mondrian k-anonymity with optional l-diversity and t-closeness.
 
     Parameters
@@ -119,11 +121,14 @@ class Mondrian(BaseEstimator):
     n_classes_ : int
         Number of partitions found by ``fit`` (the report's ``n_classes`` counts the output's
         equivalence classes, fewer when relaxed cuts give two partitions the same cells).
-    schema_, table_, backend_, report_ : learned state.
+    schema_, table_, backend_ : learned state.
+    report_, metrics_, verification_, output_metadata_ : the published output's report, metrics,
+        independent verification and file metadata, kept by ``fit_transform`` (not by ``transform``).
 
     The estimator follows scikit-learn's conventions (keyword-only parameters, ``get_params`` /
     ``clone``). ``transform`` applies the fitted partitions to the table they were fitted on and
-    refuses any other table.
+    refuses any other table. A fitted estimator pickles (the backend is kept by name); the
+    unpickled one no longer holds the fitted frame, so its ``transform`` checks the row count only.
     """
 
     def __init__(self, *, k: int = 3, l: int = 0, t: float | None = None, l_kind: str = "distinct",
@@ -379,17 +384,29 @@ class Mondrian(BaseEstimator):
         raise SchemaError("transform() publishes the partitions fitted on one table and this is another; "
                           "pass the table given to fit(), or call fit_transform(new_table)")
 
+    def __getstate__(self):
+        """A pickle leaves out the weak references to the fitted frame (see the class notes)."""
+        cf = self.__dict__.get("_cluster_frame")  # (weak reference, rows, columns) of a cluster fit
+        return dict(super().__getstate__(), _fitted_frame=None, **({"_cluster_frame": (type(None), *cf[1:])} if cf else {}))
+
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         """Generalize the fitted partitions of ``df`` and verify the result independently.
 
-        Raises :class:`~gpuanon.errors.VerificationError` when the independent check fails.
+        Changes no fitted state (``fit_transform`` keeps the output's ``report_`` and the rest).
+        Raises :class:`~gpuanon.errors.VerificationError` when the independent check fails, and
+        :class:`sklearn.exceptions.NotFittedError` before ``fit``.
         """
-        if getattr(self, "_labels", None) is None:
-            raise RuntimeError("call fit() before transform()")
+        check_is_fitted(self)
         if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
             from ..distributed.estimator import cluster_output  # noqa: PLC0415
 
             return cluster_output(self, df)
+        run = object.__new__(type(self))  # the run's timings, copies and report stay with the run
+        run.__dict__.update(self.__dict__, _timings=dict(self._timings), _transfers=copy.deepcopy(self._transfers))
+        return run._publish(df)
+
+    def _publish(self, df):
+        """``transform`` on this estimator itself: sets ``report_``, ``metrics_``, ``verification_``."""
         self._check_frame(df)
         on_device = is_device_frame(df)
         with count_transfers(log_=self._transfers):
@@ -470,7 +487,11 @@ class Mondrian(BaseEstimator):
         return res
 
     def fit_transform(self, df: pd.DataFrame, y=None) -> pd.DataFrame:
-        return self.fit(df).transform(df)
+        """``fit(df)`` then ``transform(df)``, keeping the output's report, metrics and verification."""
+        self.fit(df)
+        if getattr(self, "_cluster_output", None) is not None:
+            return self.transform(df)
+        return self._publish(df)
 
     def _report(self, df, out, res) -> dict[str, Any]:
         from ..report.assemble import anonymization_report  # noqa: PLC0415

@@ -308,14 +308,6 @@ def kernel_col_info(table, xp):
     return [c.kernel_info(xp) for c in table.columns]
 
 
-def _mix64(z, xp):
-    """splitmix64's finalizer, elementwise on uint64 (a hash of a class's tuple of cells)."""
-    z = z + xp.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
-    return z ^ (z >> xp.uint64(31))
-
-
 class Home:
     """Whole groups of rows sent to one worker, in global row order, finished there."""
 
@@ -448,7 +440,7 @@ class Home:
         # publish the same cells are one output class (found by the coordinator)
         h = xp.zeros(cs.n, dtype=xp.uint64)
         for c in cells:  # a loop over columns
-            h = _mix64(h ^ c.astype(xp.uint64), xp)
+            h = verify_mod.splitmix64(h ^ c.astype(xp.uint64), xp)
         sizes = cs.sizes
         out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
         import pandas as pd  # noqa: PLC0415

@@ -52,7 +52,7 @@ import types
 import pandas as pd
 
 from .experiment import (LOSS_METRICS, RESULT_COLUMNS, Evaluation, evaluate, mondrian_metrics, rank_correlations,
-                         raw_metrics, run_evaluation)
+                         raw_metrics, run_evaluation, stratified_split)
 from .features import FeatureSpace, cell_texts
 from .models import (MODEL_NAMES, MODEL_TITLES, SCALED_MODELS, SCORE_COLUMNS, classification_scores, make_model,
                      parse_models, predict_scores, prepare_features)
@@ -76,6 +76,7 @@ __all__ = [
     "make_model",
     "markdown_scores",
     "mondrian_metrics",
+    "stratified_split",
     "parse_models",
     "parse_protection",
     "parse_protections",

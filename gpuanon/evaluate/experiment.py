@@ -13,7 +13,6 @@ trained in.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import warnings
@@ -57,6 +56,47 @@ class Evaluation:
                 "seconds": round(self.seconds, 3)}
 
 
+
+
+@dataclass
+class Split:
+    """:func:`stratified_split`'s result: both parts (rows in table order, fresh index), the label codes
+    of every row, the sorted classes, and the row positions of each part."""
+
+    train: pd.DataFrame
+    test: pd.DataFrame
+    y: np.ndarray
+    classes: pd.Index
+    idx_train: np.ndarray
+    idx_test: np.ndarray
+
+
+def stratified_split(df: pd.DataFrame, target: str, test_size: float = 0.3, random_state: int = 0) -> Split:
+    """The protocol's one split (SPEC 9), shared by ``evaluate`` and the federated run: stratified on
+    ``target``, seeded, each part's rows kept in the table's order.
+
+    Raises
+    ------
+    SchemaError
+        Missing target values, a single class, or a class with one row.
+    """
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415
+
+    if df[target].isna().any():
+        raise SchemaError(f"target column '{target}' has {int(df[target].isna().sum())} missing values; drop or fill "
+                          "them first")
+    y, classes = pd.factorize(df[target], sort=True)
+    if len(classes) < 2:
+        raise SchemaError(f"target column '{target}' has a single value; a classifier needs two or more")
+    counts = np.bincount(y, minlength=len(classes))
+    if counts.min() < 2:
+        raise SchemaError(f"target value {classes[int(np.argmin(counts))]!r} occurs once; a stratified split needs "
+                          "at least two rows of every class")
+    tr, te = train_test_split(np.arange(len(df)), test_size=float(test_size), stratify=y,
+                              random_state=int(random_state))
+    tr.sort()
+    te.sort()
+    return Split(df.iloc[tr].reset_index(drop=True), df.iloc[te].reset_index(drop=True), y, classes, tr, te)
 
 
 def mondrian_metrics(m) -> dict:
@@ -118,36 +158,6 @@ def rank_correlations(results: pd.DataFrame, metrics: Sequence[str] = LOSS_METRI
     return out
 
 
-class _BackendLineOnce(logging.Filter):
-    """Drops repeats of the backend line: every protection asks for the backend, the log says it once."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen: set = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith("backend "):
-            return True
-        text = record.getMessage()
-        if text in self.seen:
-            return False
-        self.seen.add(text)
-        return True
-
-
-def _backend_line_once(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        f = _BackendLineOnce()
-        log.addFilter(f)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            log.removeFilter(f)
-    return wrapper
-
-
-@_backend_line_once
 def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Sequence[str] | str = MODEL_NAMES, *,
                    quasi_identifiers: Sequence[str] | None = None, target: str | None = None,
                    sensitive: str | None = None, identifiers: Sequence[str] | None = None,
@@ -170,8 +180,6 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     -------
     :class:`Evaluation`
     """
-    from sklearn.model_selection import train_test_split  # noqa: PLC0415
-
     from ..backend import get_backend  # noqa: PLC0415
     from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
 
@@ -192,24 +200,10 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     identifiers = [c for c in (identifiers or []) if c in df.columns]
     sensitive = sensitive or target
     be = get_backend(backend)
-    if df[target].isna().any():
-        raise SchemaError(f"target column '{target}' has {int(df[target].isna().sum())} missing values; drop or fill "
-                          "them first")
     data = df.reset_index(drop=True)
-    y_all, classes = pd.factorize(data[target], sort=True)
+    sp = stratified_split(data, target, test_size, random_state)
+    y_all, classes, idx_train, idx_test, train, test = sp.y, sp.classes, sp.idx_train, sp.idx_test, sp.train, sp.test
     n_classes = len(classes)
-    if n_classes < 2:
-        raise SchemaError(f"target column '{target}' has a single value; a classifier needs two or more")
-    counts = np.bincount(y_all, minlength=n_classes)
-    if counts.min() < 2:
-        raise SchemaError(f"target value {classes[int(np.argmin(counts))]!r} occurs once; a stratified split needs "
-                          "at least two rows of every class")
-    idx_train, idx_test = train_test_split(np.arange(len(data)), test_size=float(test_size),
-                                           stratify=y_all, random_state=int(random_state))
-    idx_train.sort()
-    idx_test.sort()
-    train = data.iloc[idx_train].reset_index(drop=True)
-    test = data.iloc[idx_test].reset_index(drop=True)
     y_test_all = y_all[idx_test]
     if positive is None:
         pos = int(np.argmin(np.bincount(y_all[idx_train], minlength=n_classes))) if n_classes == 2 else None

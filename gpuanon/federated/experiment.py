@@ -16,7 +16,6 @@ import functools
 import json
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError
@@ -49,27 +48,17 @@ class Plan:
 
 @functools.lru_cache(maxsize=4)
 def _plan(key: str) -> Plan:
-    from sklearn.model_selection import train_test_split  # noqa: PLC0415
+    from ..evaluate import stratified_split  # noqa: PLC0415
 
     cfg = json.loads(key)
     df = load_frame(cfg).reset_index(drop=True)
     target = cfg["target"]
     if target not in df.columns:
         raise SchemaError(f"target column '{target}' is not in the table; columns: {', '.join(map(str, df.columns))}")
-    if df[target].isna().any():
-        raise SchemaError(f"target column '{target}' has missing values; drop or fill them first")
-    y, classes = pd.factorize(df[target], sort=True)
-    if len(classes) < 2:
-        raise SchemaError(f"target column '{target}' has a single value; a classifier needs two or more")
-    tr, te = train_test_split(np.arange(len(df)), test_size=float(cfg.get("test_size", 0.3)), stratify=y,
-                              random_state=int(cfg.get("seed", 0)))
-    tr.sort()
-    te.sort()
-    train = df.iloc[tr].reset_index(drop=True)
-    test = df.iloc[te].reset_index(drop=True)
-    silos = split_silos(y[tr], int(cfg["silos"]), cfg.get("split", "iid"), float(cfg.get("alpha", 0.5)),
+    sp = stratified_split(df, target, float(cfg.get("test_size", 0.3)), int(cfg.get("seed", 0)))
+    silos = split_silos(sp.y[sp.idx_train], int(cfg["silos"]), cfg.get("split", "iid"), float(cfg.get("alpha", 0.5)),
                         seed=int(cfg.get("seed", 0)))
-    return Plan(train, test, silos, [str(c) for c in classes])
+    return Plan(sp.train, sp.test, silos, [str(c) for c in sp.classes])
 
 
 def plan(cfg: dict) -> Plan:

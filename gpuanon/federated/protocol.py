@@ -211,15 +211,11 @@ def moments_chunk(X: np.ndarray):
 
 
 def moments_combine(chunks):
+    from ..perturb.stats import merge_moments  # noqa: PLC0415
+
     n, mean, m2 = (np.array(a, dtype=np.float64) for a in chunks[0])
-    for nb, mb, m2b in chunks[1:]:  # Chan et al.'s pairwise update
-        nb, mb, m2b = (np.asarray(a, dtype=np.float64) for a in (nb, mb, m2b))
-        tot = n + nb
-        delta = mb - mean
-        frac = np.divide(nb, tot, out=np.zeros_like(tot), where=tot > 0)
-        mean = mean + delta * frac
-        m2 = m2 + m2b + delta * delta * n * frac
-        n = tot
+    for chunk in chunks[1:]:  # Chan et al.'s pairwise update, per feature
+        n, mean, m2 = merge_moments(n, mean, m2, *(np.asarray(a, dtype=np.float64) for a in chunk))
     return n, mean, m2
 
 

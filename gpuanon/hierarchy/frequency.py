@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..backend import array_module, to_host
+from ..backend import get_namespace, to_host
 from ..encoding import codes_sorted, is_na, sort_key
 from ..errors import InputError
 from .labels import GROUP_SEPARATOR, ROOT, node_text
@@ -67,7 +67,7 @@ def count_table(codes, target_codes, n_values: int, n_targets: int, xp=None) -> 
     >>> count_table(np.array([0, 0, 1, 2]), np.array([1, 1, 0, 1]), 3, 2).tolist()
     [[0, 2], [1, 0], [0, 1]]
     """
-    xp = array_module(codes) if xp is None else xp
+    xp = get_namespace(codes) if xp is None else xp
     if n_values == 0 or n_targets == 0:
         return np.zeros((n_values, n_targets), dtype=np.int64)
     key = xp.asarray(codes).astype(xp.int64) * n_targets + xp.asarray(target_codes).astype(xp.int64)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from kernels.hierarchy import lowest_common_node
 
-from ..backend import array_module, to_host
+from ..backend import get_namespace, to_host
 from ..errors import InputError
 from .arx import read_arx_rows, write_arx_rows
 from .labels import describe, levels_from_paths, node_text
@@ -257,7 +257,7 @@ class Hierarchy:
         >>> h.labels_of(node).tolist(), level.tolist()
         (['a', 'G', '*'], [0, 1, 2])
         """
-        xp = array_module(a) if xp is None else xp
+        xp = get_namespace(a) if xp is None else xp
         return lowest_common_node(self._on(xp, "levels"), a, b, xp)
 
     def lowest_common_node(self, leaf_sets, xp=None):
@@ -291,7 +291,7 @@ class Hierarchy:
         >>> node.tolist(), level.tolist()
         ([1, 3, 5, -1], [0, 1, 2, -1])
         """
-        xp = array_module(leaf_sets) if xp is None else xp
+        xp = get_namespace(leaf_sets) if xp is None else xp
         s = xp.asarray(leaf_sets).astype(bool, copy=False)
         if s.ndim != 2 or s.shape[1] != self.n_leaves:
             raise ValueError(f"leaf_sets must be (m, {self.n_leaves}), got {tuple(s.shape)}")
@@ -323,7 +323,7 @@ class Hierarchy:
         >>> h.n_leaves_under_lcn(np.array([[1, 0, 0], [1, 1, 0], [0, 1, 1]], bool)).tolist()
         [1, 2, 3]
         """
-        xp = array_module(leaf_sets) if xp is None else xp
+        xp = get_namespace(leaf_sets) if xp is None else xp
         node, _ = self.lowest_common_node(leaf_sets, xp=xp)
         under = self._on(xp, "n_under")
         return xp.where(node >= 0, under[xp.maximum(node, 0)], 0)
@@ -338,7 +338,7 @@ class Hierarchy:
         >>> h.span(np.array([[1, 1, 0, 0]], bool)).tolist()
         [0.5]
         """
-        xp = array_module(leaf_sets) if xp is None else xp
+        xp = get_namespace(leaf_sets) if xp is None else xp
         return self.n_leaves_under_lcn(leaf_sets, xp=xp) / float(self.n_leaves)
 
     def leaves_under(self, node) -> Any:
@@ -353,7 +353,7 @@ class Hierarchy:
         """
         if np.isscalar(node):
             return int(self.n_under[int(node)])
-        xp = array_module(node)
+        xp = get_namespace(node)
         return self._on(xp, "n_under")[node]
 
     def labels_of(self, nodes) -> np.ndarray:

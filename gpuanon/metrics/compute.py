@@ -11,7 +11,7 @@ import numpy as np
 
 from kernels.counts import count_values
 
-from ..backend import array_module, to_device, to_host, to_scalar
+from ..backend import get_namespace, to_device, to_host, to_scalar
 from .entropy import scatter_sum, suppressed_joint, uncertainty_x
 from .formulas import entropy_loss, set_entropy
 from .summary import ClassSummary, ColumnSummary
@@ -20,11 +20,11 @@ from .summary import ClassSummary, ColumnSummary
 def column_ncp(col: ColumnSummary):
     """NCP of every class on one column."""
     if col.kind == "numeric":
-        xp = array_module(col.lo)
+        xp = get_namespace(col.lo)
         rng = float(col.dom_range)
         w = col.hi - col.lo
         return xp.where(xp.isnan(w), 0.0, w / rng) if rng > 0 else xp.zeros(col.lo.shape[0])
-    xp = array_module(col.sets)
+    xp = get_namespace(col.sets)
     dom = xp.maximum((col.counts > 0).sum(), 1)  # categories present (a 0-d array: no read)
     size = col.sets.sum(axis=1)[col.set_id]
     return xp.where(size > 1, size / dom, 0.0)
@@ -34,7 +34,7 @@ def suppressed_target_counts(summary: ClassSummary):
     """Target counts of the suppressed rows: the original table's minus the output's."""
     if summary.target_hist is None or summary.target_counts_before is None:
         return None
-    xp = array_module(summary.target_hist)
+    xp = get_namespace(summary.target_hist)
     t = xp.asarray(summary.target_counts_before).astype(xp.float64) - summary.target_hist.sum(axis=0)
     return xp.maximum(t, 0.0)
 
@@ -48,13 +48,13 @@ def entropy_coefficients(summary: ClassSummary) -> dict:
     """
     tsup = suppressed_target_counts(summary)
     any_sup = tsup is not None and summary.n_suppressed > 0
-    r = _Reads(array_module(summary.sizes))
+    r = _Reads(get_namespace(summary.sizes))
     handles, binned = {}, []
     for col in summary.columns:  # a loop over columns
         if col.joint_before is None or col.joint_after is None:
             handles[col.name] = None
             continue
-        xp = array_module(col.joint_after)
+        xp = get_namespace(col.joint_after)
         q = xp.asarray(col.joint_after).astype(xp.float64)
         if any_sup:
             q = q + suppressed_joint(xp.asarray(col.domain_counts).astype(xp.float64), tsup)
@@ -80,7 +80,7 @@ def label_entropy_coefficients(summary: ClassSummary) -> dict:
     label counts are read in one copy and the coefficients in another.
     """
     th = summary.target_hist
-    xp = array_module(th)
+    xp = get_namespace(th)
     nt = th.shape[1]
     gids = [xp.asarray(col.generalized_ids()) for col in summary.columns]
     full = [i for i, g in enumerate(gids) if g.shape[0]]
@@ -151,7 +151,7 @@ def compute_metrics(summary: ClassSummary, k: int | None = None, weights: dict |
     On a device the single numbers are read in one copy and the class-size histogram's counts in
     a second (plus what the entropy coefficients read).
     """
-    xp = array_module(summary.sizes)
+    xp = get_namespace(summary.sizes)
     sizes = xp.asarray(summary.sizes).astype(xp.int64)
     n_in = int(summary.n_in)
     n_cls = int(sizes.shape[0])

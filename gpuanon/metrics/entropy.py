@@ -45,7 +45,7 @@ import numpy as np
 
 from kernels.counts import count_values, indices_of
 
-from ..backend import array_module, special, to_scalar
+from ..backend import get_namespace, special, to_scalar
 
 N_BINS = 256
 
@@ -70,7 +70,7 @@ def uncertainty_from_joint(joint) -> float:
 
 def uncertainty_x(joint):
     """:func:`uncertainty_from_joint` as a 0-d array on the table's device (no copy)."""
-    xp = array_module(joint)
+    xp = get_namespace(joint)
     entr = special(xp).entr
     q = xp.maximum(xp.asarray(joint).astype(xp.float64), 0.0)  # float sums can leave -1e-17
     if q.size == 0:
@@ -116,7 +116,7 @@ class NumericDomain:
 
     def bin_of(self, value_index):
         """Bin of distinct-value indices."""
-        xp = array_module(self.bin_start)
+        xp = get_namespace(self.bin_start)
         return xp.searchsorted(self.bin_start, value_index, side="right") - 1
 
 
@@ -134,7 +134,7 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS, n_s
     >>> d.bin_start.tolist(), d.bin_counts.tolist()  # the second edge: the value of sorted row 6
     ([0, 2, 7], [6, 6])
     """
-    xp = xp or array_module(counts)
+    xp = xp or get_namespace(counts)
     counts = xp.asarray(counts).astype(xp.int64, copy=False)
     v = int(counts.shape[0])
     vp = v - int(bool(has_missing))
@@ -173,7 +173,7 @@ def stable_argsort(a, xp=None):
     >>> stable_argsort(np.array([3, 1, 3, 0], dtype=np.uint32)).tolist()
     [3, 1, 0, 2]
     """
-    xp = xp or array_module(a)
+    xp = xp or get_namespace(a)
     n = int(a.shape[0])
     if xp is not np or a.dtype.kind not in "ui" or n >= 1 << 32 or n < 1024:
         return xp.argsort(a, kind="stable")
@@ -191,7 +191,7 @@ def interval_positions(values, lo, hi, xp=None):
 
     On the CPU the needles are sorted first (far fewer cache misses on large columns).
     """
-    xp = xp or array_module(values)
+    xp = xp or get_namespace(values)
     m = lo.shape[0]
     if xp is np:
         needles = np.concatenate([lo, hi])
@@ -239,7 +239,7 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     target values, not classes). ``rows``: the rows before ``a`` and before ``b`` when the caller
     has them (else they are gathered from ``domain.cum``; a domain without ``cum`` needs them).
     """
-    xp = xp or array_module(a)
+    xp = xp or get_namespace(a)
     th = xp.asarray(class_target_hist)
     nb = domain.n_bins
     nt = th.shape[1]
@@ -275,7 +275,7 @@ def set_joint(set_id, sets, counts, class_target_hist, xp=None):
     Class ``c``'s cell is the set of categories ``sets[set_id[c]]`` (a bool row over the
     categories: a set of values, a hierarchy node's leaves, or every category for ``*``).
     """
-    xp = xp or array_module(class_target_hist)
+    xp = xp or get_namespace(class_target_hist)
     th = xp.asarray(class_target_hist).astype(xp.float64)
     sets_f = xp.asarray(sets).astype(xp.float64)
     cnt = xp.asarray(counts).astype(xp.float64)
@@ -292,7 +292,7 @@ def hierarchy_joint(code_levels, node, level, counts, class_target_hist, n_nodes
     ``code_levels[x, L]`` is the node above category ``x`` at level ``L``; a loop over the
     hierarchy's levels (not over classes or nodes) gathers every node's rows and targets.
     """
-    xp = xp or array_module(class_target_hist)
+    xp = xp or get_namespace(class_target_hist)
     th = xp.asarray(class_target_hist).astype(xp.float64)
     lv = xp.asarray(code_levels).astype(xp.int64)
     node, level = xp.asarray(node).astype(xp.int64), xp.asarray(level).astype(xp.int64)
@@ -309,7 +309,7 @@ def hierarchy_joint(code_levels, node, level, counts, class_target_hist, n_nodes
 
 def suppressed_joint(domain_counts, suppressed_target_counts):
     """Mass of suppressed rows (cell ``*``): the column's marginal times their target counts."""
-    xp = array_module(domain_counts)
+    xp = get_namespace(domain_counts)
     c = xp.asarray(domain_counts).astype(xp.float64)
     tot = float(c.sum())
     ts = xp.asarray(suppressed_target_counts).astype(xp.float64)
@@ -320,6 +320,6 @@ def suppressed_joint(domain_counts, suppressed_target_counts):
 
 def domain_joint(bin_index, target_codes, n_bins: int, n_targets: int, xp=None):
     """Joint counts ``(n_bins, n_targets)`` of rows' bins and targets (one scatter-add)."""
-    xp = xp or array_module(bin_index)
+    xp = xp or get_namespace(bin_index)
     flat = bin_index.astype(xp.int64) * n_targets + target_codes.astype(xp.int64)
     return count_values(flat, n_bins * n_targets, xp).reshape(n_bins, n_targets)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..backend import array_module, special, to_scalar
+from ..backend import get_namespace, special, to_scalar
 from .entropy import interval_positions, uncertainty_x
 
 
@@ -18,7 +18,7 @@ _LN2 = float(np.log(2.0))
 
 def xlog2x(c):
     """``c log2 c`` element-wise (``xlogy`` of SciPy or CuPy: 0 log 0 = 0)."""
-    xp = array_module(c)
+    xp = get_namespace(c)
     return special(xp).xlogy(c, c) / _LN2
 
 
@@ -28,7 +28,7 @@ def xlogx_sum(c, xp=None, rep=None):
     ``rep``: the indices of the counts above 1 (ascending) when the caller has them; the same
     values in the same order as the mask, without the mask's read of its number of hits.
     """
-    xp = xp or array_module(c)
+    xp = xp or get_namespace(c)
     c = xp.asarray(c)
     return xlog2x((c[c > 1] if rep is None else c[rep]).astype(xp.float64)).sum()
 
@@ -36,7 +36,7 @@ def xlogx_sum(c, xp=None, rep=None):
 def entropy_bits_x(counts, xp=None, rep=None):
     """Shannon entropy (bits) of a count vector as a 0-d array: ``log2 n - sum c log2 c / n``
     (``rep``: as for :func:`xlogx_sum`)."""
-    xp = xp or array_module(counts)
+    xp = xp or get_namespace(counts)
     c = xp.asarray(counts)
     n = c.sum().astype(xp.float64)
     safe = xp.where(n > 0, n, 1.0)
@@ -97,7 +97,7 @@ def interval_entropy_at(counts, a, b, rows: bool = False, rep=None):
     >>> interval_entropy_at(np.array([1, 1, 2]), np.array([0, 2]), np.array([3, 3])).tolist()
     [1.5, 0.0]
     """
-    xp = array_module(counts)
+    xp = get_namespace(counts)
     b = xp.maximum(b, a)
     if rep is None:
         rep = xp.nonzero(counts > 1)[0]  # values seen more than once
@@ -127,7 +127,7 @@ def interval_entropy(values, counts, lo, hi):
 
 def set_entropy(sets, counts):
     """Entropy (bits) of the original distribution restricted to each set (bool rows over categories)."""
-    xp = array_module(counts)
+    xp = get_namespace(counts)
     c = counts.astype(xp.float64)
     clog = xlog2x(c)
     sf = sets.astype(xp.float64)
@@ -139,7 +139,7 @@ def set_entropy(sets, counts):
 def dense_ids(a):
     """``(ids, n)``: equal values of ``a`` get equal ids in ``0 .. n - 1`` in value order (a hash
     table on the CPU, a sort on the GPU); ``n`` is read from the device (one counted sync)."""
-    xp = array_module(a)
+    xp = get_namespace(a)
     if xp is np:
         ids, uniq = pd.factorize(a, sort=True)  # ids in value order, as the sort on the GPU gives
         return ids.astype(np.int64), len(uniq)
@@ -155,7 +155,7 @@ def dense_ids_x(a):
     >>> ids.tolist(), int(n)
     ([2, 0, 2, 1], 3)
     """
-    xp = array_module(a)
+    xp = get_namespace(a)
     if xp is np:
         ids, n = dense_ids(a)
         return ids, np.asarray(n, dtype=np.int64)

@@ -19,7 +19,7 @@ from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 
-from ..backend import array_module, to_device, to_host, to_scalar
+from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
                        set_joint, suppressed_joint, uncertainty_from_joint)
@@ -310,7 +310,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
 def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     """Partitions whose generalized tuples are equal form one equivalence class (relaxed mode)."""
     sizes = summary.sizes
-    xp = array_module(sizes)
+    xp = get_namespace(sizes)
     n = int(sizes.shape[0])
     if n == 0 or not summary.columns:
         return summary

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backend import to_device, to_host
+from ..backend import is_device_array, to_device, to_host
 
 __all__ = ["PerturbParams", "entity_seed", "perturb_block", "perturb_entity"]
 
@@ -207,10 +207,10 @@ def perturb_entity(X, params: PerturbParams, seed: np.random.SeedSequence, shuff
             else np.arange(m, dtype=np.int64))
     rng = _noise_rng(xp, noise_seed) if params.noise else None
     out_dtype = np.float32 if np.dtype(X.dtype) == np.float32 else np.float64
-    host_input = xp is not np and not type(X).__module__.startswith("cupy")
+    host_input = xp is not np and not is_device_array(X)
     if host_input:
         X = to_device(X, xp)  # one copy up; the perturbed rows come back in one copy at the end
-    on_device = type(X).__module__.startswith("cupy")
+    on_device = is_device_array(X)
     out = xp.empty((m, d), dtype=out_dtype) if on_device else np.empty((m, d), dtype=out_dtype)
     if shuffle:
         dest = np.empty(m, dtype=np.int64)

@@ -60,7 +60,8 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..backend import device_matrix, frame_to_host, is_device_array, is_device_frame, to_host
 from ..errors import InputError, SchemaError
@@ -169,6 +170,18 @@ def _on_backend(X, xp):
     return to_host(X) if xp is np and is_device_array(X) else X
 
 
+def _finite(arr):
+    """``arr`` (host), or an InputError naming the feature columns with missing or infinite values."""
+    ok = np.isfinite(arr).all(axis=0) if arr.dtype.kind == "f" else True
+    if not np.all(ok):
+        bad = np.flatnonzero(~ok)
+        listed = ", ".join(f"'{j}' ({int(np.isnan(arr[:, j]).sum())} missing, {int(np.isinf(arr[:, j]).sum())} "
+                           "infinite)" for j in bad)
+        raise InputError(f"feature column(s) with missing or infinite values: {listed}; impute or drop those "
+                         "rows before perturbing")
+    return arr
+
+
 def is_frame(X) -> bool:
     """True for a pandas or cuDF frame (anything with ``columns`` and ``iloc``)."""
     return hasattr(X, "columns") and hasattr(X, "iloc")
@@ -176,7 +189,7 @@ def is_frame(X) -> bool:
 
 # --------------------------------------------------------------------------- estimator
 
-class DISTPAB(BaseEstimator):
+class DISTPAB(TransformerMixin, BaseEstimator):
     """DISTPAB / PABIDOT perturbation of numeric features, centralized or across entities.
 
     Parameters
@@ -187,7 +200,9 @@ class DISTPAB(BaseEstimator):
     selection : {'maximin', 'max'}
         How (angle, axis) is chosen (:func:`search`).
     shuffle : bool, default True
-        Shuffle each entity's rows (labels travel with them).
+        Shuffle each entity's published rows (:meth:`perturb`, :func:`perturb_frame`, the
+        ``perturb`` command; labels travel with them). ``transform`` never shuffles: its rows stay
+        aligned with the input's (and with ``y`` in a ``Pipeline``).
     random_state : int, None or numpy Generator
         Seeds the central translation and, per entity, the noise and the shuffle.
     backend : {'auto', 'cpu', 'gpu'} or None
@@ -214,7 +229,7 @@ class DISTPAB(BaseEstimator):
     ((80, 3), 3, 288)
     """
 
-    def __init__(self, noise: float = 0.3, angles=None, selection: str = "maximin", shuffle: bool = True,
+    def __init__(self, *, noise: float = 0.3, angles=None, selection: str = "maximin", shuffle: bool = True,
                  random_state=None, backend=None, block_rows: int = 1 << 20):
         self.noise = noise
         self.angles = angles
@@ -265,13 +280,12 @@ class DISTPAB(BaseEstimator):
                                       "are missing here")
             _require_numeric(X, names)
             return _on_backend(frame_matrix(X, names), self.array_module()), names
-        arr = X if type(X).__module__.startswith("cupy") else np.asarray(X)
-        if arr.ndim != 2:
-            raise InputError(f"DISTPAB expects a 2-D (rows x features) array, got {arr.ndim}-D")
-        if not np.issubdtype(np.dtype(arr.dtype), np.number) or np.issubdtype(np.dtype(arr.dtype),
-                                                                              np.complexfloating):
-            raise SchemaError(f"DISTPAB perturbs real numeric features only; the array's dtype is {arr.dtype}")
-        return arr, None
+        if is_device_array(X):
+            if X.ndim != 2:
+                raise InputError(f"DISTPAB expects a 2-D (rows x features) array, got {X.ndim}-D")
+            return X, None
+        # scikit-learn's checks and messages: sparse, complex, 1-D, empty; objects become numbers
+        return _finite(check_array(X, dtype="numeric", ensure_all_finite=False, estimator=self)), None
 
     # -- fitting
     def fit(self, X, y=None):
@@ -372,13 +386,15 @@ class DISTPAB(BaseEstimator):
         Output row ``i`` is input row ``perm[i]`` perturbed (the shuffle); ``Xp`` is float32 for
         float32 input, else float64. Carry labels and other columns with ``perm``.
         """
-        if getattr(self, "params_", None) is None:
-            raise InputError("DISTPAB is not fitted; call fit or fit_entities first")
+        return self._perturb(X, entity, self.shuffle)
+
+    def _perturb(self, X, entity: int, shuffle: bool):
+        check_is_fitted(self, "params_")
         arr, _ = self._matrix(X, fitting=False)
         if int(arr.shape[1]) != self.n_features_in_:
-            raise InputError(f"X has {int(arr.shape[1])} feature columns; the model was fitted on "
-                             f"{self.n_features_in_}")
-        return perturb_entity(arr, self.params_, self.entity_seed(entity), shuffle=self.shuffle,
+            raise InputError(f"X has {int(arr.shape[1])} features, but DISTPAB is expecting "
+                             f"{self.n_features_in_} features as input")
+        return perturb_entity(arr, self.params_, self.entity_seed(entity), shuffle=shuffle,
                               block_rows=self.block_rows, xp=self.array_module())
 
     def fit_perturb(self, X):
@@ -386,26 +402,22 @@ class DISTPAB(BaseEstimator):
         return self.fit(X).perturb(X, entity=0)
 
     def transform(self, X, entity: int = 0):
-        """The perturbed rows (an array), as a scikit-learn transformer returns them.
-
-        The shuffle's permutation is kept in ``permutation_`` (output row ``i`` is input row
-        ``permutation_[i]``). In a ``Pipeline`` with a model after it, pass ``shuffle=False``:
-        shuffled rows no longer line up with ``y``.
+        """The perturbed rows (an array) in the input's order, as a scikit-learn transformer returns
+        them: the rows :meth:`perturb` publishes with ``shuffle=False`` (the same noise), whatever
+        ``shuffle`` says. Changes no fitted state.
 
         >>> from sklearn.pipeline import make_pipeline
         >>> from sklearn.neighbors import KNeighborsClassifier
         >>> from sklearn.datasets import load_wine
         >>> X, y = load_wine(return_X_y=True)
-        >>> pipe = make_pipeline(DISTPAB(shuffle=False, random_state=0, backend="cpu"), KNeighborsClassifier())
+        >>> pipe = make_pipeline(DISTPAB(random_state=0, backend="cpu"), KNeighborsClassifier())
         >>> bool(pipe.fit(X, y).score(X, y) > 0.5)
         True
         """
-        Xp, perm = self.perturb(X, entity=entity)
-        self.permutation_ = perm
-        return Xp
+        return self._perturb(X, entity, shuffle=False)[0]
 
     def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X)`` then ``transform(X, entity=0)``: the perturbed rows (``permutation_`` kept)."""
+        """``fit(X)`` then ``transform(X, entity=0)``: the perturbed rows in the input's order."""
         return self.fit(X).transform(X, entity=0)
 
     def report(self) -> dict:

@@ -25,6 +25,7 @@ import pickle
 import time
 from typing import Any, Sequence
 
+from ..backend import get_backend
 from ..distributed.cluster import make_client, worker_addresses
 from ..errors import BackendError, InputError
 from .distpab import DISTPAB, PerturbParams, Stats, local_stats, perturb_entity, validate_frame
@@ -34,18 +35,11 @@ from .distpab import is_frame as _is_frame
 __all__ = ["perturb_distributed", "make_client"]
 
 
-def _xp(backend):
-    from ..backend import get_backend  # noqa: PLC0415
-
-    be = get_backend(backend, quiet=True)  # the one way to get an array module: the backend's
-    return be.xp, be.name
-
-
 def _entity_stats(df, features, label, passengers, backend) -> tuple[Stats, str]:
     """Worker task, phase 1: validate the entity's frame and reduce it to its Stats."""
     feats, _ = validate_frame(df, features, label, passengers)
-    xp, name = _xp(backend)
-    return local_stats(_frame_matrix(df, feats), xp), name
+    be = get_backend(backend, quiet=True)  # the array module of a backend name: the backend's
+    return local_stats(_frame_matrix(df, feats), be.xp), be.name
 
 
 def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle, block_rows, backend):
@@ -55,9 +49,9 @@ def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle,
 
     from ..backend import to_host  # noqa: PLC0415
 
-    xp, _ = _xp(backend)
     X = _frame_matrix(df, features)
-    Xp, perm = perturb_entity(X, params, seed, shuffle=shuffle, block_rows=block_rows, xp=xp)
+    Xp, perm = perturb_entity(X, params, seed, shuffle=shuffle, block_rows=block_rows,
+                              xp=get_backend(backend, quiet=True).xp)
     del X
     out = pd.DataFrame(to_host(Xp), columns=list(features), copy=False)
     for c in carried:

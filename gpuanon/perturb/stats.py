@@ -130,11 +130,32 @@ def merge_stats(a: Stats, b: Stats) -> Stats:
         return b
     if b.n == 0:
         return a
-    m = a.n + b.n
-    d = np.asarray(b.mean, dtype=np.float64) - np.asarray(a.mean, dtype=np.float64)
-    mean = a.mean + d * (b.n / m)
-    C = a.comoment + b.comoment + np.outer(d, d) * (a.n * b.n / m)
+    m, mean, C = merge_moments(a.n, a.mean, a.comoment, b.n, b.mean, b.comoment)
     return Stats(int(m), mean, C)
+
+
+def merge_moments(na, mean_a, m2a, nb, mean_b, m2b):
+    """Chan et al.'s / Pebay's pairwise update: ``(n, mean, M2)`` of two disjoint sets -> of their union.
+
+    ``n = na + nb``, ``d = mean_b - mean_a``, ``mean = mean_a + d nb / n``,
+    ``M2 = M2a + M2b + d d^T na nb / n``. With scalar counts ``M2`` is the co-moment matrix
+    (:func:`merge_stats`); with one count per feature (missing values left out) it is the vector of
+    per-feature second moments (``d * d``; a feature with no values keeps ``mean_a``, the federated
+    scaler's case).
+
+    >>> merge_moments(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.zeros(2),
+    ...               np.array([1.0, 2.0]), np.array([3.0, 5.0]), np.array([0.0, 2.0]))
+    (array([2., 2.]), array([2., 5.]), array([2., 2.]))
+    """
+    n = na + nb
+    d = np.asarray(mean_b, dtype=np.float64) - np.asarray(mean_a, dtype=np.float64)
+    if np.ndim(n) == 0:  # one count (both sets non-empty): Python's exact integer product
+        frac, w = nb / n, na * nb / n
+    else:
+        frac = np.divide(nb, n, out=np.zeros_like(n), where=n > 0)
+        w = np.divide(na * nb, n, out=np.zeros_like(n), where=n > 0)
+    cross = np.outer(d, d) if np.ndim(m2a) == 2 else d * d
+    return n, mean_a + d * frac, m2a + m2b + cross * w
 
 
 def merge_all(stats_list: Sequence[Stats]) -> Stats:
@@ -167,7 +188,7 @@ def finalize(stats: Stats, names: Sequence[str] | None = None):
     d = stats.n_features
     labels = list(names) if names is not None else [str(i) for i in range(d)]
     if stats.n < 2:
-        raise InputError(f"DISTPAB needs at least 2 rows in total to estimate a covariance, got {stats.n}")
+        raise InputError(f"DISTPAB needs at least 2 rows in total to estimate a covariance, got {stats.n} sample(s)")
     mean = np.asarray(stats.mean, dtype=np.float64)
     C = np.asarray(stats.comoment, dtype=np.float64)
     bad = ~(np.isfinite(mean) & np.isfinite(C).all(axis=0))
