@@ -57,20 +57,19 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kernels.mondrian import partition_spans
 
-from ..anonymize.criteria import Criteria, missing_code, resolve_t_distance
+from ..anonymize.plan import Plan
+from ..anonymize.result import ClusterDetails, FitResult
+from ..backend import TransferLog
 from ..errors import InputError, SchemaError, VerificationError
-from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
+from .checks import column_statistics, combine_stages, suppression, validate
 from .cluster import open_cluster
-from ..hierarchy import leaf_orders
-from .encode import GlobalEncoding, combine_profiles
+from .encode import combine_profiles
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
 from .options import (bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of,
@@ -80,29 +79,6 @@ from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, outp
 from .worker import kernel_col_info, local_table
 
 log = logging.getLogger("gpuanon")
-
-@dataclass
-class DistributedResult:
-    """What a cluster run gives back."""
-
-    labels: np.ndarray | None  # class of every input row (-1: suppressed), when gathered
-    output: pd.DataFrame | None  # the anonymized table, when gathered
-    n_classes: int
-    n_partitions: int
-    n_suppressed: int
-    suppression_reason: str
-    verification: Any
-    metrics: dict
-    encoding: GlobalEncoding
-    criteria: Criteria
-    out_files: list = field(default_factory=list)
-    info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
-    schema: Any = None
-    backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
-    optimization: dict | None = None  # the optimization step's counts (est.optimization_), when it ran
-    hierarchies: dict = field(default_factory=dict)  # the report's per-column hierarchy section
-    sensitive_missing: int = 0  # rows with a missing sensitive value (counted by no kind of l)
-
 
 # --------------------------------------------------------------------------------------------
 # the run
@@ -129,7 +105,7 @@ def _row_counts(files) -> list[int]:
 
 
 def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, local_rows: int | None = None,
-                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> DistributedResult:
+                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> FitResult:
     """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster.
 
     Parameters
@@ -197,14 +173,15 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         first = int(np.nonzero(np.asarray(counts) > 0)[0][0])  # the first shard with rows
         sample = run.gather([run.submit(home_of_shard[first], head, shards[first], 1000)])[0]
         schema = validate(est, sample, n_total)
+        pl = Plan.of(est, schema)
         qis = list(schema.quasi_identifiers)
         kinds = {c: schema.kinds[c] for c in qis}
         run.stage = "encoding"
         profs = run.gather([run.submit(home_of_shard[i], profile, s, qis, kinds, schema.sensitive, schema.target)
                             for i, s in enumerate(shards)])
-        plan = hierarchy_plan_of(est, schema, profs)
+        plan = hierarchy_plan_of(pl, profs)
         enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered,
-                               leaf_orders(plan))
+                               Plan.leaf_orders(plan))
         bind_plan(enc, plan)
         del profs
         run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
@@ -224,15 +201,12 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         if n_sa:
             tot = bhist.sum(axis=0).astype(np.float64)
             q = tot / max(tot.sum(), 1.0)
-        crit = Criteria(int(est.k), int(est.l or 0), est.l_kind, float(est.c),
-                        None if est.t is None else float(est.t),
-                        resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None,
-                        missing_code(enc.sa_values))
+        crit = pl.criteria(enc.sa_ordered, enc.sa_values, q)
         n_sa_missing = 0 if crit.sa_missing is None else int(bhist.sum(axis=0)[crit.sa_missing])
         hist_needed = crit.needs_histogram and n_sa > 0
         if crit.needs_histogram:
-            whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
-        suppressed, reason, keep_block = suppression(est, crit, enc, bsizes, bhist if hist_needed else None, n_total)
+            pl.check_whole_table(crit, n_total, bhist.sum(axis=0)[None, :], np)
+        suppressed, reason, keep_block = suppression(pl, crit, enc, bsizes, bhist if hist_needed else None, n_total)
         n_kept = n_total - suppressed
         lr = int(local_rows) if local_rows is not None else max(1, -(-n_kept // W))
 
@@ -258,7 +232,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         n_cat = [c.n_categories for c in enc.columns]
         g_range = np.asarray([c.global_range for c in enc.columns])
         cat_cols = [j for j, c in enumerate(enc.columns) if c.kind == "categorical"]
-        relaxed = est.mode == "relaxed"
+        relaxed = pl.relaxed
         levels, attempts, rounds, token = 0, 0, 0, 0
         level_log = []
         while sizes.shape[0] > 0:
@@ -380,10 +354,10 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         del pieces
         run.stage = "finishing partitions on their workers"
         crit_w = crit
-        fin = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k), bool(est.optimize))
+        fin = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, pl.k, pl.optimize)
                           for d, h in enumerate(homes)])
         firsts = [f for f, _ in fin]
-        optimization = combine_optimization([o for _, o in fin]) if est.optimize else None
+        optimization = combine_optimization([o for _, o in fin]) if pl.optimize else None
         allf = np.concatenate(firsts)
         n_parts = int(allf.shape[0])
         gid = np.empty(n_parts, dtype=np.int64)
@@ -407,8 +381,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         t0 = time.perf_counter()
         run.stage = "class statistics and verification"
         fmt = est.output_format
-        vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
-                   t_distance=crit.t_distance, sensitive=str(schema.sensitive), sa_missing=crit.sa_missing)
+        vkw = dict(pl.verify_keywords(crit), sensitive=str(schema.sensitive), sa_missing=crit.sa_missing)
         col_stats, tcounts, range_stats, info["column_statistics"] = column_statistics(
             run, shards, ss, home_of_shard, homes, hs, enc, n_total, bool(est.progress))
         secs["column_statistics"] = time.perf_counter() - t0
@@ -470,7 +443,20 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         shards = homes = None  # the futures go before the cluster does
     secs["total"] = time.perf_counter() - t_all
     info["seconds"] = secs
-    return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
-                             verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics, automatic),
-                             n_sa_missing)
+    details = ClusterDetails(info, enc, output_metadata(enc, fmt)["encoding"], output,
+                             [os.path.join(out_dir, f) for f in files] if out_dir else [], n_sa_missing)
+    return FitResult(labels, n_parts, int(suppressed), reason, {k: info[k] for k in ("levels", "attempts")}, schema,
+                     worker_backend, crit, TransferLog(simulate=True), stage_seconds(secs),
+                     optimization=None if optimization is None else dict(optimization),
+                     hierarchies=hierarchy_report(enc, metrics, automatic), verification=verification,
+                     metrics=metrics, cluster=details)
+
+
+def stage_seconds(secs: dict) -> dict:
+    """A cluster run's seconds under the single-process report's stage names (and its own)."""
+    out = {"encode": secs.get("encode", 0.0),
+           "partition": secs.get("partition_levels", 0.0) + secs.get("partition_local", 0.0),
+           "verify": secs.get("stages", 0.0),  # class statistics, verification and metrics, on the homes
+           "write": secs.get("output", 0.0), "total": secs.get("total", 0.0)}
+    out.update({f"cluster_{k}": v for k, v in secs.items()})
+    return {k: round(float(v), 6) for k, v in out.items()}
