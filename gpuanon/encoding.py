@@ -216,9 +216,6 @@ def codes_sorted(series: pd.Series):
     return remap[codes].astype(np.int32), [uniq[i] for i in order]
 
 
-_codes_sorted = codes_sorted  # the former private name
-
-
 def sort_key(v):
     """Sort key of a category: numbers by value, then text, missing last."""
     if is_na(v):

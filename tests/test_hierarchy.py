@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gpuanon.backend import gpu_status, gpu_usable
 from gpuanon.datasets import load_adult
-from gpuanon.encoding import _codes_sorted, _encode_categorical
+from gpuanon.encoding import _encode_categorical, codes_sorted
 from gpuanon.errors import GpuanonError, InputError
 from gpuanon.hierarchy import (
     MISSING_LABEL,
@@ -113,7 +113,7 @@ def test_adult_education_counts_are_a_crosstab(adult):
 def test_leaf_order_is_the_encoding_order(adult, col):
     """Leaves are stored in the contract's category order (the encoder's), and for every rho that
     order already keeps each group contiguous: the encoder's codes follow the hierarchy."""
-    tcodes, tvals = _codes_sorted(adult["income"])
+    tcodes, tvals = codes_sorted(adult["income"])
     _, cats = _encode_categorical(adult[col], tcodes, len(tvals))
     hs = frequency_hierarchies(adult[col], adult["income"], name=col)
     for rho, h in hs.items():

@@ -22,6 +22,7 @@ from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
+from ..encoding import kernel_specs
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -300,12 +301,7 @@ def local_table(enc, keys, sa, target, xp):
 
 def kernel_col_info(table, xp):
     """The kernel's per-column description, from the code path the single-process estimator uses."""
-    from .. import encoding  # noqa: PLC0415
-
-    specs = getattr(encoding, "kernel_specs", None)
-    if specs is not None:
-        return specs(table, xp)
-    return [c.kernel_info(xp) for c in table.columns]
+    return kernel_specs(table, xp)
 
 
 def _mix64(z, xp):
