@@ -264,7 +264,7 @@ def test_estimator_with_cluster(adult):
 
 def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):
     """A worker killed after the first level: one clear error, no output directory, no leftovers."""
-    import gpuanon.distributed.mondrian as dm
+    import gpuanon.distributed.stages as dm
     import gpuanon.distributed.tasks as dt
     from distributed import Client, LocalCluster
 
