@@ -40,7 +40,7 @@ from ..cells import output_qi_columns
 from ..classes import ClassStats
 from .generalize import generalize
 from .plan import MODES, Plan, check_parameters
-from .result import FitResult
+from .result import FitResult, Runner
 from ..hierarchy import choose_rho, initial_hierarchies
 from ..schema import Schema
 
@@ -64,6 +64,13 @@ class _Progress:
     def close(self):
         if self.on:
             sys.stderr.write("\n")
+
+
+class InProcess:
+    """The single-process runner: validate, encode and partition on this machine's backend."""
+
+    def fit(self, est: "Mondrian", df) -> FitResult:
+        return est._fit_here(df)
 
 
 class Mondrian(BaseEstimator):
@@ -175,16 +182,22 @@ class Mondrian(BaseEstimator):
         counted copy on the host (stage ``input``), and ``transform`` returns a cuDF frame built
         on the device.
         """
-        if self.cluster is not None:  # scale-out on Dask: gpuanon.distributed runs the whole pipeline
-            from ..distributed.estimator import fit_on_cluster  # noqa: PLC0415
+        self._adopt(self.runner().fit(self, df))
+        self._fitted_frame, self._fitted_shape = weakref.ref(df), (len(df), list(df.columns))
+        if self.result_.cluster is not None and self.result_.cluster.output is not None:
+            self.report_ = self._report(len(df), int(self.verification_.n_rows))  # the stages ran with the fit
+        return self
 
-            if not isinstance(df, pd.DataFrame):
-                raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
-            self._adopt(fit_on_cluster(self, df))
-            self._fitted_frame, self._fitted_shape = weakref.ref(df), (len(df), list(df.columns))
-            if self.result_.cluster.output is not None:
-                self.report_ = self._report(len(df), int(self.verification_.n_rows))
-            return self
+    def runner(self) -> Runner:
+        """What runs the fit: this process, or with ``cluster`` the Dask runner (:mod:`gpuanon.distributed`)."""
+        if self.cluster is None:
+            return InProcess()
+        from ..distributed.estimator import OnCluster  # noqa: PLC0415
+
+        return OnCluster()
+
+    def _fit_here(self, df) -> FitResult:
+        """One process: validate, encode, partition (the runner :class:`InProcess`)."""
         transfers = TransferLog(simulate=False)
         mark = dict(compile_seconds)  # kernels first launched from here on are this fit's
         host = df
@@ -199,10 +212,7 @@ class Mondrian(BaseEstimator):
         orders = Plan.leaf_orders(plan)
         with count_transfers(log_=transfers), self._stage("encode"):
             table = encode(host, schema, be.xp, orders=orders)
-        self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
-                         _log=transfers, _mark=mark)
-        self._fitted_frame = weakref.ref(df)
-        return self
+        return self._partition_encoded(schema, table, be, time.perf_counter() - t1, plan, transfers, mark)
 
     #: a stage that takes at least this long says so in one log line when it ends
     STAGE_LOG_SECONDS = 0.5
@@ -219,24 +229,22 @@ class Mondrian(BaseEstimator):
             log.info("%s done in %.2f s", name, secs)
 
     def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0,
-                    plan: dict | None = None, _log: TransferLog | None = None,
-                    _mark: dict | None = None) -> "Mondrian":
+                    plan: dict | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
 
         ``schema`` and ``table`` must come from :meth:`validate` / :func:`encode` on the same
         frame; the parameters of this estimator are validated against ``table``.
         """
-        t0 = time.perf_counter()
-        be = backend
-        transfers = _log if _log is not None else TransferLog(simulate=not be.is_gpu)
-        mark = _mark if _mark is not None else dict(compile_seconds)
+        self._adopt(self._partition_encoded(schema, table, backend, encode_seconds, plan,
+                                            TransferLog(simulate=not backend.is_gpu), dict(compile_seconds)))
+        self._fitted_frame = None
+        return self
+
+    def _partition_encoded(self, schema, table, be, encode_seconds, plan, transfers, mark) -> FitResult:
         with count_transfers(log_=transfers):
             result = self._fit_encoded(schema, table, be, encode_seconds, plan)
         result.transfers, result.compile_mark = transfers, mark
-        self._adopt(result)
-        self._fitted_frame = None
-        self._t_fit = time.perf_counter() - t0
-        return self
+        return result
 
     def _adopt(self, result: FitResult) -> None:
         """Keep the fit record ``result`` (``result_``) and set the public attributes from it."""

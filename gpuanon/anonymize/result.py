@@ -9,7 +9,7 @@ the levels, bytes moved, the workers' output); one process leaves it None.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass
@@ -79,3 +79,11 @@ class FitResult:
     def encoding_metadata(self) -> dict:
         """The report's and the written files' ``encoding`` section."""
         return self.table.encoding_metadata() if self.cluster is None else self.cluster.encoding_metadata
+
+
+class Runner(Protocol):
+    """What runs a Mondrian fit and gives back its record: one process
+    (:class:`gpuanon.anonymize.mondrian.InProcess`) or a Dask cluster
+    (:class:`gpuanon.distributed.estimator.OnCluster`); ``Mondrian.runner()`` chooses."""
+
+    def fit(self, est, df) -> FitResult: ...

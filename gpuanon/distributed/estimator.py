@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..anonymize.result import FitResult
+from ..errors import SchemaError
 from .cluster import open_cluster
 from .mondrian import run_distributed
 
@@ -21,6 +22,18 @@ def split_frame(df: pd.DataFrame, n: int) -> list[pd.DataFrame]:
     n = max(1, min(int(n), len(df)))
     bounds = np.linspace(0, len(df), n + 1).round().astype(np.int64)
     return [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class OnCluster:
+    """The Dask runner of ``Mondrian(cluster=...)`` (:class:`gpuanon.anonymize.result.Runner`)."""
+
+    def __init__(self, local_rows: int | None = None):
+        self.local_rows = local_rows
+
+    def fit(self, est, df) -> FitResult:
+        if not isinstance(df, pd.DataFrame):
+            raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
+        return fit_on_cluster(est, df, local_rows=self.local_rows)
 
 
 def fit_on_cluster(est, df: pd.DataFrame, *, local_rows: int | None = None) -> FitResult:
