@@ -13,7 +13,6 @@ trained in.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import warnings
@@ -118,36 +117,6 @@ def rank_correlations(results: pd.DataFrame, metrics: Sequence[str] = LOSS_METRI
     return out
 
 
-class _BackendLineOnce(logging.Filter):
-    """Drops repeats of the backend line: every protection asks for the backend, the log says it once."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen: set = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith("backend "):
-            return True
-        text = record.getMessage()
-        if text in self.seen:
-            return False
-        self.seen.add(text)
-        return True
-
-
-def _backend_line_once(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        f = _BackendLineOnce()
-        log.addFilter(f)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            log.removeFilter(f)
-    return wrapper
-
-
-@_backend_line_once
 def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Sequence[str] | str = MODEL_NAMES, *,
                    quasi_identifiers: Sequence[str] | None = None, target: str | None = None,
                    sensitive: str | None = None, identifiers: Sequence[str] | None = None,
