@@ -203,6 +203,25 @@ def partition_spans(keys, sizes, *, col_info, n_categories, global_range, xp=np,
     return _spans(keys, sizes, exclusive_cumsum(sizes, xp), seg, col_info, n_categories, global_range, xp, cell_limit)
 
 
+# the cut rule, written once: the kernel below and the cluster's coordinator and shards
+# (gpuanon.distributed) call these
+
+def below_only(median, top):
+    """Strict mode: the left child takes the keys strictly below the lower median when the median is
+    the partition's largest key (else every key at or below it: the right child would be empty)."""
+    return median == top
+
+
+def goes_left(v, median, below, xp):
+    """Strict mode: whether each key ``v`` goes to the left child (``below``: :func:`below_only`)."""
+    return xp.where(below, v < median, v <= median)
+
+
+def cut_allowed(nleft, nright, hist_left, hist_right, allowed, xp):
+    """A cut is made when both children have rows and the criteria ``allowed`` both."""
+    return (nleft > 0) & (nright > 0) & allowed(nleft, hist_left, xp) & allowed(nright, hist_right, xp)
+
+
 def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
     """Sensitive-value histograms of the left and right children: two (n_pend, n_sa) arrays."""
     n_pend = pofs.shape[0]
@@ -337,16 +356,15 @@ def mondrian_partition(
                 base = xp.arange(n_pend, dtype=xp.int64) << 32
                 le = xp.searchsorted(skey, base | med, side="right") - pofs
                 lt = xp.searchsorted(skey, base | med, side="left") - pofs
-                use_lt = med == top
+                use_lt = below_only(med, top)
                 nleft = xp.where(use_lt, lt, le)
-                vm = med[loc]
-                left = xp.where(use_lt[loc], v.astype(xp.int64) < vm, v.astype(xp.int64) <= vm)
+                left = goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
             nright = psizes - nleft
             if needs_hist:
                 hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit)
             else:
                 hl = hr = None
-            ok = (nleft > 0) & (nright > 0) & allowed(nleft, hl, xp) & allowed(nright, hr, xp)
+            ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
             cut[pend] = ok  # pending partitions are not cut yet
             go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
             span[pend, col] = -1.0

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.mondrian import partition_spans
+from kernels.mondrian import below_only, cut_allowed, partition_spans
 
 from ..anonymize.plan import Plan
 from ..errors import VerificationError
@@ -247,7 +247,7 @@ def find_cuts(c: ClusterRun, lv: dict, sizes, hist, mn, mx, span) -> dict:
 
         thr, nr = radix_select(count_round, lo, hi, (sizes[pend] - 1) // 2)
         lv["rounds"] += nr
-        use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else thr == mx[col, pend].astype(np.uint64)
+        use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else below_only(thr, mx[col, pend].astype(np.uint64))
         run.stage = f"level {lv['levels']} (child sizes)"
         got = c.on_shards("split_counts", token, pend, col, relaxed, thr, use_lt, n_sa if c.hist_needed else 0)
         nleft = np.sum([g[0] for g in got], axis=0)
@@ -256,7 +256,7 @@ def find_cuts(c: ClusterRun, lv: dict, sizes, hist, mn, mx, span) -> dict:
         if c.hist_needed:
             hl = np.sum([g[1] for g in got], axis=0)
             hr = hist[pend] - hl
-        ok = (nleft > 0) & (nright > 0) & crit.satisfied(nleft, hl, np) & crit.satisfied(nright, hr, np)
+        ok = cut_allowed(nleft, nright, hl, hr, crit.satisfied, np)
         sel = pend[ok]
         cut["cut"][sel], cut["col"][sel], cut["thr"][sel] = True, col[ok], thr[ok]
         cut["use"][sel], cut["nl"][sel] = use_lt[ok], nleft[ok]

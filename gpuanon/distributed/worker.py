@@ -18,6 +18,7 @@ import uuid
 import numpy as np
 
 from kernels.counts import count_values
+from kernels.mondrian import goes_left
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
@@ -157,8 +158,7 @@ class Shard:
         t = to_device(np.asarray(thr, dtype=np.uint64), xp)[loc]
         if relaxed:
             return v <= t
-        lt = to_device(np.asarray(use_lt, dtype=bool), xp)[loc]
-        return xp.where(lt, v < t, v <= t)
+        return goes_left(v, t, to_device(np.asarray(use_lt, dtype=bool), xp)[loc], xp)
 
     def split_counts(self, token, pend, col, relaxed, thr, use_lt, n_sa: int):
         """Chunk: rows of every pending partition's left child and (with ``n_sa``) its histogram."""
