@@ -241,21 +241,36 @@ def sort_key(v):
     return (1, str(v))
 
 
+def category_order(uniq: list, joint=None, order_values=None) -> list:
+    """Finalize of a categorical column's dictionary (one process and a cluster alike): the positions
+    of its distinct values ``uniq`` in code order. A hierarchy's leaf order ``order_values`` decides
+    when given (matched by text, missing as ``NaN``; values not in it last; ties: ``uniq``'s order);
+    else with ``joint`` (rows per value x target value) the majority target value, then its share,
+    then the value (missing last); else the value.
+
+    >>> category_order(["b", "a", "c"]), category_order(["b", "a"], np.array([[1, 3], [2, 0]]))
+    ([1, 0, 2], [1, 0])
+    """
+    m = len(uniq)
+    if order_values is not None:
+        pos = {("NaN" if is_na(v) else str(v)): i for i, v in enumerate(order_values)}
+        return sorted(range(m), key=lambda i: pos.get("NaN" if is_na(uniq[i]) else str(uniq[i]), len(pos)))
+    if joint is not None:
+        tstar = joint.argmax(axis=1)
+        share = joint[np.arange(m), tstar] / np.maximum(joint.sum(axis=1), 1)
+        return sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), is_na(uniq[i]), sort_key(uniq[i])))
+    return sorted(range(m), key=lambda i: (is_na(uniq[i]), sort_key(uniq[i])))
+
+
 def _encode_categorical(series: pd.Series, target_codes, n_target, order_values=None):
     codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
     uniq = list(uniques)
     m = len(uniq)
-    if order_values is not None:  # a hierarchy's leaf order (matched by text)
-        pos = {("NaN" if is_na(v) else str(v)): i for i, v in enumerate(order_values)}
-        order = sorted(range(m), key=lambda i: pos.get("NaN" if is_na(uniq[i]) else str(uniq[i]), len(pos)))
-    elif target_codes is not None and n_target > 0:
+    f = None
+    if order_values is None and target_codes is not None and n_target > 0:
         f = np.bincount(codes.astype(np.int64) * n_target + target_codes, minlength=m * n_target)
         f = f.reshape(m, n_target)
-        tstar = f.argmax(axis=1)
-        share = f[np.arange(m), tstar] / np.maximum(f.sum(axis=1), 1)
-        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), is_na(uniq[i]), sort_key(uniq[i])))
-    else:
-        order = sorted(range(m), key=lambda i: (is_na(uniq[i]), sort_key(uniq[i])))
+    order = category_order(uniq, f, order_values)
     remap = np.empty(m, dtype=np.uint32)
     remap[np.asarray(order, dtype=np.int64)] = np.arange(m, dtype=np.uint32)
     return remap[codes], [uniq[i] for i in order]

@@ -25,7 +25,7 @@ from .counts import count_values, indices_of
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
-from .specs import CategoricalSpec, HierarchySpec, NumericSpec, as_spec
+from .specs import CategoricalSpec, HierarchySpec, NumericSpec, check_specs
 
 _LOW32 = np.int64(0xFFFFFFFF)
 
@@ -71,7 +71,7 @@ class _SpanPlan:
                 k = "skip" if not g > 0 else "f32" if spec.values is None else \
                     "rank" if int(spec.values.shape[0]) else "nan"
                 rng[j] = g if k != "skip" else 1.0
-            else:  # as_spec returns one of the three
+            else:  # check_specs lets only the three in
                 raise TypeError(f"column {j}: unknown spec {type(spec).__name__}")
             self.kind.append(k)
         rank = [j for j in range(d) if self.kind[j] == "rank"]
@@ -146,15 +146,14 @@ def _distinct_share(K, seg, P, plan, xp, cell_limit):
 def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit):
     """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
 
-    ``col_info``: one :mod:`kernels.specs` spec per column (older descriptions are read by
-    :func:`~kernels.specs.as_spec`). Whole-matrix operations on the ``(d, P)`` minima and maxima:
+    ``col_info``: one :mod:`kernels.specs` spec per column. Whole-matrix operations on the ``(d, P)`` minima and maxima:
     one decode of all float32-key columns, one gather for all rank columns, one count for all
     categorical ones; a hierarchy column (or a categorical one too large to count with the others)
     takes its own few operations.
     """
     d = K.shape[0]
     P = sizes.shape[0]
-    specs = [as_spec(c) for c in col_info]
+    specs = check_specs(col_info)
     plan = _span_plan(specs, n_categories, global_range, xp)
     mn, mx = segment_reduce("minmax", K, starts, xp, axis=1)
     S = xp.zeros((d, P), dtype=xp.float64)  # value ranges (numeric) or shares; 0: no span
@@ -202,6 +201,25 @@ def partition_spans(keys, sizes, *, col_info, n_categories, global_range, xp=np,
     sizes = xp.asarray(sizes, dtype=xp.int64)
     seg = segment_ids(sizes, xp, n=int(keys.shape[1]))
     return _spans(keys, sizes, exclusive_cumsum(sizes, xp), seg, col_info, n_categories, global_range, xp, cell_limit)
+
+
+# the cut rule, written once: the kernel below and the cluster's coordinator and shards
+# (gpuanon.distributed) call these
+
+def below_only(median, top):
+    """Strict mode: the left child takes the keys strictly below the lower median when the median is
+    the partition's largest key (else every key at or below it: the right child would be empty)."""
+    return median == top
+
+
+def goes_left(v, median, below, xp):
+    """Strict mode: whether each key ``v`` goes to the left child (``below``: :func:`below_only`)."""
+    return xp.where(below, v < median, v <= median)
+
+
+def cut_allowed(nleft, nright, hist_left, hist_right, allowed, xp):
+    """A cut is made when both children have rows and the criteria ``allowed`` both."""
+    return (nleft > 0) & (nright > 0) & allowed(nleft, hist_left, xp) & allowed(nright, hist_right, xp)
 
 
 def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
@@ -257,7 +275,6 @@ def mondrian_partition(
         :class:`~kernels.specs.NumericSpec` (float32 keys or the sorted distinct values) or
         :class:`~kernels.specs.HierarchySpec` (codes in leaf order; the span is the share of
         leaves under the lowest common node of the partition's smallest and largest code).
-        The older untyped descriptions are accepted (:func:`~kernels.specs.as_spec`).
     n_categories : sequence of int
         Number of categories of each categorical column (ignored for numeric ones).
     global_range : (d,) float64
@@ -281,7 +298,7 @@ def mondrian_partition(
         ``levels`` and ``attempts`` counts.
     """
     d, n = keys.shape
-    col_info = [as_spec(c) for c in col_info]
+    col_info = check_specs(col_info)
     needs_hist = sa is not None and n_sa > 0
     if blocks is None:
         perm = xp.arange(n, dtype=xp.int64)
@@ -339,16 +356,15 @@ def mondrian_partition(
                 base = xp.arange(n_pend, dtype=xp.int64) << 32
                 le = xp.searchsorted(skey, base | med, side="right") - pofs
                 lt = xp.searchsorted(skey, base | med, side="left") - pofs
-                use_lt = med == top
+                use_lt = below_only(med, top)
                 nleft = xp.where(use_lt, lt, le)
-                vm = med[loc]
-                left = xp.where(use_lt[loc], v.astype(xp.int64) < vm, v.astype(xp.int64) <= vm)
+                left = goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
             nright = psizes - nleft
             if needs_hist:
                 hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit)
             else:
                 hl = hr = None
-            ok = (nleft > 0) & (nright > 0) & allowed(nleft, hl, xp) & allowed(nright, hr, xp)
+            ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
             cut[pend] = ok  # pending partitions are not cut yet
             go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
             span[pend, col] = -1.0

@@ -10,17 +10,13 @@
   ``frac[node]`` the share of the leaves under the node; the span of a partition is ``frac`` of
   the lowest common node of its smallest and largest code (:mod:`kernels.hierarchy`).
 
-The specs of an encoded table are built in one place, ``gpuanon.encoding.kernel_specs``.
-:func:`as_spec` also reads the older untyped descriptions (``None``, ``'f32'``, a sorted values
-array, ``('hierarchy', levels, frac)``), once, at the kernel's entry.
+The specs of an encoded table are built in one place, ``gpuanon.encoding.kernel_specs``;
+:func:`check_specs` refuses anything else at the kernel's entry.
 
 Examples
 --------
->>> import numpy as np
->>> as_spec(None), as_spec("f32")
-(CategoricalSpec(), NumericSpec(values=None))
->>> type(as_spec(("hierarchy", np.zeros((1, 2), np.int64), np.ones(2)))).__name__
-'HierarchySpec'
+>>> check_specs([CategoricalSpec(), NumericSpec(None)])
+[CategoricalSpec(), NumericSpec(values=None)]
 """
 
 from __future__ import annotations
@@ -72,25 +68,12 @@ ColumnSpec = Union[CategoricalSpec, NumericSpec, HierarchySpec]
 SPEC_TYPES = (CategoricalSpec, NumericSpec, HierarchySpec)
 
 
-def as_spec(info) -> ColumnSpec:
-    """A column's spec; the older untyped descriptions are read here and only here.
-
-    ``None`` -> :class:`CategoricalSpec`, ``'f32'`` -> ``NumericSpec(None)``, a sorted values
-    array -> ``NumericSpec(values)``, ``('hierarchy', levels, frac)`` -> :class:`HierarchySpec`;
-    a spec is returned as it is.
-    """
-    if isinstance(info, SPEC_TYPES):
-        return info
-    if info is None:
-        return CategoricalSpec()
-    if isinstance(info, str):
-        if info != "f32":
-            raise ValueError(f"column description {info!r}: use a spec from kernels.specs "
-                             f"(NumericSpec(None) for float32 keys)")
-        return NumericSpec(None)
-    if isinstance(info, tuple):
-        if len(info) != 3 or info[0] != "hierarchy":
-            raise ValueError("a tuple column description must be ('hierarchy', levels, frac); "
-                             "use kernels.specs.HierarchySpec(levels, frac)")
-        return HierarchySpec(info[1], info[2])
-    return NumericSpec(info)
+def check_specs(col_info) -> list:
+    """The kernel's column specs as a list; TypeError naming the column for anything that is not one."""
+    specs = list(col_info)
+    for j, spec in enumerate(specs):
+        if not isinstance(spec, SPEC_TYPES):
+            raise TypeError(f"column {j}: a {type(spec).__name__} is not a kernels.specs spec; use CategoricalSpec(), "
+                            f"NumericSpec(values or None) or HierarchySpec(levels, frac) "
+                            f"(gpuanon.encoding.kernel_specs builds them for an encoded table)")
+    return specs

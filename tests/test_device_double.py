@@ -214,7 +214,7 @@ def _cluster_both(frames, kw, local_rows):
         cl.close()
     assert gpu.backend.name == "gpu"
     np.testing.assert_array_equal(cpu.labels, gpu.labels)
-    assert cpu.output.equals(gpu.output)
+    assert cpu.cluster.output.equals(gpu.cluster.output)
     assert not _diff(cpu.metrics, gpu.metrics)
     assert cpu.verification.to_dict() == gpu.verification.to_dict()
     s = dev.stats.summary()

@@ -45,8 +45,8 @@ def check_same(m, df, res):
     out = m.fit_transform(df)
     np.testing.assert_array_equal(res.labels, m.labels_)
     assert res.n_partitions == m.n_partitions_
-    assert list(res.output.columns) == list(out.columns)
-    assert as_text(res.output) == as_text(out)
+    assert list(res.cluster.output.columns) == list(out.columns)
+    assert as_text(res.cluster.output) == as_text(out)
     v, w = res.verification, m.verification_
     assert (v.n_classes, v.k, v.l, v.n_rows) == (w.n_classes, w.k, w.l, w.n_rows)
     assert v.t == pytest.approx(w.t, abs=1e-9) if w.t is not None else v.t is None
@@ -91,7 +91,7 @@ def test_adult_identical_to_one_process(clients, adult, case, workers, cuts):
     kw = {"quasi_identifiers": ADULT_QI, "target": "income", **CASES[case]}
     m = Mondrian(backend="cpu", progress=False, **kw)
     res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
-    assert res.info["levels"] >= 3 and res.info["n_workers"] == workers  # many levels ran distributed
+    assert res.cluster.info["levels"] >= 3 and res.cluster.info["n_workers"] == workers  # many levels ran distributed
     check_same(m, adult, res)
 
 
@@ -102,7 +102,7 @@ def test_missing_values_identical(clients, adult_missing, workers):
     res = run_distributed(m, clients[workers], frames=shards(adult_missing, [1200, 3900][: workers - 1]),
                           local_rows=400)
     check_same(m, adult_missing, res)
-    assert res.info["groups"] > 1
+    assert res.cluster.info["groups"] > 1
 
 
 def test_missing_values_suppressed_block(clients, adult_missing):
@@ -133,7 +133,7 @@ def test_parquet_directory_in_and_out(clients, adult, tmp_path):
     m = Mondrian(k=5, quasi_identifiers=ADULT_QI, target="income", backend="cpu", progress=False,
                  identifiers=["fnlwgt"])
     res = run_distributed(m, clients[2], paths=src, out_dir=out_dir, gather=False, local_rows=500)
-    assert res.labels is None and res.output is None
+    assert res.labels is None and res.cluster.output is None
     files = sorted(os.listdir(out_dir))
     assert files == [f"part-{i:05d}.parquet" for i in range(4)]
     got = pd.concat([pd.read_parquet(out_dir / f) for f in files], ignore_index=True)
@@ -266,7 +266,7 @@ def test_estimator_with_cluster(adult):
 
 def test_worker_dying_mid_run_is_a_clear_error(adult, tmp_path, monkeypatch):
     """A worker killed after the first level: one clear error, no output directory, no leftovers."""
-    import gpuanon.distributed.mondrian as dm
+    import gpuanon.distributed.stages as dm
     import gpuanon.distributed.tasks as dt
     from distributed import Client, LocalCluster
 

@@ -79,7 +79,7 @@ OPT_CASES = {
 def test_optimize_identical(clients, adult, case, workers, cuts):
     m = Mondrian(target="income", optimize=True, backend="cpu", progress=False, **OPT_CASES[case])
     res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
-    assert res.info["levels"] >= 2
+    assert res.cluster.info["levels"] >= 2
     assert res.optimization["exact_classes"] > 0  # the step changed something
     check_all(m, adult, res)
 
@@ -101,11 +101,11 @@ def test_user_hierarchies_identical(clients, adult, marital_csv, workers, cuts, 
                  hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
     res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
     check_all(m, adult, res)
-    out = res.output
+    out = res.cluster.output
     assert out["education"].isin(["Advanced", "College", "High school", "Primary", "Higher", "School"]).any()
     assert m.metrics_["precision"] is not None and res.metrics["precision"] == pytest.approx(m.metrics_["precision"])
     # the codes follow the hierarchy's leaf order, not the target-based order of a plain column
-    edu = [c for c in res.encoding.columns if c.name == "education"][0]
+    edu = [c for c in res.cluster.encoding.columns if c.name == "education"][0]
     assert edu.categories == [v for v in EDUCATION if v in set(adult["education"])]
 
 
@@ -190,7 +190,7 @@ def test_classes_split_across_workers_are_one_class(clients, adult, kw):
     m = Mondrian(quasi_identifiers=["education", "marital-status", "gender", "race"], target="income",
                  backend="cpu", progress=False, **kw)
     res = run_distributed(m, clients[3], frames=shards(adult, [1500, 1600]), local_rows=40)
-    assert res.info["classes_shared_by_workers"] > 0 and res.n_classes < res.n_partitions
+    assert res.cluster.info["classes_shared_by_workers"] > 0 and res.n_classes < res.n_partitions
     check_all(m, adult, res)
 
 
@@ -204,7 +204,7 @@ def test_hierarchies_and_optimize_with_numeric_statistics_in_value_ranges(client
                  progress=False, optimize=True,
                  hierarchies={"education": education_hierarchy(), "marital-status": marital_csv})
     res = run_distributed(m, clients[3], frames=shards(adult, [900, 3300]), local_rows=300)
-    assert set(res.info["column_statistics"]["columns"]) >= {"age", "hours-per-week"}
+    assert set(res.cluster.info["column_statistics"]["columns"]) >= {"age", "hours-per-week"}
     assert res.metrics["precision"] is not None
     check_all(m, adult, res)
 

@@ -33,7 +33,7 @@ def test_hepmass_metrics_from_value_ranges(clients, every_numeric_in_ranges, wor
     m = Mondrian(k=10, quasi_identifiers=HEP_QI, target="label", sensitive="label", t=0.2, backend="cpu",
                  progress=False)
     res = run_distributed(m, clients[workers], frames=shards(df, cuts), local_rows=local_rows)
-    cs = res.info["column_statistics"]
+    cs = res.cluster.info["column_statistics"]
     assert cs["columns"] == HEP_QI and cs["rounds"] == 10 and cs["bytes_between_workers"] > 0
     check_same(m, df, res)
     assert len(m.metrics_["entropy_binned_columns"]) >= 20  # binned domains (and one of few values)
@@ -47,7 +47,7 @@ def test_adult_with_missing_values_from_value_ranges(clients, every_numeric_in_r
     """Few distinct values (one bin each) and the missing value (a bin of its own, the last key)."""
     m = Mondrian(quasi_identifiers=ADULT_QI, backend="cpu", progress=False, **kw)
     res = run_distributed(m, clients[3], frames=shards(adult_missing, [700, 701]))
-    assert res.info["column_statistics"]["columns"] == ["age", "hours-per-week"]
+    assert res.cluster.info["column_statistics"]["columns"] == ["age", "hours-per-week"]
     check_same(m, adult_missing, res)
 
 
@@ -64,7 +64,7 @@ def test_the_default_threshold_keeps_small_columns_gathered(clients):
     df = make_hepmass(3000, random_state=1)
     m = Mondrian(k=10, quasi_identifiers=HEP_QI[:4], target="label", backend="cpu", progress=False)
     res = run_distributed(m, clients[2], frames=shards(df, [1000]))
-    assert res.info["column_statistics"]["columns"] == []  # 3,000 rows x 2 targets: gathered
+    assert res.cluster.info["column_statistics"]["columns"] == []  # 3,000 rows x 2 targets: gathered
     check_same(m, df, res)
 
 

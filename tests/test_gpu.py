@@ -314,5 +314,5 @@ def test_cluster_on_the_gpu_equals_one_process(monkeypatch):
         client.close()
         cl.close()
     assert res.backend.name == "gpu"
-    assert res.info["column_statistics"]["columns"] == list(HEPMASS_FEATURES)
+    assert res.cluster.info["column_statistics"]["columns"] == list(HEPMASS_FEATURES)
     check_same(Mondrian(backend="cpu", **kw), df, res)

@@ -1,6 +1,6 @@
 """Hierarchies inside the engine: kernel spans, user hierarchies, automatic hierarchies on Adult.
 
-* The level-synchronous kernel (``kernels.mondrian``) with ``("hierarchy", levels, frac)`` column
+* The level-synchronous kernel (``kernels.mondrian``) with ``HierarchySpec(levels, frac)`` column
   info against the plain recursive reference (``kernels.reference``, ``hierarchies=``) on random
   tables with random 2- and 3-level hierarchies whose leaves are in leaf order (code = leaf).
 * ``Mondrian`` with a user hierarchy (a :class:`Hierarchy` or an ARX CSV file): every output
@@ -33,6 +33,7 @@ from gpuanon.verify import verify
 from kernels.mondrian import _spans, mondrian_partition
 from kernels.reference import mondrian_reference
 from kernels.segmented import exclusive_cumsum, segment_ids
+from kernels.specs import CategoricalSpec, HierarchySpec, NumericSpec
 
 # ============================================================================ plain helpers
 
@@ -206,7 +207,7 @@ def _kernel_inputs(p):
             kj = np.searchsorted(uniq, np.where(miss, 0.0, v)).astype(np.uint32)
             kj[miss] = np.uint32(0xFFFFFFFF)
             keys[j] = kj
-            col_info.append(uniq)
+            col_info.append(NumericSpec(uniq))
             n_cat.append(0)
             grange.append(float(uniq.max() - uniq.min()) if uniq.size else 0.0)
             is_cat.append(False)
@@ -217,13 +218,13 @@ def _kernel_inputs(p):
             is_cat.append(True)
             grange.append(0.0)
             if kind == "cat":
-                col_info.append(None)
+                col_info.append(CategoricalSpec())
                 n_cat.append(int(extra))
             else:
                 levels = extra
                 m = levels.shape[0]
                 n_under = np.bincount(levels.ravel())
-                col_info.append(("hierarchy", levels, n_under / m))
+                col_info.append(HierarchySpec(levels, n_under / m))
                 n_cat.append(m)
                 hier_ref[j] = (levels, n_under, m)
     return keys, col_info, n_cat, np.asarray(grange), is_cat, values, hier_ref, blocks
@@ -245,7 +246,7 @@ def test_kernel_with_hierarchy_spans_equals_reference(p):
                              q=q, blocks=blocks, relaxed=p["relaxed"], hierarchies=hier_ref)
     assert np.array_equal(np.asarray(lab), ref), f"kernel {lab.tolist()} != reference {ref.tolist()}"
     # how often the hierarchy spans change the partition (vs distinct-codes spans)
-    plain_info = [None if isinstance(c, tuple) else c for c in col_info]
+    plain_info = [CategoricalSpec() if isinstance(c, HierarchySpec) else c for c in col_info]
     plain, _, _ = mondrian_partition(
         keys, col_info=plain_info, n_categories=n_cat, global_range=grange, k=p["k"],
         allowed=crit.satisfied, blocks=blocks, sa=sa if hist else None,
@@ -258,7 +259,7 @@ def _spans_of(codes_per_segment, levels):
     sizes = np.array([len(c) for c in codes_per_segment], dtype=np.int64)
     K = np.concatenate([np.asarray(c, dtype=np.uint32) for c in codes_per_segment])[None, :]
     n_under = np.bincount(levels.ravel())
-    info = ("hierarchy", levels, n_under / levels.shape[0])
+    info = HierarchySpec(levels, n_under / levels.shape[0])
     return _spans(K, sizes, exclusive_cumsum(sizes, np), segment_ids(sizes, np), [info],
                   [levels.shape[0]], np.zeros(1), np, 1 << 25)[:, 0]
 

@@ -285,3 +285,19 @@ def test_adult_golden_kernel_equals_reference(adult, k):
     # the kernel called directly with the estimator's encoding gives the same labels
     lab, n_parts, _ = _kernel_labels(table, Criteria(k), relaxed=False)
     assert np.array_equal(lab, m.labels_) and n_parts == n_classes
+
+
+def test_the_cut_rule_by_hand():
+    """The one cut rule (kernels.mondrian) that the kernel, the cluster's coordinator and its shards call."""
+    from kernels.mondrian import below_only, cut_allowed, goes_left
+
+    v = np.array([1, 2, 2, 3])  # lower median 2, largest 3: every key at or below 2 goes left
+    assert not below_only(2, 3) and goes_left(v, 2, False, np).tolist() == [True, True, True, False]
+    v = np.array([1, 3, 3, 3])  # lower median 3 is the largest: only the keys below it go left
+    assert below_only(3, 3) and goes_left(v, 3, True, np).tolist() == [True, False, False, False]
+
+    def at_least_2(n, hist, xp):
+        return n >= 2
+
+    ok = cut_allowed(np.array([2, 1, 0, 3]), np.array([2, 3, 4, 2]), None, None, at_least_2, np)
+    assert ok.tolist() == [True, False, False, True]

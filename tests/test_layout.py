@@ -1,5 +1,7 @@
 """The house rules of docs/architecture.md that a machine can check: no module reads another
-module's private names, no module grows past 500 lines, and the stages import in one direction."""
+module's private names, no module grows past 500 lines, and the stages import in one direction:
+every import counts, inside functions too (no circle; an import from a later stage only where
+:data:`UPWARD` names it, with its reason)."""
 
 from __future__ import annotations
 
@@ -62,11 +64,10 @@ def test_no_module_above_500_lines():
     assert not long, long
 
 
-def _top_level_imports(path: pathlib.Path) -> set:
-    """Project modules a module imports when it is loaded (imports inside functions excluded)."""
+def _imports(path: pathlib.Path) -> set:
+    """Project modules a module imports, at load time or inside a function (every import statement)."""
     out = set()
-    tree = ast.parse(path.read_text())
-    for node in tree.body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             src = _resolve(path, node)
             if src.split(".")[0] not in ("gpuanon", "kernels"):
@@ -84,11 +85,14 @@ def _exists(mod: str) -> bool:
     return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
 
 
-def test_no_import_cycles_between_modules():
-    graph = {_module_name(p): _top_level_imports(p) for p in SOURCES}
+def _graph() -> dict:
+    graph = {_module_name(p): _imports(p) for p in SOURCES}
     # a package's __init__ re-exporting its own modules is not a cycle of the stages
-    for mod in graph:
-        graph[mod] = {m for m in graph[mod] if not mod.startswith(m + ".") and m != mod}
+    return {mod: {m for m in deps if not mod.startswith(m + ".") and m != mod} for mod, deps in graph.items()}
+
+
+def test_no_import_cycles_between_modules():
+    graph = _graph()
     state, cycles = {}, []
 
     def visit(m, stack):
@@ -104,3 +108,70 @@ def test_no_import_cycles_between_modules():
         if m not in state:
             visit(m, [m])
     assert not cycles, "\n".join(cycles)
+
+
+#: the stages in import order (docs/architecture.md, "Packages"): a module imports its own stage and
+#: earlier ones; the foundations are gpuanon's own modules (backend, errors, schema, encoding, ...)
+STAGES = {"kernels": 0, "foundations": 1, "gpuanon.datasets": 1, "gpuanon.hierarchy": 2, "gpuanon.metrics": 2,
+          "gpuanon.anonymize": 3, "gpuanon.perturb": 3, "gpuanon.distributed": 4, "gpuanon.evaluate": 4,
+          "gpuanon.federated": 5, "gpuanon.report": 5, "gpuanon.cli": 6, "gpuanon.__main__": 6, "gpuanon": 6}
+
+#: every import of a later stage, and why it is there (docs/architecture.md says the same)
+UPWARD = {
+    ("gpuanon.anonymize.mondrian", "gpuanon.distributed.estimator"):
+        "Mondrian(cluster=...): the estimator's cluster parameter hands its fit to the Dask runner (lazily)",
+    ("gpuanon.anonymize.mondrian", "gpuanon.report.assemble"):
+        "Mondrian.report_: the one report builder, from the fit record (lazily)",
+    ("gpuanon.anonymize.sweep", "gpuanon.report.markdown"): "markdown_table: a formatter with no stage of its own",
+    ("gpuanon.evaluate.tables", "gpuanon.report.markdown"): "markdown_table: a formatter with no stage of its own",
+    ("gpuanon.perturb.frontier", "gpuanon.report.markdown"): "markdown_table: a formatter with no stage of its own",
+    ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
+        "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
+}
+
+
+def _stage(mod: str) -> str:
+    parts = mod.split(".")
+    if parts[0] == "kernels":
+        return "kernels"
+    if mod == "gpuanon":
+        return mod
+    return f"gpuanon.{parts[1]}" if f"gpuanon.{parts[1]}" in STAGES else "foundations"
+
+
+def test_imports_of_a_later_stage_are_the_documented_ones():
+    up = {(m, n) for m, deps in _graph().items() for n in deps
+          if STAGES[_stage(n)] > STAGES[_stage(m)] and _stage(n) != _stage(m)}
+    assert not up - UPWARD.keys(), f"new imports of a later stage: {sorted(up - UPWARD.keys())}"
+    assert not UPWARD.keys() - up, f"listed but gone (remove them here and in docs): {sorted(UPWARD.keys() - up)}"
+
+
+def test_the_library_never_imports_the_command_line():
+    bad = sorted((m, n) for m, deps in _graph().items() for n in deps
+                 if n.startswith("gpuanon.cli") and not m.startswith(("gpuanon.cli", "gpuanon.__main__")))
+    assert not bad, bad
+
+
+#: functions above FUNCTION_LINES today, each no longer than this (issue 22: to be cut into stages);
+#: no other function may grow past the limit
+FUNCTION_LINES = 120
+LONG_FUNCTIONS = {
+    "gpuanon/evaluate/experiment.py:run_evaluation": 204,
+    "gpuanon/federated/server_app.py:serve": 164,
+    "gpuanon/perturb/distributed.py:perturb_distributed": 144,
+    "gpuanon/metrics/output.py:summary_from_output": 126,
+    "gpuanon/perturb/frontier.py:frontier": 124,
+    "kernels/mondrian.py:mondrian_partition": 168,
+}
+
+
+def test_no_function_above_120_lines():
+    long = {}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = n
+    grown = {f: n for f, n in long.items() if n > LONG_FUNCTIONS.get(f, FUNCTION_LINES)}
+    assert not grown, f"functions above {FUNCTION_LINES} lines (cut them into stages): {grown}"

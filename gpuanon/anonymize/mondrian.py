@@ -36,18 +36,18 @@ from .. import metrics as metrics_mod
 from .. import verify as verify_mod
 from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
                       stage, synchronize, to_device, to_host, to_scalar)
-from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
-                       missing_code, resolve_t_distance, whole_table_error)
 from ..encoding import Table, encode, kernel_specs
-from ..errors import PrivacyError, SchemaError, VerificationError
+from ..errors import SchemaError, VerificationError
 from ..cells import output_qi_columns
 from ..classes import ClassStats
-from .generalize import FORMATS, generalize
-from ..hierarchy import choose_rho, hierarchy_plan, initial_hierarchies, leaf_orders
+from .generalize import generalize
+from .plan import MODES, Plan, check_parameters
+from .result import FitResult, Runner
+from ..hierarchy import choose_rho, initial_hierarchies
 from ..schema import Schema
 
 log = logging.getLogger("gpuanon")
-MODES = ("strict", "relaxed")
+__all__ = ["MODES", "Mondrian"]
 
 
 class _Progress:
@@ -68,10 +68,11 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _check_int(name: str, value, lo: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise SchemaError(f"{name} must be an integer >= {lo}, got {value!r}; {fix}")
-    return int(value)
+class InProcess:
+    """The single-process runner: validate, encode and partition on this machine's backend."""
+
+    def fit(self, est: "Mondrian", df) -> FitResult:
+        return est._fit_here(df)
 
 
 class Mondrian(TransformerMixin, BaseEstimator):
@@ -155,26 +156,7 @@ class Mondrian(TransformerMixin, BaseEstimator):
             raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
         if len(df) == 0:
             raise SchemaError("the input table is empty (0 rows); give a table with rows")
-        k = _check_int("k", self.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
-        if k > len(df):
-            raise PrivacyError(f"k = {k} is larger than the table ({len(df)} rows); choose k <= {len(df)}")
-        _check_int("l", self.l or 0, 0, "use l >= 2 for l-diversity, or 0 to turn it off")
-        if self.l == 1:
-            raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
-        if self.l_kind not in L_KINDS:
-            raise SchemaError(f"l_kind '{self.l_kind}' is not one of {', '.join(L_KINDS)}")
-        if self.t is not None:
-            if isinstance(self.t, bool) or not isinstance(self.t, (int, float)) or not (0 < float(self.t) <= 1 or self.t_distance == "kl" and self.t > 0):
-                raise SchemaError(f"t must be a number in (0, 1], got {self.t!r}; e.g. --t 0.2")
-        if self.t_distance not in T_DISTANCE_CHOICES:
-            raise SchemaError(f"t_distance '{self.t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
-        if self.mode not in MODES:
-            raise SchemaError(f"mode '{self.mode}' is not one of strict, relaxed")
-        if self.output_format not in FORMATS:
-            raise SchemaError(f"format '{self.output_format}' is not one of {', '.join(FORMATS)}")
-        ms = self.max_suppression
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
-            raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {ms!r}; e.g. 0.01")
+        check_parameters(self, len(df))
         schema = Schema.from_frame(df, self.quasi_identifiers, self.sensitive, self.target, self.identifiers,
                                    self.numeric, self.categorical, self.sensitive_ordered)
         if self.output_format == "minmax":
@@ -188,17 +170,15 @@ class Mondrian(TransformerMixin, BaseEstimator):
             raise SchemaError("l-diversity and t-closeness need a sensitive attribute; pass --sensitive COL")
         return schema
 
-    def _criteria(self, table: Table) -> Criteria:
-        q = to_device(table.sa_distribution(), table.xp) if self.t is not None else None  # once, on the device
-        return Criteria(int(self.k), int(self.l or 0), self.l_kind, float(self.c),
-                        None if self.t is None else float(self.t),
-                        resolve_t_distance(self.t_distance, table.sa_ordered), q, missing_code(table.sa_values))
+    def plan(self, schema: Schema) -> Plan:
+        """The run's :class:`~gpuanon.anonymize.plan.Plan`: these parameters on ``schema``'s roles."""
+        return Plan.of(self, schema)
 
     # ------------------------------------------------------------------ fitting
     def hierarchy_plan(self, df: pd.DataFrame, schema: Schema) -> dict:
         """``{column: Hierarchy or 'auto'}`` from the ``hierarchies`` parameter, validated
         (:func:`gpuanon.hierarchy.hierarchy_plan`)."""
-        return hierarchy_plan(self.hierarchies, self.rho, df, schema)
+        return self.plan(schema).hierarchy_plan(df)
 
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``.
@@ -207,28 +187,37 @@ class Mondrian(TransformerMixin, BaseEstimator):
         counted copy on the host (stage ``input``), and ``transform`` returns a cuDF frame built
         on the device.
         """
-        self._cluster_output = None
-        if self.cluster is not None:  # scale-out on Dask: gpuanon.distributed runs the whole pipeline
-            from ..distributed.estimator import fit_on_cluster  # noqa: PLC0415
+        self._adopt(self.runner().fit(self, df))
+        self._fitted_frame, self._fitted_shape = weakref.ref(df), (len(df), list(df.columns))
+        if self.result_.cluster is not None and self.result_.cluster.output is not None:
+            self.report_ = self._report(len(df), int(self.verification_.n_rows))  # the stages ran with the fit
+        return self
 
-            return fit_on_cluster(self, df)
-        self._transfers = TransferLog(simulate=False)
-        self._compile_mark = dict(compile_seconds)  # kernels first launched from here on are this fit's
+    def runner(self) -> Runner:
+        """What runs the fit: this process, or with ``cluster`` the Dask runner (:mod:`gpuanon.distributed`)."""
+        if self.cluster is None:
+            return InProcess()
+        from ..distributed.estimator import OnCluster  # noqa: PLC0415
+
+        return OnCluster()
+
+    def _fit_here(self, df) -> FitResult:
+        """One process: validate, encode, partition (the runner :class:`InProcess`)."""
+        transfers = TransferLog(simulate=False)
+        mark = dict(compile_seconds)  # kernels first launched from here on are this fit's
         host = df
         if is_device_frame(df):
-            with count_transfers(log_=self._transfers), stage("input"):
+            with count_transfers(log_=transfers), stage("input"):
                 host = frame_to_host(df)
         schema = self.validate(host)
         plan = self.hierarchy_plan(host, schema)
         be = get_backend(self.backend, n_rows=len(host))
-        self._transfers.simulate = not be.is_gpu
-        self._fitted_frame = weakref.ref(df)
+        transfers.simulate = not be.is_gpu
         t1 = time.perf_counter()
-        orders = leaf_orders(plan)
-        with count_transfers(log_=self._transfers), self._stage("encode"):
+        orders = Plan.leaf_orders(plan)
+        with count_transfers(log_=transfers), self._stage("encode"):
             table = encode(host, schema, be.xp, orders=orders)
-        return self.fit_encoded(schema, table, be, encode_seconds=time.perf_counter() - t1, plan=plan,
-                                _log=self._transfers)
+        return self._partition_encoded(schema, table, be, time.perf_counter() - t1, plan, transfers, mark)
 
     #: a stage that takes at least this long says so in one log line when it ends
     STAGE_LOG_SECONDS = 0.5
@@ -245,82 +234,90 @@ class Mondrian(TransformerMixin, BaseEstimator):
             log.info("%s done in %.2f s", name, secs)
 
     def fit_encoded(self, schema: Schema, table: Table, backend, encode_seconds: float = 0.0,
-                    plan: dict | None = None, _log: TransferLog | None = None) -> "Mondrian":
+                    plan: dict | None = None) -> "Mondrian":
         """Partition an already encoded table (sweeps encode once and fit many times).
 
         ``schema`` and ``table`` must come from :meth:`validate` / :func:`encode` on the same
         frame; the parameters of this estimator are validated against ``table``.
         """
-        t0 = time.perf_counter()
-        be = backend
-        self._transfers = _log if _log is not None else TransferLog(simulate=not be.is_gpu)
-        if _log is None:
-            self._fitted_frame = None
-            self._compile_mark = dict(compile_seconds)
-        with count_transfers(log_=self._transfers):
-            return self._fit_encoded(schema, table, be, encode_seconds, plan, t0)
+        self._adopt(self._partition_encoded(schema, table, backend, encode_seconds, plan,
+                                            TransferLog(simulate=not backend.is_gpu), dict(compile_seconds)))
+        self._fitted_frame = None
+        return self
 
-    def _fit_encoded(self, schema, table, be, encode_seconds, plan, t0):
+    def _partition_encoded(self, schema, table, be, encode_seconds, plan, transfers, mark) -> FitResult:
+        with count_transfers(log_=transfers):
+            result = self._fit_encoded(schema, table, be, encode_seconds, plan)
+        result.transfers, result.compile_mark = transfers, mark
+        return result
+
+    def _adopt(self, result: FitResult) -> None:
+        """Keep the fit record ``result`` (``result_``) and set the public attributes from it."""
+        self.result_ = result
+        self.schema_, self.table_, self.backend_, self.criteria_ = (result.schema, result.table, result.backend,
+                                                                    result.criteria)
+        self.n_partitions_ = int(result.n_partitions)
+        self.n_classes_ = int(result.n_partitions)
+        self.n_suppressed_ = int(result.n_suppressed)
+        self.partition_info_ = result.partition_info
+        self.optimization_ = result.optimization
+        self.hierarchies_ = result.hierarchies
+        self._labels_host = None
+        if result.cluster is not None:  # the stages ran with the fit
+            self._labels_host = result.labels
+            self.verification_, self.metrics_ = result.verification, result.metrics
+            self.cluster_info_ = result.cluster.info
+            self.output_metadata_ = {"encoding": result.encoding_metadata(), "format": self.output_format}
+
+    def _fit_encoded(self, schema, table, be, encode_seconds, plan) -> FitResult:
         xp = be.xp
         # the shared table is never modified: hierarchies are bound to this fit's own copy
         table = dataclasses.replace(table)
         timings: dict[str, float] = {"encode": encode_seconds}
-        crit = self._criteria(table)
-        whole_hist = None
+        pl = self.plan(schema)
+        q = to_device(table.sa_distribution(), xp) if self.t is not None else None  # once, on the device
+        crit = pl.criteria(table.sa_ordered, table.sa_values, q)
         if crit.needs_histogram:
-            whole_hist = count_values(table.sa, table.n_sa, xp)[None, :]
-            if not to_scalar(crit.satisfied(xp.full(1, table.n_rows, dtype=xp.int64), whole_hist, xp)[0]):
-                raise whole_table_error(self.l_kind, int(self.l), float(self.c), schema.sensitive,
-                                        to_host(whole_hist), crit.sa_missing)
-        if int(self.k) > table.n_rows:
-            raise PrivacyError(f"k = {self.k} is larger than the table ({table.n_rows} rows); "
-                               f"choose k <= {table.n_rows}")
+            pl.check_whole_table(crit, table.n_rows, count_values(table.sa, table.n_sa, xp)[None, :], xp)
+        pl.check_k(table.n_rows)
         bound, freq_tables = initial_hierarchies(table, plan or {}, self.rho, xp)
         table.bind_hierarchies(bound)
         t1 = time.perf_counter()
         with self._stage("partition"):
-            labels, n_parts, suppressed, sup_reason, info = self._partition(table, crit, xp)
+            labels, n_parts, suppressed, sup_reason, info = self._partition(table, pl, crit, xp)
         timings["partition"] = time.perf_counter() - t1
-        self.optimization_ = self._optimize_loss_before = None
+        optimization = loss_before = None
         pre = (labels, n_parts)  # the partition before the optimization step
         if self.optimize:
             from .optimize import optimize_partitions  # noqa: PLC0415
 
             t1 = time.perf_counter()
             with self._stage("optimize"):
-                labels, n_parts, self.optimization_ = optimize_partitions(table, labels, n_parts, crit, xp)
+                labels, n_parts, optimization = optimize_partitions(table, labels, n_parts, crit, xp)
             timings["optimize"] = time.perf_counter() - t1
-        self.hierarchies_ = {}
+        hierarchies = {}
         if freq_tables or bound:
             t1 = time.perf_counter()
             with self._stage("hierarchies"):
                 scorer = metrics_mod.HierarchyScorer(table, labels)
-                self.hierarchies_, bound = choose_rho(table, scorer, freq_tables, plan or {}, self.rho, bound, xp)
+                hierarchies, bound = choose_rho(table, scorer, freq_tables, plan or {}, self.rho, bound, xp)
                 table.bind_hierarchies(bound)
             timings["hierarchies"] = time.perf_counter() - t1
         if self.optimize and table.target is not None:  # the loss the step saved (report: optimization)
             t1 = time.perf_counter()
             with self._stage("optimize"):
                 summary = metrics_mod.summary_from_labels(table, *pre)
-                self._optimize_loss_before = metrics_mod.entropy_coefficients(summary)["entropy_loss"]
+                loss_before = metrics_mod.entropy_coefficients(summary)["entropy_loss"]
             timings["optimize"] += time.perf_counter() - t1
-        self.schema_, self.table_, self.backend_, self.criteria_ = schema, table, be, crit
-        self._labels = labels  # stays on the device
-        self._labels_host = None
-        self.n_partitions_ = n_parts
-        self.n_classes_ = int(n_parts)
-        self.n_suppressed_ = suppressed
-        self.partition_info_ = info
-        self._timings = timings
-        self._t_fit = time.perf_counter() - t0
-        self._suppression_reason = sup_reason
-        return self
+        # the labels stay on the device
+        return FitResult(labels, n_parts, suppressed, sup_reason, info, schema, be, crit, None, timings, table,
+                         optimization=optimization, optimize_loss_before=loss_before, hierarchies=hierarchies)
 
-    def _partition(self, table: Table, crit: Criteria, xp):
+    def _partition(self, table: Table, pl: Plan, crit, xp):
         n = table.n_rows
         keep = None
         suppressed = 0
-        reason = ""
+        failed = False
         if table.blocks is not None:
             # Missing-value blocks that cannot stand as a class on their own are suppressed.
             bsizes = count_values(table.blocks, table.n_blocks, xp)
@@ -330,11 +327,11 @@ class Mondrian(TransformerMixin, BaseEstimator):
                                   xp).reshape(table.n_blocks, table.n_sa)
             bad = ~crit.satisfied(bsizes, bh, xp)
             if to_scalar(bad.any()):
+                failed = True
                 drop = bad[table.blocks]
                 suppressed = int(to_scalar(drop.sum()))
                 keep = xp.nonzero(~drop)[0]
-                reason = blocks_reason(suppressed, crit)
-        check_suppression(suppressed, n, self.max_suppression, reason)
+        reason = pl.suppression_reason(crit, failed, suppressed, n)
         keys = table.keys if keep is None else table.keys[:, keep]
         blocks = table.blocks if keep is None else table.blocks[keep]
         sa = None
@@ -349,7 +346,7 @@ class Mondrian(TransformerMixin, BaseEstimator):
                 global_range=np.asarray([c.global_range for c in table.columns]),
                 k=crit.k, allowed=crit.satisfied, blocks=blocks, sa=sa,
                 n_sa=table.n_sa if crit.needs_histogram else 0,
-                relaxed=self.mode == "relaxed", xp=xp, progress=prog)
+                relaxed=pl.relaxed, xp=xp, progress=prog)
         finally:
             prog.close()
         if keep is None:
@@ -363,11 +360,11 @@ class Mondrian(TransformerMixin, BaseEstimator):
     @property
     def labels_(self) -> np.ndarray:
         """Class id of every input row (-1: suppressed), as a host array (copied once, counted)."""
-        if getattr(self, "_labels", None) is None:
+        if getattr(self, "result_", None) is None:
             raise AttributeError("labels_ is set by fit()")
         if self._labels_host is None:
-            with count_transfers(log_=self._transfers), stage("labels_"):
-                self._labels_host = to_host(self._labels)
+            with count_transfers(log_=self.result_.transfers), stage("labels_"):
+                self._labels_host = to_host(self.result_.labels)
         return self._labels_host
 
     def _check_frame(self, df) -> None:
@@ -375,6 +372,11 @@ class Mondrian(TransformerMixin, BaseEstimator):
         fitted = ref() if ref is not None else None
         if df is fitted:
             return
+        if self.result_.cluster is not None:  # the output was made with the fit: the same shape will do
+            if (len(df), list(df.columns)) == self._fitted_shape:
+                return
+            raise SchemaError("transform() publishes the partitions fitted on one table and this is another; "
+                              "pass the table given to fit(), or call fit_transform(new_table)")
         cols = list(self.schema_.quasi_identifiers)
         if fitted is not None and len(df) == len(fitted) and list(df.columns) == list(fitted.columns) \
                 and df[cols].equals(fitted[cols]):
@@ -385,9 +387,8 @@ class Mondrian(TransformerMixin, BaseEstimator):
                           "pass the table given to fit(), or call fit_transform(new_table)")
 
     def __getstate__(self):
-        """A pickle leaves out the weak references to the fitted frame (see the class notes)."""
-        cf = self.__dict__.get("_cluster_frame")  # (weak reference, rows, columns) of a cluster fit
-        return dict(super().__getstate__(), _fitted_frame=None, **({"_cluster_frame": (type(None), *cf[1:])} if cf else {}))
+        """A pickle leaves out the weak reference to the fitted frame (see the class notes)."""
+        return dict(super().__getstate__(), _fitted_frame=None)
 
     def transform(self, df: pd.DataFrame) -> pd.DataFrame:
         """Generalize the fitted partitions of ``df`` and verify the result independently.
@@ -396,20 +397,21 @@ class Mondrian(TransformerMixin, BaseEstimator):
         Raises :class:`~gpuanon.errors.VerificationError` when the independent check fails, and
         :class:`sklearn.exceptions.NotFittedError` before ``fit``.
         """
-        check_is_fitted(self)
-        if getattr(self, "_cluster_output", None) is not None:  # fitted on a cluster: output made there
-            from ..distributed.estimator import cluster_output  # noqa: PLC0415
-
-            return cluster_output(self, df)
+        check_is_fitted(self, "result_")
+        if self.result_.cluster is not None:  # fitted on a cluster: the output was made there
+            self._check_frame(df)
+            return self.result_.cluster.output
         run = object.__new__(type(self))  # the run's timings, copies and report stay with the run
-        run.__dict__.update(self.__dict__, _timings=dict(self._timings), _transfers=copy.deepcopy(self._transfers))
+        res = dataclasses.replace(self.result_, timings=dict(self.result_.timings),
+                                  transfers=copy.deepcopy(self.result_.transfers))
+        run.__dict__.update(self.__dict__, result_=res)
         return run._publish(df)
 
     def _publish(self, df):
         """``transform`` on this estimator itself: sets ``report_``, ``metrics_``, ``verification_``."""
         self._check_frame(df)
         on_device = is_device_frame(df)
-        with count_transfers(log_=self._transfers):
+        with count_transfers(log_=self.result_.transfers):
             src = df
             if on_device and not self.backend_.is_gpu:  # a cuDF frame on the CPU backend
                 with stage("input"):
@@ -418,7 +420,7 @@ class Mondrian(TransformerMixin, BaseEstimator):
             if on_device and not is_device_frame(out):
                 with stage("output"):
                     out = frame_to_device(out)
-        self.report_ = self._report(df, out, res)
+        self.report_ = self._report(len(df), len(out))
         #: what a written output file carries beside its rows (the encoding and the cell format)
         self.output_metadata_ = {"encoding": self.table_.encoding_metadata(), "format": self.output_format}
         if not is_device_frame(out):
@@ -432,31 +434,31 @@ class Mondrian(TransformerMixin, BaseEstimator):
         Returns ``(output frame or None, verification result)``; sets ``verification_`` and
         ``metrics_``. ``Mondrian.transform`` and the sweep both run it.
         """
-        table, schema = self.table_, self.schema_
+        table, schema, result = self.table_, self.schema_, self.result_
         fmt = fmt or self.output_format
-        labels = self._labels
+        labels, timings = result.labels, result.timings
         t1 = time.perf_counter()
         with self._stage("class_statistics"):
-            cs = ClassStats(table, labels, self.n_partitions_)
-        self._timings["class_statistics"] = time.perf_counter() - t1
+            cs = result.class_stats = ClassStats(table, labels, self.n_partitions_)
+        timings["class_statistics"] = time.perf_counter() - t1
         out = None
         if build_output:
             t1 = time.perf_counter()
             with self._stage("generalize"):
                 out = generalize(df, table, labels, self.n_partitions_, fmt, schema.identifiers, stats=cs)
-            self._timings["generalize"] = time.perf_counter() - t1
+            timings["generalize"] = time.perf_counter() - t1
         t1 = time.perf_counter()
         with self._stage("verify"):
             res = self._verify(cs, fmt, out, df)
-        self._timings["verify"] = time.perf_counter() - t1
-        self.verification_ = res
+        timings["verify"] = time.perf_counter() - t1
+        self.verification_ = result.verification = res
         if not res.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
         t1 = time.perf_counter()
         with self._stage("metrics"):
             summary = metrics_mod.summary_from_labels(table, labels, self.n_partitions_, stats=cs)
-            self.metrics_ = metrics_mod.compute_metrics(summary, k=int(self.k))
-        self._timings["metrics"] = time.perf_counter() - t1
+            self.metrics_ = result.metrics = metrics_mod.compute_metrics(summary, k=int(self.k))
+        timings["metrics"] = time.perf_counter() - t1
         return out, res
 
     #: tables up to this many rows are also checked on their published text (pandas group-by)
@@ -465,9 +467,7 @@ class Mondrian(TransformerMixin, BaseEstimator):
     def _verify(self, cs: ClassStats, fmt: str, out, df):
         """Verify the published cells on the device; small tables also on their text."""
         table, schema, xp = self.table_, self.schema_, self.table_.xp
-        t_dist = self.criteria_.t_distance
-        kw = dict(k=int(self.k), l=int(self.l or 0), l_kind=self.l_kind, c=float(self.c), t=self.t,
-                  t_distance=t_dist)
+        kw = self.plan(schema).verify_keywords(self.criteria_)
         sa = q = None
         if table.sa is not None:
             sa = table.sa[cs.kept]
@@ -489,11 +489,11 @@ class Mondrian(TransformerMixin, BaseEstimator):
     def fit_transform(self, df: pd.DataFrame, y=None) -> pd.DataFrame:
         """``fit(df)`` then ``transform(df)``, keeping the output's report, metrics and verification."""
         self.fit(df)
-        if getattr(self, "_cluster_output", None) is not None:
+        if self.result_.cluster is not None:
             return self.transform(df)
         return self._publish(df)
 
-    def _report(self, df, out, res) -> dict[str, Any]:
+    def _report(self, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
         from ..report.assemble import anonymization_report  # noqa: PLC0415
 
-        return anonymization_report(self, df, out, res)
+        return anonymization_report(self, self.result_, n_rows_in=n_rows_in, n_rows_out=n_rows_out)

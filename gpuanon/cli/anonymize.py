@@ -1,9 +1,21 @@
-"""``gpuanon anonymize``: Mondrian k-anonymity (+ l-diversity, t-closeness), verified, then written."""
+"""``gpuanon anonymize``: Mondrian k-anonymity (+ l-diversity, t-closeness), verified, then written.
+
+The command chooses the runner: one process (:meth:`Mondrian.fit_transform`), or with ``--cluster``
+the Dask runner (:func:`gpuanon.distributed.mondrian.run_distributed`). On a cluster the input is
+a directory of Parquet files (or one ``.parquet`` file) that the workers read themselves, one shard
+per file; any other input (CSV, ``--dataset``) is read here and its rows are scattered. The output
+is then always a directory of Parquet files written by the workers, one per shard, rows in input
+order (a temporary directory renamed when every shard is written). The JSON report (and HTML page)
+are written here; on a cluster the table never is. Both runners' reports are built by
+:func:`gpuanon.report.assemble.anonymization_report` from their fit record.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 
 from ..errors import InputError
 from .common import given, hierarchy_spec, plural, read_input, rho_value
@@ -48,9 +60,7 @@ def run(args) -> int:
 
     max_risk = k_for_max_risk(args)  # --max-risk R sets k
     if getattr(args, "cluster", None):  # scale-out on Dask: the workers read and write the table
-        from ..distributed.command import anonymize_on_cluster  # noqa: PLC0415
-
-        return anonymize_on_cluster(args, lambda roles: estimator(args, roles, cluster=args.cluster))
+        return run_on_cluster(args)
 
     t0 = time.perf_counter()
     out_path, report_path, html_path = args.out, args.report, args.html
@@ -127,6 +137,81 @@ def risk_report(args, df, out, m) -> dict:
                            suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
     section["seconds"] = round(time.perf_counter() - t, 6)
     return section
+
+
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".json")
+
+
+def is_parquet_source(path) -> bool:
+    p = os.fspath(path)
+    return os.path.isdir(p) or p.lower().endswith((".parquet", ".pq"))
+
+
+def check_out_dir(out) -> None:
+    """A cluster run writes a directory; refuse a file name or an existing path before any work."""
+    if out is None:
+        return
+    p = os.fspath(out)
+    if p.lower().endswith(TABLE_SUFFIXES):
+        stem = p
+        for suf in TABLE_SUFFIXES:
+            if stem.lower().endswith(suf):
+                stem = stem[: -len(suf)]
+                break
+        raise InputError(f"--cluster writes the output as a directory of Parquet files (one per input shard), and "
+                         f"'{p}' names a file; give a directory, e.g. --out {stem}_out/")
+    if os.path.exists(p):
+        raise InputError(f"output '{p}' exists; a cluster run writes a new directory: choose another name")
+    parent = Path(p).resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write '{p}': folder '{parent}' does not exist; create it first")
+
+
+def run_on_cluster(args) -> int:
+    """``gpuanon anonymize ... --cluster SPEC --out DIR``: the Dask runner; the workers read and write."""
+    from ..distributed.cluster import open_cluster  # noqa: PLC0415
+    from ..distributed.estimator import split_frame  # noqa: PLC0415
+    from ..distributed.mondrian import run_distributed  # noqa: PLC0415
+    from ..io import atomic_path, check_writable, write_json  # noqa: PLC0415
+    from ..report import anonymization_report, command_report, render_html  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    out = args.out
+    check_out_dir(out)
+    if args.report:
+        check_writable(args.report, table=False)
+    if getattr(args, "html", None):
+        check_writable(args.html, table=False)
+    if args.k is None:
+        raise InputError("no k given; pass --k (e.g. --k 3)")
+    frames = paths = None
+    if args.input and not args.dataset and is_parquet_source(args.input):
+        if getattr(args, "target_expr", None):
+            raise InputError("--target-expr needs the table in this process; with --cluster write the derived "
+                             "target into the Parquet files, or drop --cluster")
+        paths, roles, source = args.input, {}, str(args.input)
+    else:
+        frames, roles, source = read_input(args)
+    m = estimator(args, roles, cluster=args.cluster)
+    t_read = time.perf_counter() - t0
+    with open_cluster(args.cluster, backend=m.backend) as handle:
+        if frames is not None:
+            frames = split_frame(frames, len(handle.workers))
+        res = run_distributed(m, handle.client, frames=frames, paths=paths, out_dir=out, gather=False,
+                              local_rows=getattr(args, "local_rows", None))
+    v, info = res.verification, res.cluster.info
+    report = anonymization_report(m, res, n_rows_in=v.n_rows + res.n_suppressed, n_rows_out=v.n_rows)
+    report = command_report(report, source=source, output=out, verification=v.to_dict(), read=t_read,
+                            write=info["seconds"].get("output", 0.0), total=time.perf_counter() - t0)
+    if args.report:
+        write_json(report, args.report)
+    if getattr(args, "html", None):
+        with atomic_path(args.html) as tmp:
+            Path(tmp).write_text(render_html(report))
+    log.info("%s; %.2f s on %d worker(s)%s", summary_line(report), report["seconds"]["total"], info["n_workers"],
+             f"; wrote {str(out).rstrip('/')}/ ({len(res.cluster.out_files)} Parquet file(s))" if out
+             else "; no --out given, nothing written")
+    return 0
 
 
 def estimator(args, roles: dict, cluster=None):

@@ -10,19 +10,19 @@
   class statistics, verification, class summaries and the Parquet output run where the classes are.
 * :mod:`~gpuanon.distributed.metrics` -- whole-table column statistics as a reduction; the homes'
   class summaries joined into every metric.
-* :mod:`~gpuanon.distributed.command` -- ``gpuanon anonymize DIR --cluster SPEC --out DIR``.
+* the ``anonymize`` command on a cluster (``gpuanon anonymize DIR --cluster SPEC --out DIR``) lives in
+  :mod:`gpuanon.cli.anonymize`, which chooses the runner; nothing here imports ``cli``.
 
 Only :mod:`.cluster` is imported eagerly (it imports nothing from Dask until called).
 """
 
 from .cluster import ClusterHandle, make_client, open_cluster, parse_cluster
 
-__all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed",
-           "DistributedResult"]
+__all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed"]
 
 
 def __getattr__(name):
-    if name in ("run_distributed", "DistributedResult"):
+    if name == "run_distributed":
         from . import mondrian  # noqa: PLC0415
 
         return getattr(mondrian, name)

@@ -7,39 +7,29 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..anonymize.criteria import blocks_reason, check_suppression, whole_table_error
-from ..errors import PrivacyError, SchemaError
+from ..anonymize.plan import check_k
+from ..errors import SchemaError
 
 def validate(est, sample: pd.DataFrame, n_total: int):
     """The estimator's own validation on a sample of the first shard; k against the whole table."""
     k = est.k
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
         raise SchemaError(f"k must be an integer >= 2, got {k!r}; k-anonymity needs k >= 2 (e.g. --k 3)")
-    if k > n_total:
-        raise PrivacyError(f"k = {k} is larger than the table ({n_total} rows); choose k <= {n_total}")
+    check_k(k, n_total)
     probe = est.__class__(**{**est.get_params(), "k": 2})
     return probe.validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
 
 
-def whole_table_check(est, crit, n_total, whole, sensitive) -> None:
-    """The single-process estimator's check that the whole table meets l and t, same messages."""
-    whole = np.asarray(whole)[None, :]
-    if not bool(crit.satisfied(np.asarray([n_total]), whole, np)[0]):
-        raise whole_table_error(est.l_kind, int(est.l), float(est.c), sensitive, whole, crit.sa_missing)
-
-
-def suppression(est, crit, enc, bsizes, bhist, n_total):
+def suppression(plan, crit, enc, bsizes, bhist, n_total):
     """Blocks (missing-value patterns) failing the criteria on their own are suppressed, within budget."""
     keep = np.ones(enc.n_blocks, dtype=bool)
-    suppressed, reason = 0, ""
+    suppressed, failed = 0, False
     if enc.patterns is not None:
         bad = ~crit.satisfied(bsizes, bhist, np)
         if bool(bad.any()):
-            keep = ~bad
+            keep, failed = ~bad, True
             suppressed = int(bsizes[bad].sum())
-            reason = blocks_reason(suppressed, crit)
-    check_suppression(suppressed, n_total, est.max_suppression, reason)
-    return suppressed, reason, keep
+    return suppressed, plan.suppression_reason(crit, failed, suppressed, n_total), keep
 
 
 def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: int, progress: bool = False):

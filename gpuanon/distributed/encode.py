@@ -25,7 +25,7 @@ import pandas as pd
 from kernels.keys import MISSING, float32_keys
 
 from ..backend import to_device
-from ..encoding import Column
+from ..encoding import Column, category_order
 from ..encoding import is_na as _isna  # the single-process encoder's own ordering rules
 from ..encoding import sort_key as _sort_key
 from ..errors import SchemaError
@@ -124,13 +124,6 @@ class GlobalEncoding:
         return 1 if self.patterns is None else int(self.patterns.shape[0])
 
 
-def _leaf_order(values: list, order_values: list) -> list:
-    """Positions of ``values`` in a hierarchy's leaf order, matched by text (missing is ``NaN``), as
-    the single-process encoder orders a column given ``orders`` (ties: first appearance)."""
-    pos = {("NaN" if _isna(v) else str(v)): i for i, v in enumerate(order_values)}
-    return sorted(range(len(values)), key=lambda i: pos.get("NaN" if _isna(values[i]) else str(values[i]), len(pos)))
-
-
 def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_values: list,
                       order_values: list | None = None):
     """Categories in code order and rows per code, as the single-process encoder orders them
@@ -138,7 +131,7 @@ def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_
     if pairs is None:
         if order_values is not None:
             uniq = list(counts.index)
-            cats = [uniq[i] for i in _leaf_order(uniq, order_values)]
+            cats = [uniq[i] for i in category_order(uniq, None, order_values)]
         else:
             cats = _sorted_values(counts.index)
         idx = pd.Index(counts.index, dtype=object).get_indexer(pd.Index(cats, dtype=object))
@@ -152,13 +145,7 @@ def _order_categories(pairs: pd.Series | None, counts: pd.Series | None, target_
     tcode = pd.Index(target_values, dtype=object).get_indexer(tvals)
     f = np.bincount(vcode.astype(np.int64) * nt + tcode, weights=pairs.to_numpy(), minlength=m * nt)
     f = f.astype(np.int64).reshape(m, nt)
-    tstar = f.argmax(axis=1)
-    share = f[np.arange(m), tstar] / np.maximum(f.sum(axis=1), 1)
-    if order_values is not None:
-        order = _leaf_order(uniq, order_values)
-    else:
-        order = sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), _isna(uniq[i]),
-                                                _sort_key(uniq[i])))
+    order = category_order(uniq, f, order_values)
     return [uniq[i] for i in order], f.sum(axis=1)[order]
 
 

@@ -56,32 +56,23 @@ def combine_value_counts(chunks: list, nt: int) -> list:
 def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: bool, xp):
     """Finalize: a column's :class:`~gpuanon.metrics.ColumnStats` from its value x target counts,
     as :func:`gpuanon.metrics.column_stats` computes it from the rows."""
-    from ..metrics.entropy import N_BINS, numeric_domain  # noqa: PLC0415
-    from ..metrics import ColumnStats  # noqa: PLC0415
     from ..metrics.formulas import entropy_bits_x, xlogx_sum  # noqa: PLC0415
+    from ..metrics.summary import column_domain, finalize_column_stats  # noqa: PLC0415
 
     vals = to_device(vals, xp)
     ct = to_device(counts_t, xp)
     counts = ct.sum(axis=1)
     nt = int(ct.shape[1])
-    h_x = entropy_bits_x(counts, xp)
     has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == int(MISSING))
-    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1))
-    if not has_target or target_counts is None or nt < 2:
-        joint = None
-        if has_target and nt == 1:
-            joint = dom.bin_counts[:, None].astype(xp.float64)
-        return ColumnStats(vals, counts, None, h_x, dom, joint)
+    h_x, dom, done = column_domain(vals, counts, has_missing, numeric, has_target, nt, target_counts, xp)
+    if done is not None:
+        return done
     starts = dom.bin_start[:-1]
     joint = xp.stack([xp.add.reduceat(ct[:, t], starts) if xp is np else _reduceat(ct[:, t], starts, xp)
                       for t in range(nt)], axis=1).astype(xp.float64)
     s2 = sum(xlogx_sum(ct[:, t], xp) for t in range(nt))
-    n = counts.sum().astype(xp.float64)
-    tc = to_device(np.asarray(target_counts), xp)
-    h_t = entropy_bits_x(tc, xp)
-    h_t_x = (xlogx_sum(counts, xp) - s2) / xp.where(n > 0, n, 1.0)
-    u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
-    return ColumnStats(vals, counts, u, h_x, dom, joint)
+    h_t = entropy_bits_x(to_device(np.asarray(target_counts), xp), xp)
+    return finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp)
 
 
 def _reduceat(x, starts, xp):

@@ -54,55 +54,21 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kernels.mondrian import partition_spans
-
-from ..anonymize.criteria import Criteria, missing_code, resolve_t_distance
-from ..errors import InputError, SchemaError, VerificationError
-from .checks import column_statistics, combine_stages, suppression, validate, whole_table_check
+from ..anonymize.result import ClusterDetails, FitResult
+from ..backend import TransferLog
+from ..errors import InputError, SchemaError
 from .cluster import open_cluster
-from ..hierarchy import leaf_orders
-from .encode import GlobalEncoding, combine_profiles
-from .levels import radix_select, representative_rows
-from .merge import merge_shared, shared_hashes, with_shared
-from .options import (bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of,
-                      hierarchy_report)
-from .tasks import (Runner, backend_of, encode, head, make_home, new_shard, output_metadata, profile, serial_of,
-                    write_output)
-from .worker import kernel_col_info, local_table
+from .options import hierarchy_report
+from .stages import (ClusterRun, criteria_and_blocks, finish_on_homes, load_and_encode, partition_levels,
+                     verify_and_measure, write_output)
+from .tasks import Runner, backend_of, output_metadata
 
 log = logging.getLogger("gpuanon")
-
-@dataclass
-class DistributedResult:
-    """What a cluster run gives back."""
-
-    labels: np.ndarray | None  # class of every input row (-1: suppressed), when gathered
-    output: pd.DataFrame | None  # the anonymized table, when gathered
-    n_classes: int
-    n_partitions: int
-    n_suppressed: int
-    suppression_reason: str
-    verification: Any
-    metrics: dict
-    encoding: GlobalEncoding
-    criteria: Criteria
-    out_files: list = field(default_factory=list)
-    info: dict = field(default_factory=dict)  # levels, bytes per level, shuffle bytes, seconds
-    schema: Any = None
-    backend: Any = None  # the workers' backend (gpuanon.backend.Backend)
-    optimization: dict | None = None  # the optimization step's counts (est.optimization_), when it ran
-    hierarchies: dict = field(default_factory=dict)  # the report's per-column hierarchy section
-    sensitive_missing: int = 0  # rows with a missing sensitive value (counted by no kind of l)
-
 
 # --------------------------------------------------------------------------------------------
 # the run
@@ -129,7 +95,7 @@ def _row_counts(files) -> list[int]:
 
 
 def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, local_rows: int | None = None,
-                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> DistributedResult:
+                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> FitResult:
     """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster.
 
     Parameters
@@ -159,7 +125,6 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
                                    or local_rows < 1):
         raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
-    columns = None
     if paths is not None:
         files = _parquet_files(paths) if not isinstance(paths, (list, tuple)) else [os.fspath(p) for p in paths]
         counts = _row_counts(files)
@@ -177,300 +142,43 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         out_dir = os.path.normpath(os.fspath(out_dir))  # "out/" and "out" are one folder
         if os.path.exists(out_dir) and not overwrite:
             raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     t_all = time.perf_counter()
-    secs: dict[str, float] = {}
     with open_cluster(cluster, backend=est.backend, processes=processes) as handle:
-        workers = handle.workers
-        W = len(workers)
-        run = Runner(handle.client, workers)
-        S = len(sources)
-        home_of_shard = [i % W for i in range(S)]
+        c = ClusterRun(est, handle, Runner(handle.client, handle.workers), sources, counts, local_rows)
+        load_and_encode(c)
         t0 = time.perf_counter()
-        run.stage = "loading the shards"
-        shards = []
-        for i, src in enumerate(sources):
-            if isinstance(src, pd.DataFrame):
-                src = handle.client.scatter(src, workers=[workers[home_of_shard[i]]], broadcast=False, hash=False)
-            shards.append(run.submit(home_of_shard[i], new_shard, i, int(offsets[i]), src, est.backend, columns))
-        ss = run.gather([run.submit(home_of_shard[i], serial_of, s) for i, s in enumerate(shards)])
-        first = int(np.nonzero(np.asarray(counts) > 0)[0][0])  # the first shard with rows
-        sample = run.gather([run.submit(home_of_shard[first], head, shards[first], 1000)])[0]
-        schema = validate(est, sample, n_total)
-        qis = list(schema.quasi_identifiers)
-        kinds = {c: schema.kinds[c] for c in qis}
-        run.stage = "encoding"
-        profs = run.gather([run.submit(home_of_shard[i], profile, s, qis, kinds, schema.sensitive, schema.target)
-                            for i, s in enumerate(shards)])
-        plan = hierarchy_plan_of(est, schema, profs)
-        enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered,
-                               leaf_orders(plan))
-        bind_plan(enc, plan)
-        del profs
-        run.gather([run.submit(home_of_shard[i], encode, s, enc) for i, s in enumerate(shards)])
-        tables = frequency_tables(run, shards, ss, home_of_shard, enc, plan)
-        bind_plan(enc, plan, tables, est.rho)
-        secs["encode"] = time.perf_counter() - t0
-
-        # ------------------------------------------------ criteria, whole-table checks, blocks
-        t0 = time.perf_counter()
-        n_sa = len(enc.sa_values)
-        run.stage = "block statistics"
-        bst = run.gather([run.call(home_of_shard[i], s, ss[i], "block_stats", enc.n_blocks, n_sa)
-                          for i, s in enumerate(shards)])
-        bsizes = np.sum([b[0] for b in bst], axis=0)
-        bhist = np.sum([b[1] for b in bst], axis=0) if n_sa else None
-        q = None
-        if n_sa:
-            tot = bhist.sum(axis=0).astype(np.float64)
-            q = tot / max(tot.sum(), 1.0)
-        crit = Criteria(int(est.k), int(est.l or 0), est.l_kind, float(est.c),
-                        None if est.t is None else float(est.t),
-                        resolve_t_distance(est.t_distance, enc.sa_ordered), q if est.t is not None else None,
-                        missing_code(enc.sa_values))
-        n_sa_missing = 0 if crit.sa_missing is None else int(bhist.sum(axis=0)[crit.sa_missing])
-        hist_needed = crit.needs_histogram and n_sa > 0
-        if crit.needs_histogram:
-            whole_table_check(est, crit, n_total, bhist.sum(axis=0), schema.sensitive)
-        suppressed, reason, keep_block = suppression(est, crit, enc, bsizes, bhist if hist_needed else None, n_total)
-        n_kept = n_total - suppressed
-        lr = int(local_rows) if local_rows is not None else max(1, -(-n_kept // W))
-
-        # ------------------------------------------------ distributed levels
-        group_sizes: list = []
-        group_final: list = []
-        present = np.nonzero(keep_block & (bsizes > 0))[0]
-        psz = bsizes[present].astype(np.int64)
-        stay = psz > lr
-        block_part = np.full(enc.n_blocks, -1, dtype=np.int64)
-        block_group = np.full(enc.n_blocks, -1, dtype=np.int64)
-        block_part[present[stay]] = np.arange(int(stay.sum()))
-        block_group[present[~stay]] = np.arange(int((~stay).sum()))
-        group_sizes.append(psz[~stay])
-        group_final.append(np.zeros(int((~stay).sum()), dtype=bool))
-        n_groups = int((~stay).sum())
-        sizes = psz[stay]
-        hist = bhist[present[stay]].astype(np.int64) if hist_needed else None
-        run.gather([run.call(home_of_shard[i], s, ss[i], "start", block_part, block_group)
-                    for i, s in enumerate(shards)])
-        table_h = local_table(enc, np.zeros((len(qis), 0), dtype=np.uint32), None, None, np)
-        col_info = kernel_col_info(table_h, np)
-        n_cat = [c.n_categories for c in enc.columns]
-        g_range = np.asarray([c.global_range for c in enc.columns])
-        cat_cols = [j for j, c in enumerate(enc.columns) if c.kind == "categorical"]
-        relaxed = est.mode == "relaxed"
-        levels, attempts, rounds, token = 0, 0, 0, 0
-        level_log = []
-        while sizes.shape[0] > 0:
-            levels += 1
-            b_in, b_out = run.bytes_in, run.bytes_out
-            P = int(sizes.shape[0])
-            run.stage = f"level {levels} (statistics)"
-            st = run.gather([run.call(home_of_shard[i], s, ss[i], "level_stats", P, cat_cols,
-                                        [n_cat[j] for j in cat_cols]) for i, s in enumerate(shards)])
-            mn = np.minimum.reduce([x[0] for x in st])
-            mx = np.maximum.reduce([x[1] for x in st])
-            pres = {j: np.logical_or.reduce([x[2][j] for x in st]) for j in cat_cols}
-            del st
-            K_rep, m_rep = representative_rows(mn, mx, pres, kinds)
-            span = np.asarray(partition_spans(K_rep, m_rep, col_info=col_info, n_categories=n_cat,
-                                              global_range=g_range, xp=np), dtype=np.float64)
-            span[sizes < 2 * crit.k] = 0.0
-            cut = np.zeros(P, dtype=bool)
-            ccol = np.zeros(P, dtype=np.int64)
-            cthr = np.zeros(P, dtype=np.uint64)
-            cuse = np.zeros(P, dtype=bool)
-            cnl = np.zeros(P, dtype=np.int64)
-            chl = np.zeros((P, n_sa), dtype=np.int64) if hist_needed else None
-            pend = np.nonzero(span.max(axis=1) > 0)[0]
-            while pend.shape[0] > 0:  # a loop over "next widest column" attempts
-                sp = span[pend]
-                col = np.argmax(sp, axis=1)
-                live = sp[np.arange(pend.shape[0]), col] > 0
-                pend, col = pend[live], col[live]
-                if pend.shape[0] == 0:
-                    break
-                attempts += 1
-                token += 1
-                lo = mn[col, pend].astype(np.uint64)
-                hi = mx[col, pend].astype(np.uint64)
-                if relaxed:
-                    lo = lo << np.uint64(32)
-                    hi = (hi << np.uint64(32)) | np.uint64(0xFFFFFFFF)
-                run.stage = f"level {levels} (medians)"
-
-                def count_round(prefix, shift, bits, _t=token, _p=pend, _c=col):
-                    got = run.gather([run.call(home_of_shard[i], s, ss[i], "radix_counts", _t, _p, _c, relaxed,
-                                                 prefix, shift, bits) for i, s in enumerate(shards)])
-                    return np.sum(got, axis=0)
-
-                thr, nr = radix_select(count_round, lo, hi, (sizes[pend] - 1) // 2)
-                rounds += nr
-                use_lt = np.zeros(pend.shape[0], dtype=bool) if relaxed else thr == mx[col, pend].astype(np.uint64)
-                run.stage = f"level {levels} (child sizes)"
-                got = run.gather([run.call(home_of_shard[i], s, ss[i], "split_counts", token, pend, col, relaxed,
-                                             thr, use_lt, n_sa if hist_needed else 0) for i, s in enumerate(shards)])
-                nleft = np.sum([g[0] for g in got], axis=0)
-                psizes = sizes[pend]
-                nright = psizes - nleft
-                hl = hr = None
-                if hist_needed:
-                    hl = np.sum([g[1] for g in got], axis=0)
-                    hr = hist[pend] - hl
-                ok = (nleft > 0) & (nright > 0) & crit.satisfied(nleft, hl, np) & crit.satisfied(nright, hr, np)
-                sel = pend[ok]
-                cut[sel], ccol[sel], cthr[sel], cuse[sel], cnl[sel] = True, col[ok], thr[ok], use_lt[ok], nleft[ok]
-                if hist_needed:
-                    chl[sel] = hl[ok]
-                span[pend, col] = -1.0
-                pend = pend[~ok]
-            cidx = np.nonzero(cut)[0]
-            fin = np.nonzero(~cut)[0]
-            C = int(cidx.shape[0])
-            cut_idx = np.full(P, -1, dtype=np.int64)
-            cut_idx[cidx] = np.arange(C)
-            final_group = np.full(P, -1, dtype=np.int64)
-            final_group[fin] = n_groups + np.arange(fin.shape[0])
-            n_groups += int(fin.shape[0])
-            group_sizes.append(sizes[fin])
-            group_final.append(np.ones(fin.shape[0], dtype=bool))
-            csz = np.stack([cnl[cidx], sizes[cidx] - cnl[cidx]], axis=1).reshape(-1)
-            chist = None
-            if hist_needed:
-                chist = np.stack([chl[cidx], hist[cidx] - chl[cidx]], axis=1).reshape(-1, n_sa)
-            keep = csz > lr
-            child_part = np.full(2 * C, -1, dtype=np.int64)
-            child_part[keep] = np.arange(int(keep.sum()))
-            child_group = np.full(2 * C, -1, dtype=np.int64)
-            child_group[~keep] = n_groups + np.arange(int((~keep).sum()))
-            n_groups += int((~keep).sum())
-            group_sizes.append(csz[~keep])
-            group_final.append(np.zeros(int((~keep).sum()), dtype=bool))
-            run.stage = f"level {levels} (regroup)"
-            run.gather([run.call(home_of_shard[i], s, ss[i], "apply_level", cut_idx, ccol[cidx], relaxed,
-                                   cthr[cidx], cuse[cidx], final_group, child_part, child_group)
-                        for i, s in enumerate(shards)])
-            sizes = csz[keep]
-            hist = chist[keep] if hist_needed else None
-            level_log.append({"level": levels, "partitions": P, "cut": C, "final": int(fin.shape[0]),
-                              "to_workers": int((~keep).sum()),
-                              "bytes_to_coordinator": run.bytes_in - b_in, "bytes_from_coordinator": run.bytes_out - b_out})
-            if est.progress:
-                log.info("dask level %d: %d partition(s), %d cut, %d final, %d moved to one worker", levels, P, C,
-                         int(fin.shape[0]), int((~keep).sum()))
-        secs["partition_levels"] = time.perf_counter() - t0
-
-        # ------------------------------------------------ move whole groups to their homes
-        t0 = time.perf_counter()
-        gsz = np.concatenate(group_sizes).astype(np.int64) if group_sizes else np.zeros(0, dtype=np.int64)
-        gfin = np.concatenate(group_final) if group_final else np.zeros(0, dtype=bool)
-        before = np.cumsum(gsz) - gsz
-        tot = max(int(gsz.sum()), 1)
-        home_of_group = np.minimum(W - 1, ((before + gsz / 2.0) * W // tot).astype(np.int64))
-        run.stage = "moving partitions to their workers"
-        pieces = {(i, d): run.call(home_of_shard[i], s, ss[i], "piece_for", home_of_group, d)
-                  for i, s in enumerate(shards) for d in range(W)}
-        homes = [run.submit(d, make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
-        hs = run.gather([run.submit(d, serial_of, h) for d, h in enumerate(homes)])
-        sizes_moved = run.gather([handle.client.submit(lambda p: (p["nbytes"], p["source"]), pieces[(i, d)],
-                                                       workers=[workers[home_of_shard[i]]], pure=False)
-                                  for i in range(S) for d in range(W)])
-        moved = sum(nb for (nb, src), (i, d) in zip(sizes_moved, [(i, d) for i in range(S) for d in range(W)])
-                    if home_of_shard[i] != d)
-        del pieces
-        run.stage = "finishing partitions on their workers"
-        crit_w = crit
-        fin = run.gather([run.call(d, h, hs[d], "finish", gfin, enc, crit_w, relaxed, int(est.k), bool(est.optimize))
-                          for d, h in enumerate(homes)])
-        firsts = [f for f, _ in fin]
-        optimization = combine_optimization([o for _, o in fin]) if est.optimize else None
-        allf = np.concatenate(firsts)
-        n_parts = int(allf.shape[0])
-        gid = np.empty(n_parts, dtype=np.int64)
-        gid[np.argsort(allf)] = np.arange(n_parts, dtype=np.int64)
-        bounds = np.concatenate([[0], np.cumsum([f.shape[0] for f in firsts])])
-        run.gather([run.call(d, h, hs[d], "set_labels", gid[bounds[d]:bounds[d + 1]]) for d, h in enumerate(homes)])
-        run.stage = "returning labels"
-        lab_pieces = {(d, i): run.call(d, h, hs[d], "label_piece", int(offsets[i]), int(offsets[i] + counts[i]))
-                      for d, h in enumerate(homes) for i in range(S)}
-        run.gather([run.call(home_of_shard[i], s, ss[i], "take_labels", [lab_pieces[(d, i)] for d in range(W)])
-                    for i, s in enumerate(shards)])
-        del lab_pieces
-        secs["partition_local"] = time.perf_counter() - t0
-        info = {"levels": levels, "attempts": attempts, "radix_rounds": rounds, "local_rows": lr,
-                "n_workers": W, "n_shards": S, "groups": int(gsz.shape[0]),
-                "shuffle_bytes_between_workers": int(moved), "per_level": level_log,
-                "home_kernel": [None] * W}
-
-        # ------------------------------------------------ stages on the homes
-        automatic = choose_automatic(run, homes, hs, enc, tables, est.rho)  # rho of automatic hierarchies
-        t0 = time.perf_counter()
-        run.stage = "class statistics and verification"
-        fmt = est.output_format
-        vkw = dict(k=int(est.k), l=int(est.l or 0), l_kind=est.l_kind, c=float(est.c), t=est.t,
-                   t_distance=crit.t_distance, sensitive=str(schema.sensitive), sa_missing=crit.sa_missing)
-        col_stats, tcounts, range_stats, info["column_statistics"] = column_statistics(
-            run, shards, ss, home_of_shard, homes, hs, enc, n_total, bool(est.progress))
-        secs["column_statistics"] = time.perf_counter() - t0
-        run.stage = "class statistics and verification"
-        hres = run.gather([run.call(d, h, hs[d], "stages", enc, fmt, vkw, q, col_stats, tcounts, range_stats)
-                           for d, h in enumerate(homes)])
-        n_shared = int(shared_hashes(hres).shape[0])
-        shared = merge_shared(run, homes, hs, hres, enc, fmt, vkw, q)
-        verification, metrics = combine_stages(hres, est, n_total, suppressed, enc, tcounts)
-        verification = with_shared(verification, shared)
-        secs["stages"] = time.perf_counter() - t0
-        info["classes_shared_by_workers"] = n_shared  # output classes finished in parts on several workers
-        if not verification.ok:
-            raise VerificationError("independent verification failed, nothing written: " + "; ".join(verification.failures))
-
-        # ------------------------------------------------ output, written by the shards' workers
-        t0 = time.perf_counter()
-        run.stage = "writing the output"
-        output = None
-        files = []
-        # without an output directory nor gather: verified, nothing to write nor to bring back
-        sources_out = [] if out_dir is None and not gather else list(range(S))
-        out_pieces = {(d, i): run.call(d, h, hs[d], "output_piece", int(offsets[i]), int(offsets[i] + counts[i]),
-                                           home_of_shard[i] != d)
-                      for d, h in enumerate(homes) for i in sources_out}
-        tmp = None
-        if out_dir is not None:
-            parent = os.path.dirname(os.path.abspath(out_dir))
-            tmp = os.path.join(parent, f".{os.path.basename(out_dir)}.tmp-{uuid.uuid4().hex[:8]}")
-            os.makedirs(tmp)
-            files = [f"part-{i:05d}.parquet" for i in range(S)]
-        try:
-            wfuts = [run.submit(home_of_shard[i], write_output, s, ss[i], [out_pieces[(d, i)] for d in range(W)], qis, kinds,
-                                enc.columns, fmt, schema.identifiers,
-                                None if tmp is None else os.path.join(tmp, files[i]), output_metadata(enc, fmt))
-                     for i, s in enumerate(shards) if i in sources_out]
-            written = run.gather(wfuts)
-            if out_dir is not None:
-                if os.path.exists(out_dir):
-                    shutil.rmtree(out_dir)
-                os.replace(tmp, out_dir)
-                tmp = None
-            elif gather:
-                output = pd.concat(written, ignore_index=True)
-                output.attrs["gpuanon"] = output_metadata(enc, fmt)
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-        secs["output"] = time.perf_counter() - t0
-        labels = None
-        if gather:
-            labels = np.concatenate(run.gather([run.call(home_of_shard[i], s, ss[i], "labels_host")
-                                                for i, s in enumerate(shards)]))
+        criteria_and_blocks(c)
+        partition_levels(c)
+        c.secs["partition_levels"] = time.perf_counter() - t0
+        finish_on_homes(c)
+        verify_and_measure(c)
+        output, files = write_output(c, out_dir, gather)
+        labels = np.concatenate(c.on_shards("labels_host")) if gather else None
+        info, run = c.info, c.run
         info["bytes_to_coordinator"] = run.bytes_in
         info["bytes_from_coordinator"] = run.bytes_out
         info["dashboard"] = handle.dashboard
         worker_backend = run.gather([run.submit(0, backend_of, est.backend)])[0]
-        info["workers"] = W
-        shards = homes = None  # the futures go before the cluster does
+        info["workers"] = c.W
+        c.shards = c.homes = None  # the futures go before the cluster does
+    secs = c.secs
     secs["total"] = time.perf_counter() - t_all
     info["seconds"] = secs
-    return DistributedResult(labels, output, int(verification.n_classes), n_parts, int(suppressed), reason,
-                             verification, metrics, enc, crit, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             info, schema, worker_backend, optimization, hierarchy_report(enc, metrics, automatic),
-                             n_sa_missing)
+    enc = c.enc
+    details = ClusterDetails(info, enc, output_metadata(enc, est.output_format)["encoding"], output,
+                             [os.path.join(out_dir, f) for f in files] if out_dir else [], c.n_sa_missing)
+    return FitResult(labels, c.n_parts, int(c.suppressed), c.reason, {k: info[k] for k in ("levels", "attempts")},
+                     c.schema, worker_backend, c.crit, TransferLog(simulate=True), stage_seconds(secs),
+                     optimization=None if c.optimization is None else dict(c.optimization),
+                     hierarchies=hierarchy_report(enc, c.metrics, c.automatic), verification=c.verification,
+                     metrics=c.metrics, cluster=details)
+
+
+def stage_seconds(secs: dict) -> dict:
+    """A cluster run's seconds under the single-process report's stage names (and its own)."""
+    out = {"encode": secs.get("encode", 0.0),
+           "partition": secs.get("partition_levels", 0.0) + secs.get("partition_local", 0.0),
+           "verify": secs.get("stages", 0.0),  # class statistics, verification and metrics, on the homes
+           "write": secs.get("output", 0.0), "total": secs.get("total", 0.0)}
+    out.update({f"cluster_{k}": v for k, v in secs.items()})
+    return {k: round(float(v), 6) for k, v in out.items()}

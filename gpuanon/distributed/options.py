@@ -35,15 +35,13 @@ def profile_values(profiles: list, name: str) -> pd.Series:
     return pd.Series(pd.unique(pd.concat(parts, ignore_index=True)) if parts else [], dtype=object)
 
 
-def hierarchy_plan_of(est, schema, profiles: list) -> dict:
-    """``{column: Hierarchy}``: the estimator's user hierarchies, validated against every shard's values
+def hierarchy_plan_of(plan, profiles: list) -> dict:
+    """``{column: Hierarchy}``: the plan's user hierarchies, validated against every shard's values
     with the single-process checks and messages."""
-    from ..hierarchy import hierarchy_plan  # noqa: PLC0415
-
     cols = None
-    if est.hierarchies is not None:  # the values of the columns that may be named (read lazily)
-        cols = _ProfileColumns(profiles, set(schema.categorical_qis))
-    return hierarchy_plan(est.hierarchies, est.rho, cols, schema)
+    if plan.hierarchies is not None:  # the values of the columns that may be named (read lazily)
+        cols = _ProfileColumns(profiles, set(plan.schema.categorical_qis))
+    return plan.hierarchy_plan(cols)
 
 
 class _ProfileColumns:

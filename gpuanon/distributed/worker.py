@@ -18,10 +18,12 @@ import uuid
 import numpy as np
 
 from kernels.counts import count_values
+from kernels.mondrian import goes_left
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
+from ..encoding import kernel_specs
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -156,8 +158,7 @@ class Shard:
         t = to_device(np.asarray(thr, dtype=np.uint64), xp)[loc]
         if relaxed:
             return v <= t
-        lt = to_device(np.asarray(use_lt, dtype=bool), xp)[loc]
-        return xp.where(lt, v < t, v <= t)
+        return goes_left(v, t, to_device(np.asarray(use_lt, dtype=bool), xp)[loc], xp)
 
     def split_counts(self, token, pend, col, relaxed, thr, use_lt, n_sa: int):
         """Chunk: rows of every pending partition's left child and (with ``n_sa``) its histogram."""
@@ -300,12 +301,7 @@ def local_table(enc, keys, sa, target, xp):
 
 def kernel_col_info(table, xp):
     """The kernel's per-column description, from the code path the single-process estimator uses."""
-    from .. import encoding  # noqa: PLC0415
-
-    specs = getattr(encoding, "kernel_specs", None)
-    if specs is not None:
-        return specs(table, xp)
-    return [c.kernel_info(xp) for c in table.columns]
+    return kernel_specs(table, xp)
 
 
 class Home:

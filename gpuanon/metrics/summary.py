@@ -129,13 +129,10 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
         rep, n_starts = None, None
     else:
         vals, counts, rep, has_missing, n_starts = device_runs(xp.sort(key_col), xp, numeric)
-    h_x = entropy_bits_x(counts, xp, rep)
-    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
-    if target is None or target_counts is None or nt < 2:
-        joint = None
-        if target is not None and nt == 1:
-            joint = dom.bin_counts[:, None].astype(xp.float64)
-        return ColumnStats(vals, counts, None, h_x, dom, joint, rep)
+    h_x, dom, done = column_domain(vals, counts, has_missing, numeric, target is not None, nt, target_counts, xp,
+                                   rep, n_starts)
+    if done is not None:
+        return done
     edge_keys = vals[dom.bin_start[:-1]]
     nb = dom.n_bins
     joint_t = []
@@ -171,14 +168,40 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     others = xp.stack(joint_t, axis=1)
     joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
                            axis=1)
-    n = counts.sum().astype(xp.float64)
     rep_t = None
     if target_rows is not None and xp is not np:
         rep_t = indices_of(target_counts > 1, int((np.asarray(target_rows) > 1).sum()), xp)
-    h_t = entropy_bits_x(target_counts, xp, rep_t)
-    h_t_x = (xlogx_sum(counts, xp, rep_all) - s2) / xp.where(n > 0, n, 1.0)
+    return finalize_column_stats(vals, counts, h_x, dom, joint, s2, entropy_bits_x(target_counts, xp, rep_t), xp,
+                                 rep_all)
+
+
+# ---------------------------------------------------------------------------------------------
+# a column's whole-table statistics: the chunks differ (one process sorts the rows of one table;
+# a cluster sums value x target counts over its shards, gpuanon.distributed.metrics), the
+# finalize below is one
+# ---------------------------------------------------------------------------------------------
+
+def column_domain(vals, counts, has_missing: bool, numeric: bool, has_target: bool, nt: int, target_counts, xp,
+                  rep=None, n_starts=None):
+    """Finalize, first half: a column's ``H(X)`` and domain ``D_X`` from its values' counts, and
+    its :class:`ColumnStats` already when there is no target to relate it to (else None)."""
+    h_x = entropy_bits_x(counts, xp, rep)
+    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
+    if not has_target or target_counts is None or nt < 2:
+        joint = None
+        if has_target and nt == 1:
+            joint = dom.bin_counts[:, None].astype(xp.float64)
+        return h_x, dom, ColumnStats(vals, counts, None, h_x, dom, joint, rep)
+    return h_x, dom, None
+
+
+def finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp, rep=None) -> ColumnStats:
+    """Finalize, second half: ``U(T | X)`` from ``s2 = sum_{x,t} n_xt log n_xt`` and ``H(T)``,
+    and the column's :class:`ColumnStats` (``joint``: rows per domain bin and target value)."""
+    n = counts.sum().astype(xp.float64)
+    h_t_x = (xlogx_sum(counts, xp, rep) - s2) / xp.where(n > 0, n, 1.0)
     u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
-    return ColumnStats(vals, counts, u, h_x, dom, joint, rep_all)
+    return ColumnStats(vals, counts, u, h_x, dom, joint, rep)
 
 
 def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None,

@@ -14,49 +14,54 @@ STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_
                "verify", "metrics", "kernel_compile", "write", "total")
 
 
-def anonymization_report(model, df, out, res) -> dict[str, Any]:
-    """``Mondrian.report_``: the fitted estimator ``model``'s run on ``df`` (output ``out``, verification ``res``)."""
-    table = model.table_
-    return {
-        "backend": model.backend_.name,
-        "backend_reason": model.backend_.reason,
-        "device": model.backend_.device,
-        "n_rows_in": int(len(df)),
-        "n_rows_out": int(len(out)),
-        "n_suppressed": int(model.n_suppressed_),
-        "suppression_reason": model._suppression_reason,
-        "n_missing": {c.name: c.n_missing for c in table.columns if c.n_missing},
+def anonymization_report(model, result, *, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
+    """``Mondrian.report_``: the estimator ``model``'s parameters and its fit record ``result``
+    (:class:`~gpuanon.anonymize.result.FitResult`, from either runner; its verification and metrics
+    set) on a table of ``n_rows_in`` rows published as ``n_rows_out``. A cluster run adds ``cluster``."""
+    r, v = result, result.verification
+    report = {
+        "backend": r.backend.name,
+        "backend_reason": r.backend.reason,
+        "device": r.backend.device,
+        "n_rows_in": int(n_rows_in),
+        "n_rows_out": int(n_rows_out),
+        "n_suppressed": int(r.n_suppressed),
+        "suppression_reason": r.suppression_reason,
+        "n_missing": r.n_missing(),
         # rows with a missing sensitive value: they protect nobody, no kind of l counts them
-        "n_sensitive_missing": table.sa_missing_rows(),
-        "n_partitions": int(model.n_partitions_),
-        "n_classes": int(res.n_classes),
+        "n_sensitive_missing": int(r.sensitive_missing()),
+        "n_partitions": int(r.n_partitions),
+        "n_classes": int(v.n_classes),
         "requested": {"k": int(model.k), "l": int(model.l or 0), "l_kind": model.l_kind,
                       "t": model.t, "t_distance": model.t_distance},
-        "achieved": {"k": res.k, "l": res.l, "t": res.t, "t_distance": model.criteria_.t_distance},
-        "class_size": res.size_stats,
+        "achieved": {"k": v.k, "l": v.l, "t": v.t, "t_distance": r.criteria.t_distance},
+        "class_size": v.size_stats,
         "mode": model.mode,
         "format": model.output_format,
-        "roles": model.schema_.to_dict(),
-        "partition": dict(model.partition_info_),
-        "metrics": model.metrics_,
-        "hierarchies": model.hierarchies_,
-        "optimization": optimization_section(model),
-        "encoding": table.encoding_metadata(),
-        "seconds": dict({k: round(v, 6) for k, v in model._timings.items()},
-                        **kernel_compile(getattr(model, "_compile_mark", None))),
-        "transfers": model._transfers.to_dict(),
+        "roles": r.schema.to_dict(),
+        "partition": dict(r.partition_info),
+        "metrics": r.metrics,
+        "hierarchies": r.hierarchies,
+        "optimization": optimization_section(r),
+        "encoding": r.encoding_metadata(),
+        "seconds": dict({k: round(x, 6) for k, x in r.timings.items()},
+                        **(kernel_compile(r.compile_mark) if r.compile_mark is not None else {})),
+        "transfers": r.transfers.to_dict(),
     }
+    if r.cluster is not None:
+        report["cluster"] = r.cluster.section()
+    return report
 
 
-def optimization_section(model) -> dict | None:
+def optimization_section(result) -> dict | None:
     """The optimization step's counts (exact classes kept, their rows, groups given back), and the
     entropy-coefficient loss of the classes before the step and after it (the final metric), where
-    known; None when the step did not run."""
-    opt = getattr(model, "optimization_", None)
+    known (a cluster does not measure the loss before); None when the step did not run."""
+    opt = result.optimization
     if opt is None:
         return None
-    before = getattr(model, "_optimize_loss_before", None)
-    after = (model.metrics_ or {}).get("entropy_loss")
+    before = result.optimize_loss_before
+    after = (result.metrics or {}).get("entropy_loss")
     return dict(opt, entropy_loss_before=before, entropy_loss_after=after if before is not None else None)
 
 

@@ -1,0 +1,131 @@
+"""The plan of a Mondrian run: where the estimator's parameters become what the pipeline checks.
+
+:class:`Plan` (``Plan.of(estimator, schema)``) is the one place where the parameters become the
+criteria (:meth:`Plan.criteria`), the verifier's keywords (:meth:`Plan.verify_keywords`), the
+hierarchy plan and its leaf orders (:meth:`Plan.hierarchy_plan`, :meth:`Plan.leaf_orders`), the
+k check, the whole-table check and the block suppression (:meth:`Plan.check_k`,
+:meth:`Plan.check_whole_table`, :meth:`Plan.suppression_reason`). Both runners (one process: :mod:`.mondrian`; a Dask cluster:
+:mod:`gpuanon.distributed.mondrian`) take it; :func:`check_parameters` is the estimator's
+parameter validation, with one message per parameter naming the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import to_host, to_scalar
+from ..errors import PrivacyError, SchemaError
+from ..hierarchy import hierarchy_plan, leaf_orders
+from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
+                       missing_code, resolve_t_distance, whole_table_error)
+from .generalize import FORMATS
+
+MODES = ("strict", "relaxed")
+
+
+def _check_int(name: str, value, lo: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise SchemaError(f"{name} must be an integer >= {lo}, got {value!r}; {fix}")
+    return int(value)
+
+
+def check_parameters(est, n_rows: int) -> None:
+    """The estimator's parameters that need no schema, checked against a table of ``n_rows`` rows."""
+    k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
+    check_k(k, n_rows)
+    _check_int("l", est.l or 0, 0, "use l >= 2 for l-diversity, or 0 to turn it off")
+    if est.l == 1:
+        raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
+    if est.l_kind not in L_KINDS:
+        raise SchemaError(f"l_kind '{est.l_kind}' is not one of {', '.join(L_KINDS)}")
+    t = est.t
+    if t is not None:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < float(t) <= 1 or est.t_distance == "kl" and t > 0):
+            raise SchemaError(f"t must be a number in (0, 1], got {t!r}; e.g. --t 0.2")
+    if est.t_distance not in T_DISTANCE_CHOICES:
+        raise SchemaError(f"t_distance '{est.t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
+    if est.mode not in MODES:
+        raise SchemaError(f"mode '{est.mode}' is not one of strict, relaxed")
+    if est.output_format not in FORMATS:
+        raise SchemaError(f"format '{est.output_format}' is not one of {', '.join(FORMATS)}")
+    ms = est.max_suppression
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
+        raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {ms!r}; e.g. 0.01")
+
+
+def check_k(k: int, n_rows: int) -> None:
+    """k larger than the table: one message, whichever runner sees it."""
+    if int(k) > n_rows:
+        raise PrivacyError(f"k = {k} is larger than the table ({n_rows} rows); choose k <= {n_rows}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated estimator's parameters and the table's roles (``schema``)."""
+
+    k: int
+    l: int
+    l_kind: str
+    c: float
+    t: float | None
+    t_distance: str  # as asked ('auto' resolved by :meth:`criteria`)
+    mode: str
+    output_format: str
+    max_suppression: float
+    optimize: bool
+    hierarchies: Any
+    rho: Any
+    schema: Any
+
+    @classmethod
+    def of(cls, est, schema) -> "Plan":
+        return cls(int(est.k), int(est.l or 0), est.l_kind, float(est.c), None if est.t is None else float(est.t),
+                   est.t_distance, est.mode, est.output_format, est.max_suppression, bool(est.optimize),
+                   est.hierarchies, est.rho, schema)
+
+    @property
+    def relaxed(self) -> bool:
+        return self.mode == "relaxed"
+
+    # ------------------------------------------------------------------ hierarchies
+    def hierarchy_plan(self, columns) -> dict:
+        """``{column: Hierarchy or 'auto'}`` from the ``hierarchies`` parameter, validated against
+        ``columns`` (a frame, or anything giving a categorical QI's values by name)."""
+        return hierarchy_plan(self.hierarchies, self.rho, columns, self.schema)
+
+    @staticmethod
+    def leaf_orders(plan: dict) -> dict:
+        """Each hierarchy column's code order (its leaves in the hierarchy's order)."""
+        return leaf_orders(plan)
+
+    # ------------------------------------------------------------------ criteria and checks
+    def criteria(self, sa_ordered: bool, sa_values, q=None) -> Criteria:
+        """The criteria on partition sizes and histograms (``q``: the whole table's sensitive
+        distribution, used with t only)."""
+        return Criteria(self.k, self.l, self.l_kind, self.c, self.t, resolve_t_distance(self.t_distance, sa_ordered),
+                        q if self.t is not None else None, missing_code(sa_values))
+
+    def verify_keywords(self, crit: Criteria) -> dict:
+        """The independent verifier's keywords (:func:`gpuanon.verify.verify_encoded`, ``verify``)."""
+        return dict(k=self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t, t_distance=crit.t_distance)
+
+    def check_k(self, n_rows: int) -> None:
+        check_k(self.k, n_rows)
+
+    def check_whole_table(self, crit: Criteria, n_rows: int, whole_hist, xp) -> None:
+        """PrivacyError (the fix named) when the whole table (``whole_hist``: 1 x sensitive values)
+        already fails l or t: no partition can then meet them."""
+        if not to_scalar(crit.satisfied(xp.full(1, n_rows, dtype=xp.int64), whole_hist, xp)[0]):
+            raise whole_table_error(self.l_kind, self.l, self.c, self.schema.sensitive, to_host(whole_hist),
+                                    crit.sa_missing)
+
+    def suppression_reason(self, crit: Criteria, failed: bool, suppressed: int, n_rows: int) -> str:
+        """The reason for the ``suppressed`` rows of missing-value blocks that fail the criteria alone
+        (``failed``: some block does; '' when none does); PrivacyError when they exceed
+        ``max_suppression`` or are the whole table."""
+        reason = blocks_reason(suppressed, crit) if failed else ""
+        check_suppression(suppressed, n_rows, self.max_suppression, reason)
+        return reason
