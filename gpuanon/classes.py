@@ -9,11 +9,13 @@ over rows or classes in Python.
 
 from __future__ import annotations
 
+import numpy as np
+
 from kernels.counts import count_values
 from kernels.hierarchy import lowest_common_node
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
-from .backend import to_scalar
+from .backend import namespace_by_name, to_scalar
 from .encoding import Table
 
 
@@ -23,6 +25,12 @@ class ClassStats:
     Built once after partitioning; every per-column statistic is computed at first use and kept,
     so generalization, the published cells and the metrics share one sort by class.
     """
+
+    def __getstate__(self):  # a pickle keeps the array module by name, as the table does
+        return dict(self.__dict__, xp="numpy" if self.xp is np else "cupy")
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, xp=namespace_by_name(state["xp"]))
 
     def __init__(self, table: Table, labels, n_classes: int):
         xp = table.xp

@@ -113,11 +113,14 @@ def test_transform_before_fit_is_not_fitted_error():
 def test_transform_changes_no_fitted_state():
     m, df, out = _adult_fit()
     before = dict(m.__dict__)
-    seconds, transfers = dict(m._timings), m._transfers.to_dict()
+    res = m.result_
+    fields = dict(res.__dict__)
+    seconds, transfers = dict(res.timings), res.transfers.to_dict()
     assert m.transform(df).equals(out)
     assert m.__dict__.keys() == before.keys()
     assert [k for k in before if m.__dict__[k] is not before[k]] == []
-    assert m._timings == seconds and m._transfers.to_dict() == transfers
+    assert [k for k in fields if res.__dict__[k] is not fields[k]] == []
+    assert res.timings == seconds and res.transfers.to_dict() == transfers
     d, X = _distpab_fit()
     before = dict(d.__dict__)
     d.transform(X)

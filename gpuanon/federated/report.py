@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ..report.pages import fmt, render_page, table_context
+from ..report.render import fmt, render_page, table_context
 from ..report.plots import pyplot, png_uri
 
 _CURVES = (("accuracy", "accuracy"), ("f1", "F1 (positive class)"), ("loss", "test loss"))

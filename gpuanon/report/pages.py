@@ -9,46 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from functools import cache
-from importlib import resources
 
 import numpy as np
 
-from ..io import json_safe
+from ..jsonsafe import json_safe
 from .plots import LOSS_TITLES, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart
-
-#: the pages' style sheet (templates/style.css)
-_CSS = "\n" + resources.files(__package__).joinpath("templates", "style.css").read_text(encoding="utf-8")
-
-
-@cache
-def _env():
-    import jinja2  # noqa: PLC0415
-
-    return jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
-                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-
-
-def render_page(template: str, **context) -> str:
-    """One of the packaged templates (``templates/NAME``) filled with ``context`` (autoescaped); every page
-    extends ``base.html``, which needs ``title``, ``json_summary`` and ``raw_json``."""
-    from markupsafe import Markup  # noqa: PLC0415
-
-    return _env().get_template(template).render(css=Markup(_CSS), **context)
-
-
-def table_context(rows: list, cols: list) -> dict:
-    """``rows`` (dicts) as a simple table for a template: the columns' names with spaces, each cell by :func:`fmt`."""
-    return {"columns": [c.replace("_", " ") for c in cols], "rows": [[fmt(r.get(c)) for c in cols] for r in rows]}
-
-
-def fmt(v) -> str:
-    """A value as the pages show it: '–' for None, floats to 6 significant digits (large whole ones exactly)."""
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.0f}" if v.is_integer() and abs(v) >= 1e6 else f"{v:.6g}"
-    return str(v)
+from .render import fmt, render_page
 
 
 def _raw_json(doc, limit: int) -> str:

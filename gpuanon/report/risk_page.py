@@ -11,8 +11,8 @@ import json
 
 import numpy as np
 
-from ..io import json_safe
-from .pages import fmt, render_page
+from ..jsonsafe import json_safe
+from .render import fmt, render_page
 from .plots import png_uri, pyplot
 
 _ROWS = [("rows counted (n)", ("sample", "n")), ("rows left out (every QI suppressed)", ("sample", "n_suppressed")),

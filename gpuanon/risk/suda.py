@@ -186,7 +186,7 @@ def suda2(codes, *, max_size=None, sampling_fraction=0.01, xp=None, names=None) 
     ``max_size`` caps the MSU size searched (default M; weights stay (M - |m|)!). ``xp`` is NumPy or
     CuPy (default: the module of ``codes``). ``names`` label the QIs in ``contributions``.
     """
-    xp = backend.array_module(codes) if xp is None else xp
+    xp = backend.get_namespace(codes) if xp is None else xp
     if not backend.is_device_array(codes):
         codes = np.asarray(codes)
     n, m, size = _check(codes, max_size, sampling_fraction, names)
