@@ -1,9 +1,11 @@
 """Fast CSV writing of pandas frames through Arrow's CSV writer (``pyarrow.csv.write_csv``).
 
 Compared with ``DataFrame.to_csv`` the values read back the same (``pandas.read_csv``: same
-dtypes, exact floats, missing cells empty); the bytes differ in style only: text cells and the
-header are always quoted (booleans too: ``"True"`` / ``"False"``, as pandas spells them), floats in their shortest
-round-trip form (``1e-05`` as ``0.00001``). A whole number in a float column keeps its ``.0``
+dtypes, exact floats, missing cells empty); the bytes differ in style only: a text cell is quoted only
+where it must be (it holds a quote, a comma or a line break; then every text cell of the table is
+quoted, Arrow's writer quoting by column type), booleans are ``True`` / ``False`` as pandas spells
+them, floats in their shortest round-trip form (``1e-05`` as ``0.00001``). Text read from a CSV
+(pass-through columns) is thus written with the same characters. A whole number in a float column keeps its ``.0``
 (``1000.0``), as pandas writes it, so the column is still read back as floats.
 Categorical columns are written from their dictionary form (no text copy of the column).
 Nested columns (Parquet structs and lists) are written as JSON text. A frame holding a column
@@ -19,6 +21,7 @@ import pandas as pd
 
 _BATCH_ROWS = 1 << 18  # rows per batch of the writer: large batches cost fewer passes (1M x 28: 2.8 s -> 1.8 s)
 _PLAIN = ("int", "uint", "float", "double", "bool", "string", "large_string", "null")
+_STRUCTURAL = r'[",\r\n]'  # what makes a CSV cell need quotes
 
 
 def _json_cell(v):
@@ -52,8 +55,23 @@ def _whole_floats(arr):
     return pc.if_else(plain, pc.binary_join_element_wise(text, ".0", ""), text)
 
 
+def _needs_quotes(col) -> bool:
+    """Whether a text column (plain or dictionary-encoded) holds a cell with a quote, comma or line break."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if pa.types.is_dictionary(col.type):
+        values = [ch.dictionary for ch in col.chunks]
+    elif pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        values = col.chunks
+    else:
+        return False
+    return any(len(v) and pc.any(pc.match_substring_regex(v, _STRUCTURAL)).as_py() for v in values)
+
+
 def arrow_table(df: pd.DataFrame):
-    """``df`` as an Arrow table the CSV writer renders like pandas, or None where it cannot."""
+    """``(table, quote)``: ``df`` as an Arrow table the CSV writer renders like pandas, or None where it
+    cannot; ``quote``: whether a text cell needs quotes (then the writer quotes every text cell)."""
     import pyarrow as pa  # noqa: PLC0415
 
     from .schema import nested_kind  # noqa: PLC0415
@@ -67,7 +85,7 @@ def arrow_table(df: pd.DataFrame):
         tbl = pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
         return None
-    cols = []
+    cols, quote = [], False
     for col in tbl.columns:
         t = col.type
         if pa.types.is_dictionary(t) and pa.types.is_floating(t.value_type):
@@ -80,8 +98,10 @@ def arrow_table(df: pd.DataFrame):
             col = pc.if_else(col, "True", "False")
         elif pa.types.is_floating(t):  # whole numbers keep their ".0", as pandas writes them
             col = _whole_floats(col)
+        else:
+            quote = quote or _needs_quotes(col)
         cols.append(col)
-    return pa.table(cols, names=tbl.column_names)
+    return pa.table(cols, names=tbl.column_names), quote
 
 
 def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
@@ -89,14 +109,30 @@ def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pcsv  # noqa: PLC0415
 
-    tbl = arrow_table(df)
-    if tbl is None:
+    got = arrow_table(df)
+    if got is None:
         df.to_csv(tmp, index=False, compression="gzip" if gz else None)
         return
-    opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS)
+    tbl, quote = got
+    opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS, include_header=quote,
+                             quoting_style="needed" if quote else "none")
     with pa.OSFile(str(tmp), "wb") as raw:
         if gz:
             with pa.CompressedOutputStream(raw, "gzip") as out:
-                pcsv.write_csv(tbl, out, opts)
+                _write(tbl, out, opts, quote)
         else:
-            pcsv.write_csv(tbl, raw, opts)
+            _write(tbl, raw, opts, quote)
+
+
+def _write(tbl, out, opts, quote: bool) -> None:
+    """The header (quoted only where needed, unless every text cell is quoted) and the rows."""
+    import csv  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    import pyarrow.csv as pcsv  # noqa: PLC0415
+
+    if not quote:
+        head = io.StringIO()
+        csv.writer(head, lineterminator="\n").writerow(tbl.column_names)
+        out.write(head.getvalue().encode("utf-8"))
+    pcsv.write_csv(tbl, out, opts)

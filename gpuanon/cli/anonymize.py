@@ -56,7 +56,7 @@ def run(args) -> int:
                                      ("--html", html_path, False)])
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
-    df, roles, source = read_input(args, device_ok=True)
+    df, roles, source = read_input(args, device_ok=True, pass_through=True)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
