@@ -154,8 +154,9 @@ def _type_one(name: str, raw, types: ColumnTypes):
             return _numbers(name, valid, trimmed, name in types.numeric)
         return col  # leading zeros: codes, not quantities
     if name in types.numeric:
-        raise InputError(f"--numeric {name}: column '{name}' has cells that are not numbers: "
-                         f"{_offenders(valid, ok, name)}; fix those cells, or leave {name} out of --numeric")
+        raise InputError(f"--numeric {name}: column '{name}' is declared numeric but has cells that are not "
+                         f"numbers: {_offenders(valid, ok, name)}; fix those cells, or leave it out of --numeric "
+                         f"(as text: --categorical {name})")
     role = types.checked.get(name)
     if role and n_num > len(valid) - n_num:
         raise InputError(f"{role} '{name}' holds numbers but also text: {_offenders(valid, ok, name)}; "
