@@ -123,7 +123,9 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         reason = "the compressed file is truncated (it ends early); copy or download it again"
     except OSError as exc:
         text = exc.strerror or str(exc) or type(exc).__name__
-        if "gzip" in text.lower() or "compressed" in text.lower():
+        if "truncated" in text.lower():
+            reason = "the compressed file is truncated (it ends early); copy or download it again"
+        elif "gzip" in text.lower() or "compressed" in text.lower():
             reason = f"not a valid gzip file ({text}); give a plain .csv or a real .csv.gz"
         else:
             reason = f"{text}; check that the file is readable"

@@ -28,7 +28,6 @@ from ..errors import InputError
 __all__ = ["ColumnTypes", "type_columns"]
 
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
-_INTEGER = r"^[+-]?\d+$"
 _LEADING_ZERO = r"^[+-]?0\d"
 _DATE = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 _ZONED = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
@@ -81,25 +80,40 @@ def _offenders(valid, ok, name: str) -> str:
     return f"{', '.join(repr(v) for v in shown)} ({len(bad):,} cell{'s' if len(bad) != 1 else ''})"
 
 
-def _numbers(name: str, valid, col, declared: bool):
-    """The column ``col`` (trimmed text, nulls where missing) as numbers: int64, uint64 or float64."""
+def _as_floats(col):
+    """The trimmed text column ``col`` as float64 when every non-missing cell is a finite number, else None
+    (Arrow's parser: the double nearest to the text; ``inf`` and ``nan`` are text here)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    if _all(pc.match_substring_regex(valid, _INTEGER)):
-        plain = pc.replace_substring_regex(col, r"^\+", "")
+    try:
+        f = pc.cast(col, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return f if _all(pc.is_finite(f)) else None
+
+
+def _numbers(col, floats):
+    """Whole numbers as int64 (uint64 above int64's range), else the floats."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    texts = [col]
+    if pc.any(pc.starts_with(col, "+")).as_py():
+        texts.append(pc.replace_substring_regex(col, r"^\+", ""))
+    for text in texts:
         for t in (pa.int64(), pa.uint64()):
             try:
-                ints = pc.cast(plain, t)
-            except pa.ArrowInvalid:  # out of this type's range
+                ints = pc.cast(text, t)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not whole numbers, or out of range
                 continue
             if ints.null_count == 0:
                 return ints
-            big = pc.max(pc.abs(ints) if t == pa.int64() else ints).as_py()
-            if big is None or big <= _EXACT:
-                return pc.cast(ints, pa.float64())  # NaN for the missing cells; every value exact
+            lo, hi = pc.min(ints).as_py(), pc.max(ints).as_py()
+            if lo is None or (-_EXACT <= lo and hi <= _EXACT):
+                return floats  # NaN for the missing cells; every value exact
             return ints  # pandas' nullable integers keep the values exact beside the missing cells
-    return pc.cast(col, pa.float64())
+    return floats
 
 
 def _datetimes(name: str, valid, col, forced: bool):
@@ -147,12 +161,17 @@ def _type_one(name: str, raw, types: ColumnTypes):
         when = _datetimes(name, valid, trimmed, name in types.dates)
         if when is not None:
             return when
+    floats = _as_floats(trimmed)
+    if floats is not None:
+        if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
+            return _numbers(trimmed, floats)
+        return col  # leading zeros: codes, not quantities
+    if name not in types.numeric and name not in types.checked:
+        return _bools(col, valid)
     ok = pc.match_substring_regex(valid, _NUMBER)
     n_num = _count(ok)
-    if n_num == len(valid):
-        if name in types.numeric or not _count(pc.match_substring_regex(valid, _LEADING_ZERO)):
-            return _numbers(name, valid, trimmed, name in types.numeric)
-        return col  # leading zeros: codes, not quantities
+    if n_num == len(valid):  # numbers beyond a double's range (1e999)
+        return pc.cast(trimmed, pa.float64())
     if name in types.numeric:
         raise InputError(f"--numeric {name}: column '{name}' is declared numeric but has cells that are not "
                          f"numbers: {_offenders(valid, ok, name)}; fix those cells, or leave it out of --numeric "
@@ -162,6 +181,14 @@ def _type_one(name: str, raw, types: ColumnTypes):
         raise InputError(f"{role} '{name}' holds numbers but also text: {_offenders(valid, ok, name)}; "
                          f"declare it text with --categorical {name}, or fix those cells (or name them "
                          f"missing with --na-values)")
+    return _bools(col, valid)
+
+
+def _bools(col, valid):
+    """``True`` / ``False`` cells (no missing ones) as booleans; any other column stays text."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
     if col.null_count == 0 and _all(pc.is_in(valid, pa.array(list(_BOOL), pa.string()))):
         return pc.is_in(col, pa.array([k for k, v in _BOOL.items() if v], pa.string()))
     return col
