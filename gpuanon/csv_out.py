@@ -46,12 +46,16 @@ def mixed_as_text(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _whole_floats(arr):
-    """A float array as text with ``.0`` kept on whole numbers (as pandas writes them)."""
+    """A float array as text with ``.0`` kept on whole numbers (as pandas writes them); a column with no
+    whole number is cast alone (no pass over its text)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
     text = pc.cast(arr, pa.string())
-    plain = pc.invert(pc.match_substring_regex(text, r"[.eEna]"))
+    whole = pc.and_(pc.is_finite(arr), pc.equal(pc.floor(arr), arr))
+    if not pc.any(whole).as_py():
+        return text
+    plain = pc.and_kleene(whole, pc.invert(pc.match_substring(text, "e")))  # 1e+16 keeps its form
     return pc.if_else(plain, pc.binary_join_element_wise(text, ".0", ""), text)
 
 

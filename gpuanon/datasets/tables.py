@@ -104,6 +104,10 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         if len(sep) != 1 or sep in "\"\r\n":
             raise InputError(f"--sep {sep!r} is not a usable separator (one character, not a quote or line "
                              f"break); give e.g. --sep ';' or --sep tab")
+    if kind == "parquet" and (na_values or (types is not None and types.dates)):
+        opt = "--na-values" if na_values else "--dates"
+        raise InputError(f"{opt} applies to CSV / TSV input; {p!r} is Parquet, whose columns keep their types: "
+                         f"leave {opt} out")
     if os.path.getsize(p) == 0:
         raise InputError(f"cannot read input file {p!r}: the file is empty (0 bytes); give a table with a "
                          f"header row")
