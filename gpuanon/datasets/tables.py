@@ -170,7 +170,7 @@ def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: Col
     table = pcsv.read_csv(
         p,
         read_options=pcsv.ReadOptions(column_names=names, skip_rows=1, encoding=encoding or "utf8",
-                                      block_size=1 << 24),
+                                      block_size=1 << 24, use_threads=_threads()),
         parse_options=pcsv.ParseOptions(delimiter=sep, newlines_in_values=True),
         convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
                                             strings_can_be_null=True, quoted_strings_can_be_null=True))
@@ -183,6 +183,12 @@ def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: Col
     return type_columns(table, types)
 
 
+def _threads() -> bool:
+    """pyarrow's parallel CSV parsing, on a machine with more than two cores (on two busy ones, one
+    thread parses faster)."""
+    return (os.cpu_count() or 1) > 2
+
+
 def _na_cells(table, na: tuple, types: ColumnTypes):
     """Pass-through cells equal to one of ``na`` (exactly as written) become missing; typed columns are
     compared after their leading spaces are dropped (:func:`type_columns`)."""
@@ -190,8 +196,11 @@ def _na_cells(table, na: tuple, types: ColumnTypes):
     import pyarrow.compute as pc  # noqa: PLC0415
 
     look = pa.array(list(na), pa.string())
-    cols = [pc.if_else(pc.is_in(c, look), pa.scalar(None, pa.string()), c) if types.keeps_text(n) else c
-            for n, c in zip(table.column_names, table.columns)]
+    cols = []
+    for n, c in zip(table.column_names, table.columns):
+        hit = pc.is_in(c, look) if types.keeps_text(n) else None
+        cols.append(pc.if_else(hit, pa.scalar(None, pa.string()), c) if hit is not None and pc.any(hit).as_py()
+                    else c)
     return pa.table(cols, names=table.column_names)
 
 

@@ -21,6 +21,7 @@ cells are missing unless the caller names more (``na_values``). Then each column
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
@@ -28,6 +29,8 @@ from ..errors import InputError
 __all__ = ["ColumnTypes", "type_columns"]
 
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+_NUMBER_RE = re.compile(_NUMBER)
+_INT_RE = re.compile(r"^[+-]?\d+$")
 _LEADING_ZERO = r"^[+-]?0\d"
 _DATE = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 _ZONED = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
@@ -149,7 +152,8 @@ def _type_one(name: str, raw, types: ColumnTypes):
     drop = pc.equal(col, "")
     if types.na_values:
         drop = pc.or_(drop, pc.is_in(col, pa.array(list(types.na_values), pa.string())))
-    col = pc.if_else(drop, pa.scalar(None, pa.string()), col)
+    if pc.any(drop).as_py():  # if_else copies the text: only where a cell is dropped
+        col = pc.if_else(drop, pa.scalar(None, pa.string()), col)
     if name in types.categorical:
         return col
     trimmed = pc.utf8_rtrim_whitespace(col)
@@ -161,10 +165,11 @@ def _type_one(name: str, raw, types: ColumnTypes):
         when = _datetimes(name, valid, trimmed, name in types.dates)
         if when is not None:
             return when
-    floats = _as_floats(trimmed)
+    head = valid.slice(0, 64).to_pylist()  # a text cell among the first ones: no whole-column cast
+    floats = _as_floats(trimmed) if all(_NUMBER_RE.match(v) for v in head) else None
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
-            return _numbers(trimmed, floats)
+            return _numbers(trimmed, floats) if all(_INT_RE.match(v) for v in head) else floats
         return col  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
         return _bools(col, valid)
