@@ -56,7 +56,10 @@ def run(args) -> int:
                                      ("--html", html_path, False)])
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
-    df, roles, source = read_input(args, device_ok=True, pass_through=True)
+    # a CSV output gets the pass-through columns back as the text they were read as; a Parquet output
+    # gets them typed by the reader's rules (numbers as numbers)
+    as_text = not str(out_path or "").lower().endswith((".parquet", ".pq"))
+    df, roles, source = read_input(args, device_ok=True, pass_through=as_text)
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
