@@ -1,6 +1,7 @@
 """Whole ``gpuanon anonymize`` commands, CSV against Parquet: the read and write stages of each.
 
-For each input (the bundled Adult table and HEPMASS-shaped N x 28, each saved as a CSV file) the
+For each input (the bundled Adult table and HEPMASS-shaped N x 28, each saved as a CSV file, and
+``--dataset hepmass --rows N`` itself, whose float columns the writer formats) the
 command runs with ``--out o.csv`` and ``--out o.parquet``; the JSON report's ``seconds`` give the read
 and write stages. ``--root DIR`` runs another checkout's code (e.g. the main branch) for a paired
 before / after on the same machine.
@@ -24,8 +25,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _inputs(folder: str, rows: list[int]) -> list[tuple[str, str, list[str]]]:
-    """``(name, csv path, anonymize options)`` for Adult and HEPMASS-shaped tables, written once."""
+def _inputs(folder: str, rows: list[int]) -> list[tuple[str, str | None, list[str]]]:
+    """``(name, csv path, anonymize options)`` for Adult and HEPMASS-shaped tables, written once, and the
+    HEPMASS-shaped generator itself (no input file: its float columns are written as numbers)."""
     from gpuanon.datasets import get_dataset
 
     made = []
@@ -42,13 +44,16 @@ def _inputs(folder: str, rows: list[int]) -> list[tuple[str, str, list[str]]]:
             df.to_csv(p, index=False)
         made.append((f"hepmass {n:,} x 29", p, ["--qi", ",".join(roles["quasi_identifiers"][:8]),
                                                 "--target", "label", "--k", "10"]))
+        made.append((f"--dataset hepmass --rows {n:,} (floats, no CSV read)", None,
+                     ["--dataset", "hepmass", "--rows", str(n), "--qi", ",".join(roles["quasi_identifiers"][:8]),
+                      "--k", "10"]))
     return made
 
 
 def _run(root: str, inp: str, opts: list[str], out: str, report: str) -> dict:
     env = dict(os.environ, PYTHONPATH=root, GPUANON_BACKEND="cpu")
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", inp, *opts, "--out", out, "--report", report,
+    p = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", *([inp] if inp else []), *opts, "--out", out, "--report", report,
                         "-q"], cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if p.returncode:

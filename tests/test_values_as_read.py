@@ -226,3 +226,19 @@ def test_header_and_cells_of_a_text_first_read(tmp_path):
     assert df["c"].tolist() == [" y", "z"]
     buf = io.StringIO()
     df.to_csv(buf, index=False)
+
+
+def test_parquet_output_types_pass_through_by_the_rules(people, tmp_path):
+    """CSV -> Parquet: pass-through columns typed by the reader's rules (numbers as numbers, codes with
+    leading zeros and NA-like text as text)."""
+    src = _cells(people)
+    df = pd.read_csv(people, dtype=str, keep_default_na=False)
+    df["amount"] = [f"{i}.25" for i in range(len(df))]
+    df.to_csv(people, index=False)
+    out = tmp_path / "o.parquet"
+    r = run_cli("anonymize", str(people), "--qi", "age,zip", "--sensitive", "diagnosis", "--k", "3",
+                "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = pd.read_parquet(out)
+    assert got["amount"].dtype == np.float64 and got["amount"].iloc[1] == 1.25
+    assert got["code"].tolist() == src["code"]
