@@ -15,6 +15,7 @@ type this writer does not render like pandas (dates, times, decimals, binary) is
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -105,23 +106,41 @@ def arrow_table(df: pd.DataFrame):
         tbl = pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
         return None
-    cols, quote = [], False
-    for col in tbl.columns:
-        t = col.type
-        if pa.types.is_dictionary(t) and pa.types.is_floating(t.value_type):
-            col, t = col.cast(t.value_type), t.value_type
-        if not str(t.value_type if pa.types.is_dictionary(t) else t).startswith(_PLAIN):
-            return None
-        if pa.types.is_boolean(t):  # pandas' True / False, not Arrow's true / false
-            import pyarrow.compute as pc  # noqa: PLC0415
+    if not all(_plain(col.type) for col in tbl.columns):
+        return None
+    with _pool(len(tbl)) as pool:  # the columns converted side by side (Arrow's kernels leave the GIL)
+        done = list(pool.map(_render, tbl.columns))
+    return pa.table([c for c, _ in done], names=tbl.column_names), any(q for _, q in done)
 
-            col = pc.if_else(col, "True", "False")
-        elif pa.types.is_floating(t):  # whole numbers keep their ".0", as pandas writes them
-            col = _whole_floats(col)
-        else:
-            quote = quote or _needs_quotes(col)
-        cols.append(col)
-    return pa.table(cols, names=tbl.column_names), quote
+
+def _plain(t) -> bool:
+    import pyarrow as pa  # noqa: PLC0415
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return str(t).startswith(_PLAIN)
+
+
+def _render(col):
+    """``(column, needs quotes)``: one column as the CSV writer should render it."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    t = col.type
+    if pa.types.is_dictionary(t) and pa.types.is_floating(t.value_type):
+        col, t = col.cast(t.value_type), t.value_type
+    if pa.types.is_boolean(t):  # pandas' True / False, not Arrow's true / false
+        return pc.if_else(col, "True", "False"), False
+    if pa.types.is_floating(t):  # whole numbers keep their ".0", as pandas writes them
+        return _whole_floats(col), False
+    return col, _needs_quotes(col)
+
+
+def _pool(rows: int):
+    """A thread pool for a large table (one thread for a small one: no start-up cost)."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)) if rows >= _BATCH_ROWS // 2 else 1)
 
 
 def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
@@ -134,7 +153,7 @@ def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
         df.to_csv(tmp, index=False, compression="gzip" if gz else None)
         return
     tbl, quote = got
-    opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS, include_header=quote,
+    opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS, include_header=False,
                              quoting_style="needed" if quote else "none")
     with pa.OSFile(str(tmp), "wb") as raw:
         if gz:
@@ -145,14 +164,30 @@ def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
 
 
 def _write(tbl, out, opts, quote: bool) -> None:
-    """The header (quoted only where needed, unless every text cell is quoted) and the rows."""
+    """The header (every name quoted when every text cell is, else only where needed), then the rows:
+    slices of :data:`_BATCH_ROWS` rendered side by side into memory, written in order (a few at a time)."""
     import csv  # noqa: PLC0415
     import io  # noqa: PLC0415
+    from collections import deque  # noqa: PLC0415
 
+    import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pcsv  # noqa: PLC0415
 
-    if not quote:
-        head = io.StringIO()
-        csv.writer(head, lineterminator="\n").writerow(tbl.column_names)
-        out.write(head.getvalue().encode("utf-8"))
-    pcsv.write_csv(tbl, out, opts)
+    head = io.StringIO()
+    csv.writer(head, lineterminator="\n", quoting=csv.QUOTE_ALL if quote else csv.QUOTE_MINIMAL).writerow(
+        tbl.column_names)
+    out.write(head.getvalue().encode("utf-8"))
+
+    def render(part):
+        sink = pa.BufferOutputStream()
+        pcsv.write_csv(part, sink, opts)
+        return sink.getvalue()
+
+    with _pool(len(tbl)) as pool:
+        pending: deque = deque()
+        for start in range(0, len(tbl), _BATCH_ROWS):
+            pending.append(pool.submit(render, tbl.slice(start, _BATCH_ROWS)))
+            if len(pending) > 2 * pool._max_workers:
+                out.write(pending.popleft().result())
+        while pending:
+            out.write(pending.popleft().result())
