@@ -1,11 +1,13 @@
 """Fast CSV writing of pandas frames through Arrow's CSV writer (``pyarrow.csv.write_csv``).
 
 Compared with ``DataFrame.to_csv`` the values read back the same (``pandas.read_csv``: same
-dtypes, exact floats, missing cells empty); the bytes differ in style only: a text cell is quoted only
-where it must be (it holds a quote, a comma or a line break; then every text cell of the table is
-quoted, Arrow's writer quoting by column type), booleans are ``True`` / ``False`` as pandas spells
-them, floats in their shortest round-trip form (``1e-05`` as ``0.00001``). Text read from a CSV
-(pass-through columns) is thus written with the same characters. A whole number in a float column keeps its ``.0``
+dtypes, exact floats, missing cells empty); the bytes differ in style only: nothing is quoted unless
+a text cell must be (it holds a quote, a comma or a line break: then the header and every text,
+boolean and float cell are quoted, Arrow's writer quoting by column type), booleans are ``True`` /
+``False`` as pandas spells them, floats in their shortest round-trip form (``1e-05`` as ``0.00001``).
+Text read from a CSV (pass-through columns) is thus written with the same characters. Columns are
+rendered, and slices of rows written, on a thread pool (Arrow's kernels leave the GIL), in row
+order. A whole number in a float column keeps its ``.0``
 (``1000.0``), as pandas writes it, so the column is still read back as floats.
 Categorical columns are written from their dictionary form (no text copy of the column).
 Nested columns (Parquet structs and lists) are written as JSON text. A frame holding a column
