@@ -68,7 +68,10 @@ def run(args) -> int:
                                      ("--html", html_path, False)])
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3) or --max-risk R")
-    df, roles, source = read_input(args, device_ok=True)
+    # a CSV output gets the pass-through columns back as the text they were read as; a Parquet output
+    # gets them typed by the reader's rules (numbers as numbers)
+    as_text = not str(out_path or "").lower().endswith((".parquet", ".pq"))
+    df, roles, source = read_input(args, device_ok=True, pass_through=as_text)
     if report_path or html_path:  # the risk options' errors before the run, not after it
         from ..risk import check_population  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ import logging
 
 from ..errors import InputError
 from .config import defaults
-from .options import BACKENDS, DATASETS, add_quiet
+from .options import BACKENDS, DATASETS, add_quiet, add_text_options
 
 log = logging.getLogger("gpuanon")
 
@@ -25,6 +25,9 @@ def add_parser(sub):
     at.add_argument("--rows", type=int)
     at.add_argument("--seed", type=int)
     at.add_argument("--perturbed", help="perturbed table with a row_id column (not with --frontier)")
+    at.add_argument("--sep", help="column separator of CSV / TSV tables (default ',' for .csv, tab for .tsv), e.g. ';'")
+    at.add_argument("--encoding", help="text encoding of CSV / TSV tables (default utf-8), e.g. latin-1")
+    add_text_options(at)
     fr = at.add_argument_group("privacy-utility frontier (--frontier)")
     fr.add_argument("--frontier", action="store_true",
                     help="sweep the noise for DISTPAB, GP and RP on --dataset (adult: its 6 numeric columns; "
@@ -101,7 +104,7 @@ def run(args) -> int:
 
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
     from ..perturb.attacks import evaluate_attacks  # noqa: PLC0415
-    from .common import command_outputs  # noqa: PLC0415
+    from .common import command_outputs, reader_options  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
 
     if args.frontier:
@@ -115,13 +118,14 @@ def run(args) -> int:
     if bool(args.original) == bool(args.dataset):
         raise InputError("give the original table: --original FILE or --dataset NAME (one of them)")
     outputs = command_outputs(args, [("--report", args.report, False)])
+    read = reader_options(args, checked=False)
     roles = {}
     if args.original:
-        orig = load_table(args.original)
+        orig = load_table(args.original, **read)
     else:
         orig, roles = get_dataset(args.dataset, rows=args.rows, seed=args.seed)
     label = args.label or roles.get("target")
-    pert = load_table(args.perturbed)
+    pert = load_table(args.perturbed, **read)
     if "row_id" not in pert.columns:
         raise InputError(f"'{args.perturbed}' has no row_id column; perturb with --write-row-id "
                          f"(evaluation only) to pair its rows with the original")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import plural, read_input
+from .common import plural, read_input, reader_options
 from .config import defaults
 from .options import add_criteria, add_input, add_quiet
 
@@ -39,7 +39,7 @@ def run(args) -> int:
     from .common import command_outputs  # noqa: PLC0415
 
     outputs = command_outputs(args, [("--report", args.report, False)])
-    df, roles, source = read_input(args)
+    df, roles, source = read_input(args, checked=False)  # a published table: generalized cells are text
     qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
@@ -53,7 +53,7 @@ def run(args) -> int:
         raise InputError(f"sensitive attribute '{sens}' is not a column{suggest(sens, list(df.columns))}")
     reference = None
     if args.original:
-        orig = load_table(args.original)
+        orig = load_table(args.original, **reader_options(args, checked=False))
         if sens is not None and sens not in orig.columns:
             raise InputError(f"original table '{args.original}' has no column '{sens}'")
         reference = None if sens is None else orig[sens]

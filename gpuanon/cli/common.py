@@ -4,6 +4,7 @@ hierarchy options, refuse to overwrite an input, set up the log."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -49,11 +50,65 @@ def hierarchy_spec(args):
     return spec or None
 
 
-def read_input(args, device_ok: bool = False):
+def reader_options(args, pass_through: bool = False, checked: bool = True) -> dict:
+    """``load_table``'s keywords from the options: encoding, separator, ``--na-values`` and the column types
+    (``--numeric``, ``--categorical``, ``--dates``; the QIs and the sensitive attribute ``checked`` for
+    numbers mixed with text; with ``pass_through`` every other column kept as the text it was read as)."""
+    from ..datasets import ColumnTypes  # noqa: PLC0415
+
+    def names(opt):
+        return set(split_list(getattr(args, opt, None)) or [])
+
+    roles = {}
+    if checked:
+        roles = {c: "quasi-identifier" for c in names("qi")}
+        for pair in getattr(args, "hierarchy", None) or []:
+            roles[str(pair).split("=", 1)[0].strip()] = "quasi-identifier"
+        sens = getattr(args, "sensitive", None)
+        if sens:
+            roles[str(sens).strip()] = "sensitive attribute"
+    used = {str(getattr(args, "target", None) or "").strip()} - {""}
+    expr = getattr(args, "target_expr", None)
+    if expr:  # every column the expression might read is typed
+        used |= {q or w for q, w in re.findall(r"`([^`]*)`|(\w+)", str(expr))}
+    na = split_list(getattr(args, "na_values", None))
+    types = ColumnTypes(numeric=names("numeric"), categorical=names("categorical"), dates=names("dates"),
+                        checked=roles, others_as_read=pass_through, used=used)
+    return dict(encoding=getattr(args, "encoding", None), sep=getattr(args, "sep", None), na_values=na,
+                types=types)
+
+
+def log_missing(df, args, roles: dict) -> None:
+    """One log line counting the missing cells per role (quasi-identifiers, sensitive, target,
+    pass-through), when there are any."""
+    if not hasattr(df, "isna"):
+        return
+    per = df.isna().sum()
+    if not per.any():
+        return
+    qi = set(given(split_list(getattr(args, "qi", None)), roles.get("quasi_identifiers")) or [])
+    sens = given(getattr(args, "sensitive", None), roles.get("sensitive"))
+    target = given(getattr(args, "target", None), roles.get("target"))
+    ids = set(split_list(getattr(args, "identifiers", None)) or [])
+    groups = {"quasi-identifiers": [], "sensitive": [], "target": [], "identifiers": [], "pass-through": []}
+    for col, n in per.items():
+        if not n:
+            continue
+        role = ("quasi-identifiers" if col in qi else "sensitive" if col == sens else "target" if col == target
+                else "identifiers" if col in ids else "pass-through")
+        groups[role].append((col, int(n)))
+    parts = [f"{role} {sum(n for _, n in cols):,} ({', '.join(f'{c} {n:,}' for c, n in cols[:6])}"
+             f"{', ...' if len(cols) > 6 else ''})" for role, cols in groups.items() if cols]
+    log.info("missing cells: %s", "; ".join(parts))
+
+
+def read_input(args, device_ok: bool = False, pass_through: bool = False, checked: bool = True):
     """``(frame, roles, source)`` from the input file or ``--dataset``, with ``--target-expr`` applied.
 
     ``device_ok``: a Parquet file read by cuDF (GPU backend) stays a cuDF frame on the device
-    (``gpuanon anonymize``); otherwise every frame is a pandas frame.
+    (``gpuanon anonymize``); otherwise every frame is a pandas frame. ``pass_through`` and ``checked``:
+    see :func:`reader_options` (a CSV input's columns typed for a command that writes its pass-through
+    columns back, or for one that reads a published table).
     """
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
 
@@ -64,8 +119,10 @@ def read_input(args, device_ok: bool = False):
         raise InputError("no input: give a CSV / Parquet file or --dataset adult")
     refuse_rows_with_file(args)
     if ds:
-        if getattr(args, "sep", None) is not None:
-            raise InputError("--sep applies to a CSV / TSV input file, not to --dataset; leave it out")
+        for opt in ("sep", "na_values", "dates"):
+            if getattr(args, opt, None) is not None:
+                raise InputError(f"--{opt.replace('_', '-')} applies to a CSV / TSV input file, not to --dataset; "
+                                 f"leave it out")
         df, roles = get_dataset(ds, rows=args.rows, seed=args.seed)
         return with_target_expr(df, roles, args) + (f"dataset:{ds}",)
     backend = getattr(args, "backend", None)
@@ -86,7 +143,8 @@ def read_input(args, device_ok: bool = False):
                     return with_target_expr(df, {}, args) + (str(inp),)
             except Exception as exc:  # fall back to pandas, which gives the usual clear errors
                 log.info("cuDF could not read %s (%s); reading with pandas", inp, type(exc).__name__)
-    df = load_table(inp, encoding=args.encoding, sep=getattr(args, "sep", None))
+    df = load_table(inp, **reader_options(args, pass_through, checked))
+    log_missing(df, args, {})
     return with_target_expr(df, {}, args) + (str(inp),)
 
 

@@ -79,7 +79,7 @@ def run(args) -> int:
                       local_epochs=args.local_epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
                       test_size=args.test_size, seed=args.random_state, device=device,
                       max_suppression=args.max_suppression, positive=args.positive, test_mapping=args.test_mapping,
-                      class_weight=args.class_weight)
+                      class_weight=args.class_weight, sep=args.sep)
     if args.compare:
         from ..federated.compare import compare, format_table  # noqa: PLC0415
 

@@ -34,6 +34,20 @@ def add_input(p: argparse.ArgumentParser, read_here: bool = True) -> None:
         g.add_argument("--encoding", help="text encoding of a CSV / TSV input (default utf-8), e.g. latin-1")
         g.add_argument("--sep", help="column separator of a CSV / TSV input (default ',' for .csv, tab for .tsv), "
                                      "e.g. ';'")
+        add_text_options(g)
+    else:
+        g.add_argument("--sep", help="column separator of a CSV / TSV input (default ',' for .csv, tab for .tsv), "
+                                     "e.g. ';'")
+
+
+def add_text_options(g) -> None:
+    """How a CSV / TSV input's text cells are read: more missing-value markers, date columns."""
+    g.add_argument("--na-values", dest="na_values", metavar="LIST",
+                   help="CSV cells that mean missing besides empty ones, e.g. \"NA,n/a\" (every column; by "
+                        "default only empty cells are missing and NA, None, null are values)")
+    g.add_argument("--dates", metavar="COLS",
+                   help="CSV columns read as dates / date-times (ISO 8601 cells: 2020-01-31, "
+                        "2020-01-31T08:15:00); such columns are detected without it")
 
 
 def add_roles(p: argparse.ArgumentParser, target_expr: bool = True, kinds: bool = True) -> None:

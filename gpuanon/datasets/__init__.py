@@ -4,7 +4,8 @@
 * :func:`make_hepmass` -- seeded synthetic data shaped like HEPMASS (28 float32 features and a
   balanced binary label), at any size; 10.5 million rows fit in about 1.2 GB.
 * :func:`load_sklearn` -- the small scikit-learn tables (``breast_cancer``, ``wine``, ``digits``).
-* :func:`load_table` -- a user's CSV / TSV / Parquet file.
+* :func:`load_table` -- a user's CSV / TSV / Parquet file (CSV read as text, typed by the rules of
+  :mod:`~gpuanon.datasets.text_types`).
 * :func:`get_dataset` -- one of the named datasets together with its default column roles.
 
 The package: :mod:`~gpuanon.datasets.bundled` (Adult, scikit-learn's sets),
@@ -31,10 +32,11 @@ from ..errors import InputError
 from .bundled import (ADULT_COLUMNS, ADULT_QUASI_IDENTIFIERS, ADULT_TARGET, SKLEARN_DATASETS, load_adult,
                       load_sklearn)
 from .hepmass import HEPMASS_FEATURES, HEPMASS_MASSES, make_hepmass
-from .tables import TABLE_EXTENSIONS, load_table
+from .tables import TABLE_EXTENSIONS, ColumnTypes, load_table
 
 __all__ = [
     "ADULT_COLUMNS",
+    "ColumnTypes",
     "ADULT_QUASI_IDENTIFIERS",
     "ADULT_TARGET",
     "DATASETS",

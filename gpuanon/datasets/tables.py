@@ -7,8 +7,9 @@ import os
 import pandas as pd
 
 from ..errors import InputError
+from .text_types import ColumnTypes, type_columns
 
-__all__ = ["TABLE_EXTENSIONS", "load_table"]
+__all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table"]
 
 TABLE_EXTENSIONS = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq")
 
@@ -24,13 +25,17 @@ def _table_kind(path: str) -> str | None:
     return None
 
 
-def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | None = None) -> pd.DataFrame:
+def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | None = None, *,
+               na_values=None, types: ColumnTypes | None = None) -> pd.DataFrame:
     """Read a CSV, TSV or Parquet file into a pandas frame, choosing the reader by extension.
 
-    CSV and TSV files are read with ``skipinitialspace=True`` (so ``"a, b"`` gives ``'b'``);
-    empty cells become NaN. Numbers are parsed exactly (``float_precision="round_trip"``: every
-    value is the double nearest to its text, as Python's ``float()`` gives), so intervals
-    computed from them contain the file's values on every pandas version.
+    CSV and TSV files are read as text (pyarrow's reader, every column a string), then typed by the
+    rules of :mod:`gpuanon.datasets.text_types`: numeric only when every non-empty cell is a number
+    (parsed exactly: whole numbers as int64, others as the double nearest to their text); leading
+    zeros (``00501``) keep a column as text; ISO dates become ``datetime64``; a pass-through column
+    named in ``types.as_read`` stays the text it was read as. Leading spaces of a cell are dropped
+    (``"a, b"`` gives ``'b'``) but in pass-through columns. Only empty cells are missing, unless
+    ``na_values`` names more. Parquet files are read as they are.
 
     Parameters
     ----------
@@ -41,6 +46,11 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         Text encoding of a CSV / TSV file (default UTF-8), e.g. ``"latin-1"``.
     sep : str, optional
         Column separator of a CSV / TSV file (default ``","`` for CSV, a tab for TSV), e.g. ``";"``.
+    na_values : list of str, optional
+        CSV / TSV cells that mean missing besides empty ones, e.g. ``["NA", "n/a"]`` (every column).
+    types : ColumnTypes, optional
+        Declared kinds (numeric, categorical, dates), the checked columns (QIs, sensitive: mixed numbers
+        and text is an error) and the pass-through columns kept as read.
 
     Returns
     -------
@@ -62,6 +72,9 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
        a    b
     0  1    x
     1  2  NaN
+    >>> _ = open(p, "w").write("zip,code\\n00501,1.50\\n02139,NA\\n")
+    >>> load_table(p, types=ColumnTypes(as_read={"code"})).values.tolist()
+    [['00501', '1.50'], ['02139', 'NA']]
     """
     p = os.fspath(path)
     if not isinstance(p, str):
@@ -91,6 +104,10 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         if len(sep) != 1 or sep in "\"\r\n":
             raise InputError(f"--sep {sep!r} is not a usable separator (one character, not a quote or line "
                              f"break); give e.g. --sep ';' or --sep tab")
+    if kind == "parquet" and (na_values or (types is not None and types.dates)):
+        opt = "--na-values" if na_values else "--dates"
+        raise InputError(f"{opt} applies to CSV / TSV input; {p!r} is Parquet, whose columns keep their types: "
+                         f"leave {opt} out")
     if os.path.getsize(p) == 0:
         raise InputError(f"cannot read input file {p!r}: the file is empty (0 bytes); give a table with a "
                          f"header row")
@@ -99,12 +116,7 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         if kind == "parquet":
             df = pd.read_parquet(p)
         else:
-            opts = dict(sep=sep or ("\t" if kind == "tsv" else ","), skipinitialspace=True, encoding=encoding,
-                        encoding_errors="strict")
-            df = pd.read_csv(p, float_precision="round_trip", **opts)
-            if df.shape[1]:
-                _refuse_duplicate_names(p, pd.read_csv(p, header=None, nrows=1, dtype=str,
-                                                       keep_default_na=False, **opts).iloc[0].tolist())
+            df = _read_csv_text(p, sep or ("\t" if kind == "tsv" else ","), encoding, na_values, types)
     except InputError:
         raise
     except ImportError as exc:
@@ -115,18 +127,24 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         reason = "the compressed file is truncated (it ends early); copy or download it again"
     except OSError as exc:
         text = exc.strerror or str(exc) or type(exc).__name__
-        if "gzip" in text.lower() or "compressed" in text.lower():
+        if "truncated" in text.lower():
+            reason = "the compressed file is truncated (it ends early); copy or download it again"
+        elif "gzip" in text.lower() or "compressed" in text.lower():
             reason = f"not a valid gzip file ({text}); give a plain .csv or a real .csv.gz"
         else:
             reason = f"{text}; check that the file is readable"
     except pd.errors.EmptyDataError:
         reason = "the file has no header row (nothing but blank lines); give a table with a header row"
-    except pd.errors.ParserError as exc:
-        reason = (f"not a well-formed {kind.upper()} ({' '.join(str(exc).split())}); check the separator "
-                  f"and quoting of that line")
     except Exception as exc:  # e.g. pyarrow's own error types
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
-        if kind == "parquet":
+        if kind != "parquet" and "UTF8" in text:
+            reason = _decode_reason(p, kind, _first_bad_byte(p, encoding), encoding)
+        elif kind != "parquet" and "Empty CSV file" in text:
+            reason = "the file has no header row (nothing but blank lines); give a table with a header row"
+        elif kind != "parquet" and ("CSV parse error" in text or "columns" in text):
+            reason = (f"not a well-formed {kind.upper()} ({' '.join(str(exc).split())}); check the separator "
+                      f"and quoting of that line")
+        elif kind == "parquet":
             _refuse_duplicate_names(p, _parquet_names(p))  # pyarrow refuses them with a cryptic message
             reason = (f"not a Parquet file, or a truncated one ({text}); give the complete file, or a CSV "
                       f"with the .csv extension")
@@ -138,6 +156,81 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
         _refuse_duplicate_names(p, [str(c) for c in df.columns])
         _keep_nested_types(p, df)
     return df
+
+
+def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: ColumnTypes | None) -> pd.DataFrame:
+    """Every cell as text (pyarrow), the header's names checked, then the columns typed (:func:`type_columns`)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pcsv  # noqa: PLC0415
+
+    names = _header(p, sep, encoding)
+    _refuse_duplicate_names(p, names)
+    names = [n.lstrip(" ") for n in names]
+    na = tuple(v for v in (na_values or ()) if v != "")
+    table = pcsv.read_csv(
+        p,
+        read_options=pcsv.ReadOptions(column_names=names, skip_rows=1, encoding=encoding or "utf8",
+                                      block_size=1 << 24, use_threads=_threads()),
+        parse_options=pcsv.ParseOptions(delimiter=sep, newlines_in_values=True),
+        convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
+                                            strings_can_be_null=True, quoted_strings_can_be_null=True))
+    types = types or ColumnTypes()
+    if na:
+        import dataclasses  # noqa: PLC0415
+
+        types = dataclasses.replace(types, na_values=na)
+        table = _na_cells(table, na, types)
+    return type_columns(table, types)
+
+
+def _threads() -> bool:
+    """pyarrow's parallel CSV parsing, on a machine with more than two cores (on two busy ones, one
+    thread parses faster)."""
+    return (os.cpu_count() or 1) > 2
+
+
+def _na_cells(table, na: tuple, types: ColumnTypes):
+    """Pass-through cells equal to one of ``na`` (exactly as written) become missing; typed columns are
+    compared after their leading spaces are dropped (:func:`type_columns`)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    look = pa.array(list(na), pa.string())
+    cols = []
+    for n, c in zip(table.column_names, table.columns):
+        hit = pc.is_in(c, look) if types.keeps_text(n) else None
+        cols.append(pc.if_else(hit, pa.scalar(None, pa.string()), c) if hit is not None and pc.any(hit).as_py()
+                    else c)
+    return pa.table(cols, names=table.column_names)
+
+
+def _header(p: str, sep: str, encoding: str | None) -> list:
+    """The header row's names as the ``csv`` module reads them ([] for a file of blank lines)."""
+    import csv  # noqa: PLC0415
+    import gzip  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    opener = gzip.open if p.lower().endswith(".gz") else open
+    with opener(p, "rb") as raw:
+        text = io.TextIOWrapper(raw, encoding=encoding or "utf-8-sig", errors="strict", newline="")
+        for row in csv.reader(text, delimiter=sep):
+            if row:
+                return row
+    raise pd.errors.EmptyDataError("no header")
+
+
+def _first_bad_byte(p: str, encoding: str | None) -> UnicodeDecodeError:
+    """The decoding error of the first bad byte (for the message), read in Python."""
+    import gzip  # noqa: PLC0415
+
+    opener = gzip.open if p.lower().endswith(".gz") else open
+    with opener(p, "rb") as f:
+        data = f.read()
+    try:
+        data.decode(encoding or "utf-8")
+    except UnicodeDecodeError as exc:
+        return exc
+    return UnicodeDecodeError(encoding or "utf-8", data[:1], 0, 1, "invalid")
 
 
 def _keep_nested_types(p: str, df: pd.DataFrame) -> None:

@@ -25,7 +25,7 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
                 learning_rate: float | None = None, batch_size: int | None = None, momentum: float | None = None,
                 test_size: float = 0.3, seed: int = 0, device: str | None = "cpu", max_suppression: float = 0.01,
                 positive=None, test_mapping: bool = False, torch_threads: int = 1,
-                categories: dict | None = None, class_weight: str | None = "balanced") -> dict:
+                categories: dict | None = None, class_weight: str | None = "balanced", sep: str | None = None) -> dict:
     """The experiment as a JSON-ready dict (what the server and every silo agree on)."""
     from ..evaluate import parse_protection  # noqa: PLC0415
     from .splits import SPLITS  # noqa: PLC0415
@@ -55,7 +55,7 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
     spec = model_spec(model, learning_rate, batch_size, momentum, class_weight)
     if input:
         input = str(Path(input).resolve())
-    return {"dataset": dataset, "input": input, "rows": rows, "data_seed": 0, "target": target, "qi": qi,
+    return {"dataset": dataset, "input": input, "sep": sep, "rows": rows, "data_seed": 0, "target": target, "qi": qi,
             "sensitive": sensitive or roles.get("sensitive") or target, "identifiers": list(identifiers or []),
             "numeric": list(numeric or []), "categorical": list(categorical or []), "test_size": float(test_size),
             "seed": int(seed), "silos": int(silos), "split": str(split).lower(), "alpha": float(alpha),
