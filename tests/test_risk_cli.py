@@ -151,3 +151,17 @@ def test_bench_risk_prints_one_json_document():
     doc = json.loads(p.stdout)
     assert doc["raw"]["classes"] == 20000 and doc["raw"]["dankar_model"] in ("zayatz", "pitman")
     assert 0 < doc["classed"]["classes"] < 20000 and doc["classed"]["seconds"] > 0
+
+
+@pytest.mark.parametrize("r, k", [(1.0, 2), (0.5, 2), (0.34, 3), (1 / 3, 3), (0.3333, 4), (0.2, 5), (0.15, 7),
+                                  (0.1, 10), (0.07, 15), (0.01, 100)])
+def test_max_risk_k_is_the_smallest_k_whose_bound_meets_r(r, k):
+    """k = max(2, ceil(1 / R)): 1 / k <= R, and 1 / (k - 1) > R unless k = 2 (a class of k - 1 rows, which
+    Mondrian with k - 1 may make, would be above R)."""
+    import argparse
+
+    from gpuanon.cli.anonymize import k_for_max_risk
+
+    args = argparse.Namespace(max_risk=r, k=None)
+    doc = k_for_max_risk(args)
+    assert args.k == doc["k"] == k and 1 / k <= r + 1e-15 and (k == 2 or 1 / (k - 1) > r)
