@@ -110,7 +110,7 @@ def test_anonymize_report_has_risk_before_and_after(tmp_path):
     rep = tmp_path / "a.json"
     qi = "age,education,marital-status,occupation,race,gender,native-country"
     r = run("anonymize", "--dataset", "adult", "--qi", qi, "--k", "5", "--report", str(rep),
-            "--sampling-fraction", "0.01", "--format", "minmax")
+            "--sampling-fraction", "0.01", "--format", "minmax", "--suda", "--html", str(tmp_path / "a.html"))
     assert r.returncode == 0, r.stderr
     risk = json.loads(rep.read_text())["risk"]
     b, a = risk["before"], risk["after"]
@@ -120,6 +120,12 @@ def test_anonymize_report_has_risk_before_and_after(tmp_path):
     assert a["sample"]["prosecutor"]["highest"] <= 1 / 5 and a["sample"]["sample_uniques"] == 0
     assert a["population"]["population_size"] == 3256100 and a["population"]["dankar"]["uniques"] == 0.0
     assert "age_min" in a["quasi_identifiers"] and a["sample"]["prosecutor"]["records_at_risk"] == 0.0
+    # SUDA on both sides, the age_min / age_max pair one QI; DIS-SUDA at n / N = 0.01; the page's SUDA plots
+    assert b["suda"]["n_qis"] == a["suda"]["n_qis"] == 7 and set(a["suda"]["contributions"]) == set(qi.split(","))
+    assert b["suda"]["n_unique"] == 11972 and b["suda"]["sampling_fraction"] == 0.01  # ARX's sample uniques
+    assert a["suda"]["records_with_msu"] == 0 and a["suda"]["histogram"]["0"] == 32561
+    page = (tmp_path / "a.html").read_text()
+    assert "Special uniques (SUDA2, DIS-SUDA)" in page and "alt='DIS-SUDA scores per band'" in page
 
 
 def test_anonymize_risk_options_checked_before_the_run(tmp_path):
