@@ -222,7 +222,7 @@ def test_suda_runs_on_the_published_cells():
 
 
 def test_device_path_on_the_double_equals_the_host():
-    """The grouping on the device (CuPy's API on tests/cupy_double.py) gives the host's result; the
+    """The grouping and SUDA2 on the device (CuPy's API on tests/cupy_double.py) give the host's result; the
     double cannot catch cuDF frames' own factorize (frames stay pandas there)."""
     import sys
 
@@ -231,12 +231,17 @@ def test_device_path_on_the_double_equals_the_host():
 
     from gpuanon import backend as B
 
-    host = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True)
+    host = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, suda=True)
     dev = DeviceDouble()
     with B.use_device_module(dev):
-        d = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, backend="gpu")
-    assert d.to_dict() == host.to_dict()
+        d = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, suda=True,
+                   backend="gpu")
+    assert d.to_dict() == host.to_dict() and d.to_dict()["suda"]["msu_total"] > 0
     pd.testing.assert_frame_equal(d.per_record, host.per_record)
+    without = DeviceDouble()
+    with B.use_device_module(without):
+        assess(HAND, ["a", "z"], weights="w", population=1000, backend="gpu")
+    assert dev.stats.summary()["ops"] > 3 * without.stats.summary()["ops"]  # SUDA2 ran on the device too
     mixed = HAND.assign(x=np.arange(12, dtype=np.float32) % 3, y=np.float32(1.5), v=np.arange(12) % 2)
     with B.use_device_module(dev):
         d2 = assess(mixed, ["a", "x", "y", "v"], backend="gpu")  # float32 pairs, ints and text on the device
