@@ -137,8 +137,8 @@ def check_population(n_rows: int, population=None, sampling_fraction=None, thres
                          f"the population the table was drawn from (>= {n_rows:,})")
 
 
-def _suda_column(s) -> tuple[np.ndarray, int]:
-    """``(codes, cardinality)`` of one published column: missing and ``*`` are -1."""
+def _suda_column(s) -> np.ndarray:
+    """The codes of one published column: missing and ``*`` are -1."""
     import pandas as pd  # noqa: PLC0415
 
     codes, uniques = pd.factorize(s, use_na_sentinel=True)
@@ -146,7 +146,7 @@ def _suda_column(s) -> tuple[np.ndarray, int]:
     star = np.flatnonzero(np.asarray(uniques, dtype=object) == SUPPRESSED)
     if star.size:
         codes = np.where(codes == star[0], -1, codes)
-    return codes, max(len(uniques), 1)
+    return codes
 
 
 def suda_codes(frame, columns) -> tuple[np.ndarray, list]:
@@ -155,13 +155,14 @@ def suda_codes(frame, columns) -> tuple[np.ndarray, list]:
     (a negative code: it never joins an MSU, sdcMicro's rule for NA)."""
     from .classes import to_host_frame  # noqa: PLC0415
 
-    frame = to_host_frame(frame)
-    cols, codes, names, i = list(columns), [], [], 0
+    cols = list(columns)
+    frame = to_host_frame(frame[cols])  # the QIs only (a cuDF frame: one copy of them)
+    codes, names, i = [], [], 0
     while i < len(cols):
         c = cols[i]
-        code, card = _suda_column(frame[c])
+        code = _suda_column(frame[c])
         if c.endswith("_min") and i + 1 < len(cols) and cols[i + 1] == c[:-4] + "_max":
-            hi, _ = _suda_column(frame[cols[i + 1]])
+            hi = _suda_column(frame[cols[i + 1]])
             code = np.where((code >= 0) | (hi >= 0), (code + 1) * (int(hi.max(initial=0)) + 2) + hi + 1, -1)
             c, i = c[:-4], i + 1
         codes.append(code)
