@@ -17,8 +17,9 @@ absent optional part (cuDF, dask-cuda) is skipped with a line saying so; when th
 runs low the remaining parts are skipped the same way. Every measured part runs in its own
 subprocess (``--one``), so a crash or a timeout costs that part only.
 
-Writes ``DIR/gpu_check.json`` and ``DIR/gpu_check.md`` (versions, the parts, the targets of
-issue 20 marked met / not met). See ``bench/README.md``.
+It also measures re-identification risk on HEPMASS-shaped 10.5M x 28 and SUDA2 on Adult with 10 QIs
+(``bench/_gpu_risk.py``). Writes ``DIR/gpu_check.json`` and ``DIR/gpu_check.md`` (versions, the parts,
+the targets of issues 20 and 23 marked met / not met). See ``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from importlib import metadata, util
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import cpu_model, report_result, spawn  # noqa: E402
+from _gpu_risk import RISK_TARGETS, risk_figures, risk_measured, run_risk, run_suda  # noqa: E402
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
@@ -50,7 +52,8 @@ TARGETS = [("hepmass_10.5M_fit_transform_warm", "Mondrian 10.5M x 28 k=10 minmax
            ("hepmass_10.5M_partition_warm", "its partition stage, warm", 0.3),
            ("adult_k3_fit_transform_warm", "Mondrian Adult k=3, warm fit_transform", 0.05),
            ("distpab_10.5M_warm", "DISTPAB 10.5M x 28, 4 entities, copies included, warm", 1.0),
-           ("cli_parquet_10.5M_warm", "gpuanon anonymize Parquet -> Parquet 10.5M (cuDF), report total, warm", 3.0)]
+           ("cli_parquet_10.5M_warm", "gpuanon anonymize Parquet -> Parquet 10.5M (cuDF), report total, warm", 3.0),
+           *RISK_TARGETS]
 QI_HEP = [f"f{i}" for i in range(28)]
 
 
@@ -237,22 +240,6 @@ def run_threshold(cfg: dict) -> dict:
                     "larger measured size (None: never); gpuanon's default is backend.GPU_MIN_ROWS"}
 
 
-def run_risk(cfg: dict) -> dict:
-    """Re-identification risk (sample-based measures, population models at f = 0.01) of HEPMASS-shaped
-    rows x 28 on the backend: cold (first call) and warm seconds (bench/bench_risk.py on the CPU)."""
-    from gpuanon.datasets import make_hepmass
-    from gpuanon.risk import assess
-
-    df = make_hepmass(int(cfg["rows"]), random_state=0)
-    runs = {}
-    for name in ("cold", "warm"):
-        t = time.perf_counter()
-        r = assess(df, QI_HEP, sampling_fraction=0.01, backend=cfg["backend"])
-        _sync()
-        runs[name] = round(time.perf_counter() - t, 3)
-    return {"rows": cfg["rows"], "classes": r.sample.n_classes, "dankar": r.population.dankar.model, **runs}
-
-
 def run_env(cfg: dict) -> dict:
     from gpuanon.backend import GPU_MIN_ROWS, cudf_module, get_backend, gpu_status
 
@@ -273,7 +260,8 @@ def run_env(cfg: dict) -> dict:
 
 
 PARTS = {"mondrian": run_mondrian, "distpab": run_distpab, "cli": run_cli, "cluster": run_cluster,
-         "threshold": run_threshold, "env": run_env, "risk": run_risk}
+         "threshold": run_threshold, "env": run_env, "risk": run_risk,
+         "suda": run_suda}
 
 
 def child(cfg: dict) -> None:
@@ -334,7 +322,7 @@ def targets(parts: dict, small: bool, backend: str) -> list[dict]:
                 "hepmass_10.5M_partition_warm": get("mondrian_hepmass_big", "warm", "stages", "partition"),
                 "adult_k3_fit_transform_warm": get("mondrian_adult", "warm", "fit_transform"),
                 "distpab_10.5M_warm": get("distpab", "warm", "seconds", "total"),
-                "cli_parquet_10.5M_warm": get("cli", "warm", "seconds", "total")}
+                "cli_parquet_10.5M_warm": get("cli", "warm", "seconds", "total"), **risk_measured(get)}
     if get("cli", "cudf_present") is False:
         measured["cli_parquet_10.5M_warm"] = None
     out = []
@@ -398,8 +386,8 @@ def _figures(name: str, p: dict) -> str:
     if name == "cluster":
         return (f"{p['rows']} rows on {p['cluster']}: {p['cluster_fit_transform_s']} s against one process "
                 f"{p['one_process_fit_transform_s']} s; equal {p['equal_to_one_process']}")
-    if name == "risk":
-        return f"{p['rows']} rows, {p['classes']} classes: cold {p['cold']} s, warm {p['warm']} s"
+    if name in ("risk", "suda"):
+        return risk_figures(name, p)
     if name == "threshold":
         runs = ", ".join(f"{r['rows']}: cpu {r['cpu_s']:.3g} / device {r['device_s']:.3g}" for r in p["runs"])
         return f"threshold {p['threshold_rows']} rows ({runs})"
@@ -475,6 +463,7 @@ def main(argv=None) -> int:
         doc["parts"]["cli"]["cudf_present"] = have_cudf
     part("threshold", {"part": "threshold", "sizes": sizes["threshold"]}, 100)
     part("risk", {"part": "risk", "rows": sizes["hep_big"]}, 90)
+    part("suda", {"part": "suda"}, 60)
     if args.backend == "gpu":
         skip = "" if have_dask_cuda else "skipped: dask-cuda is not installed"
         cl = "cuda:1"

@@ -69,8 +69,9 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
     parts = doc["parts"]
     assert set(parts) == {"pytest", "mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big", "distpab", "cli",
-                          "threshold", "risk", "cluster"}
+                          "threshold", "risk", "suda", "cluster"}
     assert parts["risk"]["rows"] == 40_000 and parts["risk"]["warm"] > 0
+    assert parts["suda"]["m"] == 10 and parts["suda"]["rows"] == 32_561 and parts["suda"]["seconds"] > 0
     assert parts["pytest"]["exit_status"] == 0 and "skipped" in parts["pytest"]["summary"]
     for name in ("mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big"):
         for run in ("cold", "warm"):
@@ -83,9 +84,12 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     assert [r["rows"] for r in parts["threshold"]["runs"]] == [2_000, 8_000]
     if "skipped" not in parts["cluster"]:
         assert parts["cluster"]["equal_to_one_process"] == {"labels": True, "output": True}
-    assert {t["name"] for t in doc["targets"]} >= {"hepmass_10.5M_fit_transform_warm", "adult_k3_fit_transform_warm"}
+    assert {t["name"] for t in doc["targets"]} >= {"hepmass_10.5M_fit_transform_warm", "adult_k3_fit_transform_warm",
+                                                   "risk_10.5M_warm", "adult_suda_m10_warm"}
+    suda = next(t for t in doc["targets"] if t["name"] == "adult_suda_m10_warm")
+    assert suda["measured_s"] == parts["suda"]["seconds"] and suda["target_s"] == 1.0
     assert all(t["met"] is None for t in doc["targets"])  # a CPU run measures no GPU target
     md = (tmp_path / "gpu_check.md").read_text()
-    assert "## Targets" in md and "| mondrian_hepmass_1m | ok |" in md
+    assert "## Targets" in md and "| mondrian_hepmass_1m | ok |" in md and "| suda | ok | Adult M = 10" in md
     for v in ("numpy", "pandas", "cupy", "cudf"):
         assert f"| {v} |" in md

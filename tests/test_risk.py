@@ -203,31 +203,26 @@ def test_bad_weights(w):
         assess(HAND.assign(w=w), ["a", "z"], weights="w")
 
 
-def test_suda_hook_calls_the_suda_module(monkeypatch):
-    import sys
-    import types
+def test_suda_runs_on_the_published_cells():
+    """``assess(..., suda=True)`` is SUDA2 on the QIs' codes, '*' and missing cells missing (never in an
+    MSU); a ``_min`` / ``_max`` pair is one QI; DIS-SUDA's fraction is n / N with a population."""
+    from gpuanon.risk.suda import suda2
 
-    calls = {}
-    fake = types.ModuleType("gpuanon.risk.suda")
-
-    class R:
-        def to_dict(self):
-            return {"fake": True}
-
-    def suda2(frame, qi, max_size=None, sampling_fraction=0.01):
-        calls["args"] = (list(qi), max_size, sampling_fraction)
-        return R()
-
-    fake.suda2 = suda2
-    monkeypatch.setitem(sys.modules, "gpuanon.risk.suda", fake)
     r = assess(HAND, ["a", "z"], suda=True, suda_max_size=2)
-    assert calls["args"] == (["a", "z"], 2, 0.01) and r.to_dict()["suda"] == {"fake": True}
-    assess(HAND, ["a", "z"], suda=True, population=110)  # DIS-SUDA's fraction: n / N = 11 / 110
-    assert calls["args"] == (["a", "z"], None, 0.1)
+    codes = np.array([[0, 0], [0, 0], [0, 0], [1, 0], [1, 0], [2, 1], [3, 1], [4, 2], [-1, -1], [5, 2], [-1, 2],
+                      [0, 0]])
+    ref = suda2(codes, names=["a", "z"])
+    assert r.suda.score.tolist() == ref.score.tolist() and r.suda.contributions == ref.contributions
+    assert r.suda.score[8] == 0 and r.suda.sampling_fraction == 0.01
+    assert assess(HAND, ["a", "z"], suda=True, population=110).suda.sampling_fraction == 11 / 110
+    out = pd.DataFrame({"age_min": [20, 20, 20, 30, 40], "age_max": [29, 29, 39, 39, 49], "z": list("aabbb")})
+    s = assess(out, ["age_min", "age_max", "z"], suda=True).suda
+    assert s.n_qis == 2 and set(s.contributions) == {"age", "z"}
+    assert s.score.tolist() == suda2(np.array([[0, 0], [0, 0], [1, 1], [2, 1], [3, 1]])).score.tolist()
 
 
 def test_device_path_on_the_double_equals_the_host():
-    """The grouping on the device (CuPy's API on tests/cupy_double.py) gives the host's result; the
+    """The grouping and SUDA2 on the device (CuPy's API on tests/cupy_double.py) give the host's result; the
     double cannot catch cuDF frames' own factorize (frames stay pandas there)."""
     import sys
 
@@ -236,12 +231,17 @@ def test_device_path_on_the_double_equals_the_host():
 
     from gpuanon import backend as B
 
-    host = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True)
+    host = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, suda=True)
     dev = DeviceDouble()
     with B.use_device_module(dev):
-        d = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, backend="gpu")
-    assert d.to_dict() == host.to_dict()
+        d = assess(HAND, ["a", "z"], weights="w", population=1000, per_record=True, suda=True,
+                   backend="gpu")
+    assert d.to_dict() == host.to_dict() and d.to_dict()["suda"]["msu_total"] > 0
     pd.testing.assert_frame_equal(d.per_record, host.per_record)
+    without = DeviceDouble()
+    with B.use_device_module(without):
+        assess(HAND, ["a", "z"], weights="w", population=1000, backend="gpu")
+    assert dev.stats.summary()["ops"] > 3 * without.stats.summary()["ops"]  # SUDA2 ran on the device too
     mixed = HAND.assign(x=np.arange(12, dtype=np.float32) % 3, y=np.float32(1.5), v=np.arange(12) % 2)
     with B.use_device_module(dev):
         d2 = assess(mixed, ["a", "x", "y", "v"], backend="gpu")  # float32 pairs, ints and text on the device

@@ -110,7 +110,7 @@ def test_anonymize_report_has_risk_before_and_after(tmp_path):
     rep = tmp_path / "a.json"
     qi = "age,education,marital-status,occupation,race,gender,native-country"
     r = run("anonymize", "--dataset", "adult", "--qi", qi, "--k", "5", "--report", str(rep),
-            "--sampling-fraction", "0.01", "--format", "minmax")
+            "--sampling-fraction", "0.01", "--format", "minmax", "--suda", "--html", str(tmp_path / "a.html"))
     assert r.returncode == 0, r.stderr
     risk = json.loads(rep.read_text())["risk"]
     b, a = risk["before"], risk["after"]
@@ -120,6 +120,12 @@ def test_anonymize_report_has_risk_before_and_after(tmp_path):
     assert a["sample"]["prosecutor"]["highest"] <= 1 / 5 and a["sample"]["sample_uniques"] == 0
     assert a["population"]["population_size"] == 3256100 and a["population"]["dankar"]["uniques"] == 0.0
     assert "age_min" in a["quasi_identifiers"] and a["sample"]["prosecutor"]["records_at_risk"] == 0.0
+    # SUDA on both sides, the age_min / age_max pair one QI; DIS-SUDA at n / N = 0.01; the page's SUDA plots
+    assert b["suda"]["n_qis"] == a["suda"]["n_qis"] == 7 and set(a["suda"]["contributions"]) == set(qi.split(","))
+    assert b["suda"]["n_unique"] == 11972 and b["suda"]["sampling_fraction"] == 0.01  # ARX's sample uniques
+    assert a["suda"]["records_with_msu"] == 0 and a["suda"]["histogram"]["0"] == 32561
+    page = (tmp_path / "a.html").read_text()
+    assert "Special uniques (SUDA2, DIS-SUDA)" in page and "alt='DIS-SUDA scores per band'" in page
 
 
 def test_anonymize_risk_options_checked_before_the_run(tmp_path):
@@ -151,3 +157,17 @@ def test_bench_risk_prints_one_json_document():
     doc = json.loads(p.stdout)
     assert doc["raw"]["classes"] == 20000 and doc["raw"]["dankar_model"] in ("zayatz", "pitman")
     assert 0 < doc["classed"]["classes"] < 20000 and doc["classed"]["seconds"] > 0
+
+
+@pytest.mark.parametrize("r, k", [(1.0, 2), (0.5, 2), (0.34, 3), (1 / 3, 3), (0.3333, 4), (0.2, 5), (0.15, 7),
+                                  (0.1, 10), (0.07, 15), (0.01, 100)])
+def test_max_risk_k_is_the_smallest_k_whose_bound_meets_r(r, k):
+    """k = max(2, ceil(1 / R)): 1 / k <= R, and 1 / (k - 1) > R unless k = 2 (a class of k - 1 rows, which
+    Mondrian with k - 1 may make, would be above R)."""
+    import argparse
+
+    from gpuanon.cli.anonymize import k_for_max_risk
+
+    args = argparse.Namespace(max_risk=r, k=None)
+    doc = k_for_max_risk(args)
+    assert args.k == doc["k"] == k and 1 / k <= r + 1e-15 and (k == 2 or 1 / (k - 1) > r)

@@ -116,10 +116,12 @@ def run(args) -> int:
         if args.per_record:
             w.table("--per-record", res.per_record)
         if args.html:
+            from ..report.pages import source_name  # noqa: PLC0415
             from ..report.risk_page import render_risk_html  # noqa: PLC0415
 
-            w.text("--html", render_risk_html(before, doc, header=f"{source}" + (
-                f" against the original {args.original}" if args.original else ""), threshold=args.threshold))
+            w.text("--html", render_risk_html(before, doc, header=f"{source_name(source)}" + (
+                f" against the original {source_name(args.original)}" if args.original else ""),
+                threshold=args.threshold))
     if before is not None:
         for line in summary_lines(before, "before: "):
             print(line)

@@ -16,8 +16,6 @@ It reads only the table and the QI names, never the anonymizer (like :mod:`gpuan
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -139,20 +137,49 @@ def check_population(n_rows: int, population=None, sampling_fraction=None, thres
                          f"the population the table was drawn from (>= {n_rows:,})")
 
 
-def _suda(frame, qi, suda_max_size, sampling_fraction, backend):
-    """``gpuanon.risk.suda.suda2`` on the table (the keywords it takes of ``max_size``,
-    ``sampling_fraction`` (n / N when a population is given; else its default) and ``backend``)."""
-    try:
-        mod = importlib.import_module("gpuanon.risk.suda")
-    except ImportError:
-        raise InputError("SUDA2 is not available in this build; leave out --suda") from None
-    offered = {"max_size": suda_max_size, "sampling_fraction": sampling_fraction, "backend": backend}
-    params = inspect.signature(mod.suda2).parameters
-    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    kw = {k: v for k, v in offered.items() if v is not None and (takes_all or k in params)}
-    if suda_max_size is not None and "max_size" not in kw:
-        raise InputError("this SUDA2 takes no maximum MSU size; leave out --suda-max-size")
-    return mod.suda2(frame, qi, **kw)
+def _suda_column(s) -> np.ndarray:
+    """The codes of one published column: missing and ``*`` are -1."""
+    import pandas as pd  # noqa: PLC0415
+
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    codes = codes.astype(np.int64, copy=False)
+    star = np.flatnonzero(np.asarray(uniques, dtype=object) == SUPPRESSED)
+    if star.size:
+        codes = np.where(codes == star[0], -1, codes)
+    return codes
+
+
+def suda_codes(frame, columns) -> tuple[np.ndarray, list]:
+    """``(codes rows x M, QI names)`` for SUDA2 from the published cells: one QI per column, a
+    ``X_min`` / ``X_max`` pair one QI ``X``; a missing cell or the suppression marker ``*`` is missing
+    (a negative code: it never joins an MSU, sdcMicro's rule for NA)."""
+    from .classes import to_host_frame  # noqa: PLC0415
+
+    cols = list(columns)
+    frame = to_host_frame(frame[cols])  # the QIs only (a cuDF frame: one copy of them)
+    codes, names, i = [], [], 0
+    while i < len(cols):
+        c = cols[i]
+        code = _suda_column(frame[c])
+        if c.endswith("_min") and i + 1 < len(cols) and cols[i + 1] == c[:-4] + "_max":
+            hi = _suda_column(frame[cols[i + 1]])
+            code = np.where((code >= 0) | (hi >= 0), (code + 1) * (int(hi.max(initial=0)) + 2) + hi + 1, -1)
+            c, i = c[:-4], i + 1
+        codes.append(code)
+        names.append(c)
+        i += 1
+    out = np.stack(codes, axis=1) if codes else np.zeros((len(frame), 0), dtype=np.int64)
+    return out, names
+
+
+def _suda(frame, qi, suda_max_size, sampling_fraction, xp):
+    """SUDA2 / DIS-SUDA (:func:`gpuanon.risk.suda.suda2`) of the published QIs, on ``xp``'s device;
+    DIS-SUDA's sampling fraction is n / N when a population is given, else sdcMicro's 0.01."""
+    from .suda import suda2  # noqa: PLC0415
+
+    codes, names = suda_codes(frame, qi)
+    kw = {} if sampling_fraction is None else {"sampling_fraction": sampling_fraction}
+    return suda2(codes, max_size=suda_max_size, names=names, xp=xp, **kw)
 
 
 def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_fraction: float | None = None,
@@ -195,7 +222,7 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
     N = _population_size(g.n, population, sampling_fraction)
     res = _result(qi, g, N, float(threshold), per_record)
     if suda:
-        res.suda = _suda(frame, qi, suda_max_size, None if N is None else g.n / N, backend)
+        res.suda = _suda(frame, qi, suda_max_size, None if N is None else g.n / N, xp)
     return res
 
 
