@@ -26,6 +26,7 @@ from .jsonsafe import json_safe
 
 _BATCH_ROWS = 1 << 18  # rows per batch of the writer: large batches cost fewer passes (1M x 28: 2.8 s -> 1.8 s)
 _SLICE_ROWS = 1 << 16  # rows rendered by one thread at a time (1M x 29 floats: about 30 MB of text)
+GZIP_LEVEL = 6  # gzip's own default: on CSV text about 5x faster than Arrow's level 9, 2 % larger
 _PLAIN = ("int", "uint", "float", "double", "bool", "string", "large_string", "null")
 _STRUCTURAL_LUT = np.zeros(256, dtype=bool)  # the bytes that make a CSV cell need quotes: " , CR LF
 _STRUCTURAL_LUT[[ord('"'), ord(","), ord("\r"), ord("\n")]] = True
@@ -159,17 +160,17 @@ def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
     opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS, include_header=False,
                              quoting_style="needed" if quote else "none")
     with pa.OSFile(str(tmp), "wb") as raw:
-        if gz:
-            with pa.CompressedOutputStream(raw, "gzip") as out:
-                _write(tbl, out, opts, quote)
-        else:
-            _write(tbl, raw, opts, quote)
+        _write(tbl, raw, opts, quote, gz)
 
 
-def _write(tbl, out, opts, quote: bool) -> None:
+def _write(tbl, out, opts, quote: bool, gz: bool = False) -> None:
     """The header (every name quoted when every text cell is, else only where needed), then the rows:
-    slices of :data:`_SLICE_ROWS` rendered side by side into memory, written in order (a few at a time)."""
+    slices of :data:`_SLICE_ROWS` rendered side by side into memory, written in order (a few at a time).
+
+    With ``gz`` every slice is compressed on its own thread (gzip level :data:`GZIP_LEVEL`) as one member
+    of a multi-member gzip file, which gzip, pandas and pyarrow read as one stream."""
     import csv  # noqa: PLC0415
+    import gzip  # noqa: PLC0415
     import io  # noqa: PLC0415
     from collections import deque  # noqa: PLC0415
 
@@ -179,12 +180,13 @@ def _write(tbl, out, opts, quote: bool) -> None:
     head = io.StringIO()
     csv.writer(head, lineterminator="\n", quoting=csv.QUOTE_ALL if quote else csv.QUOTE_MINIMAL).writerow(
         tbl.column_names)
-    out.write(head.getvalue().encode("utf-8"))
+    head_bytes = head.getvalue().encode("utf-8")
+    out.write(gzip.compress(head_bytes, GZIP_LEVEL, mtime=0) if gz else head_bytes)
 
     def render(part):
         sink = pa.BufferOutputStream()
         pcsv.write_csv(part, sink, opts)
-        return sink.getvalue()
+        return gzip.compress(sink.getvalue(), GZIP_LEVEL, mtime=0) if gz else sink.getvalue()
 
     with _pool(len(tbl)) as pool:
         pending: deque = deque()

@@ -262,3 +262,26 @@ def test_a_signal_during_the_write_leaves_no_temporary_file(tmp_path, sig, code,
     assert p.returncode == code, (p.returncode, err)
     assert "Traceback" not in err and f"gpuanon: {word}" in err, err
     assert _left(tmp_path) == []
+
+
+def test_csv_gz_reads_back_as_the_plain_csv(tmp_path, monkeypatch):
+    """A ``.csv.gz`` output is the plain CSV's bytes once decompressed (written as gzip members, one per
+    slice, in order): gzip, pandas and pyarrow read it whole."""
+    import gzip
+
+    import pyarrow.csv as pcsv
+
+    from gpuanon import csv_out
+
+    monkeypatch.setattr(csv_out, "_SLICE_ROWS", 7)  # many members
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"x": rng.normal(size=50), "s": rng.choice(["a", "b,c", 'q"x', "0012"], 50),
+                       "i": np.arange(50)})
+    plain, packed = tmp_path / "o.csv", tmp_path / "o.csv.gz"
+    csv_out.write_csv(df, plain, False)
+    csv_out.write_csv(df, packed, True)
+    raw = packed.read_bytes()
+    assert raw.count(b"\x1f\x8b\x08") >= 8  # a member for the header and for each slice
+    assert gzip.decompress(raw) == plain.read_bytes()
+    pd.testing.assert_frame_equal(pd.read_csv(packed), pd.read_csv(plain))
+    assert pcsv.read_csv(packed).num_rows == 50
