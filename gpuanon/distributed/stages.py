@@ -78,7 +78,7 @@ class ClusterRun:
 
     @property
     def W(self) -> int:
-        return len(self.handle.workers)
+        return len(self.run.workers)  # as the run started: a worker that leaves mid-run is the Runner's to report
 
     @property
     def S(self) -> int:
@@ -109,7 +109,7 @@ def load_and_encode(c: ClusterRun) -> None:
     """Load the shards, validate on a sample, the plan, the global encoding and its hierarchies."""
     run, est, t0 = c.run, c.est, time.perf_counter()
     run.stage = "loading the shards"
-    offsets, workers = c.offsets, c.handle.workers
+    offsets, workers = c.offsets, c.run.workers
     for i, src in enumerate(c.sources):
         if isinstance(src, pd.DataFrame):
             src = c.handle.client.scatter(src, workers=[workers[c.home_of_shard(i)]], broadcast=False, hash=False)
@@ -309,7 +309,7 @@ def finish_on_homes(c: ClusterRun) -> None:
               for i, s in enumerate(c.shards) for d in range(W)}
     c.homes = [run.submit(d, tasks.make_home, d, est.backend, *[pieces[(i, d)] for i in range(S)]) for d in range(W)]
     c.hs = run.gather([run.submit(d, tasks.serial_of, h) for d, h in enumerate(c.homes)])
-    workers = c.handle.workers
+    workers = c.run.workers
     pairs = [(i, d) for i in range(S) for d in range(W)]
     sizes_moved = run.gather([c.handle.client.submit(lambda p: (p["nbytes"], p["source"]), pieces[(i, d)],
                                                      workers=[workers[c.home_of_shard(i)]], pure=False)
