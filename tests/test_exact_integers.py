@@ -132,8 +132,9 @@ def test_cli_check_reads_bounds_exactly(tmp_path):
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "OK" in ok.stdout, ok.stdout + ok.stderr
     text = out.read_text()
-    first = re.search(r'"(\d{18})-', text).group(1)
-    (tmp_path / "bad.csv").write_text(text.replace(f'"{first}-', f'"{int(first) + 1}-'))
+    m = re.search(r'(^|[,"])(\d{18})-', text, re.M)  # the first interval's lower bound (quoted or not)
+    first = m.group(2)
+    (tmp_path / "bad.csv").write_text(text[:m.start(2)] + str(int(first) + 1) + text[m.end(2):])
     bad = subprocess.run(run + ["check", str(tmp_path / "bad.csv"), "--qi", "acct,age", "--k", "4",
                                 "--original", str(src)], capture_output=True, text=True)
     assert bad.returncode == 1 and "outside the published cell" in bad.stdout, bad.stdout + bad.stderr

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import plural, read_input
+from .common import plural, read_input, reader_options
 from .config import defaults
 from .options import BACKENDS, add_input, add_quiet
 
@@ -86,20 +86,20 @@ def run(args) -> int:
                                      ("--per-record", args.per_record, True)])
     if args.suda_max_size is not None and not args.suda:
         raise InputError("--suda-max-size applies to --suda; add --suda or leave it out")
-    df, roles, source = read_input(args)
+    df, roles, source = read_input(args, checked=False)  # published cells (intervals, sets, *) are text
     qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
     names = [x.strip() for x in qi.split(",") if x.strip()]
     cols = _columns(names, df, "the table")
-    ptable = load_table(args.population_table) if args.population_table else None
+    ptable = load_table(args.population_table, **reader_options(args, checked=False)) if args.population_table else None
     kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, weights=args.weights,
               population_table=ptable, threshold=args.threshold, suda=args.suda, suda_max_size=args.suda_max_size)
     res = assess(df, cols, per_record=bool(args.per_record), backend=args.backend, **kw)
     doc = res.to_dict()
     before = None
     if args.original:
-        orig = load_table(args.original)
+        orig = load_table(args.original, **reader_options(args, checked=False))
         ocols = _columns(names, orig, f"--original '{args.original}'")
         okw = dict(kw)
         if args.weights is not None and args.weights not in orig.columns:
