@@ -351,7 +351,6 @@ def frontier(
     """
     t_all = time.perf_counter()
     X, y, noise, methods = _checked(X, y, noise, methods, folds)
-    m = X.shape[0]
     svm_idx = _svm_rows(y, svm_max_rows, folds, random_state)
     say = progress or (lambda _msg: None)
 
@@ -360,7 +359,7 @@ def frontier(
         t0 = time.perf_counter()
         raw_acc = _cv_accuracy(X, y, svm_idx, folds, random_state, n_jobs)
         raw_acc["mean"] = float(np.mean([raw_acc[k] for k in MODELS]))
-        say(f"raw: " + " ".join(f"{k}={raw_acc[k]:.3f}" for k in MODELS) + f" ({time.perf_counter() - t0:.1f}s)")
+        say("raw: " + " ".join(f"{k}={raw_acc[k]:.3f}" for k in MODELS) + f" ({time.perf_counter() - t0:.1f}s)")
 
     rows = []
     rp_cache = None
@@ -381,7 +380,7 @@ def frontier(
     table = pd.DataFrame(rows, columns=COLUMNS)
     config = {"noise": list(noise), "methods": methods, "folds": int(folds), "draws": int(draws),
               "random_state": int(random_state), "svm_max_rows": svm_max_rows, "svm_rows": int(svm_idx.size),
-              "ica_max_rows": int(ica_max_rows), "ica_max_iter": int(ica_max_iter), "known_fraction": known_fraction, "rows": m,
+              "ica_max_rows": int(ica_max_rows), "ica_max_iter": int(ica_max_iter), "known_fraction": known_fraction, "rows": X.shape[0],
               "features": int(X.shape[1]),
               "models": {"knn": "StandardScaler + KNeighborsClassifier(5)",
                          "svm": "StandardScaler + SVC(rbf, C=1, gamma='scale')",
