@@ -271,6 +271,35 @@ def test_distpab_protection_trains_on_perturbed_numeric_features():
     assert ev.protections[1]["distpab"]["noise"] == 0.3
 
 
+def test_a_protection_of_a_new_kind_runs_without_touching_the_protocol():
+    """The protocol asks a protection only to validate and apply: a kind it has never heard of (here one
+    that drops the numeric column and keeps every other feature raw) runs beside raw, its validate
+    runs before any protection is applied, and its report entry carries what apply returned."""
+    from gpuanon.evaluate import Protected, Protection
+
+    calls = []
+
+    class DropNoise(Protection):
+        def validate(self, train, setup):
+            calls.append(("validate", len(train)))
+
+        def apply(self, train, test, setup):
+            calls.append(("apply", len(train), len(test)))
+            X = setup.space.transform_raw(train.assign(noise=0.0))
+            return Protected(X, setup.y_train, setup.x_test_raw, setup.y_test, {"ncp": 0.5}, {"dropped": ["noise"]})
+
+    df = _qi_table(400)
+    ev = run_evaluation(df, ["raw", DropNoise("drop-noise", "drop")], ["nb"], quasi_identifiers=["age", "job", "city"],
+                        target="y", backend="cpu", random_state=2)
+    assert calls == [("validate", 280), ("apply", 280, 120)]
+    r = ev.results.set_index("protection")
+    assert r.loc["drop-noise", "kind"] == "drop" and r.loc["drop-noise", "ncp"] == 0.5
+    assert r.loc["drop-noise", "n_train"] == 280 and r.loc["drop-noise", "n_features"] == r.loc["raw", "n_features"]
+    assert ev.protections[1]["dropped"] == ["noise"]
+    with pytest.raises(InputError, match="unknown kind 'drop'"):
+        parse_protection(Protection("drop-noise", "drop"))
+
+
 def test_rank_correlations_by_hand():
     res = pd.DataFrame({"protection": ["raw", "a", "b", "c"] * 2, "model": ["m"] * 4 + ["n"] * 4,
                         "accuracy_drop": [0, .1, .2, .3, 0, .3, .2, .1], "ncp": [0, .2, .4, .6] * 2,

@@ -24,6 +24,7 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from ..backend import get_backend
 from ..encoding import encode
@@ -69,12 +70,25 @@ def grid(ks: Iterable[int], ls: Iterable[int], ts: Iterable[float], base_k: int 
     return runs
 
 
+def run_params(run: dict) -> dict:
+    """The Mondrian parameters of one run of :func:`grid` (its ``criterion`` is only a label).
+
+    >>> run_params({"criterion": "l-diversity", "k": 3, "l": 2, "t": None})
+    {'k': 3, 'l': 2, 't': None}
+    """
+    params = {key: run[key] for key in ("k", "l", "t") if key in run}
+    if "optimize" in run:
+        params["optimize"] = bool(run["optimize"])
+    return params
+
+
 def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=None, identifiers=None,
               ks=range(3, 16), ls=(2, 3), ts=(0.2, 0.3, 0.4), base_k: int = 3, mode: str = "strict",
               l_kind: str = "distinct", t_distance: str = "auto", max_suppression: float = 0.01,
               backend=None, progress=None, hierarchies=None, rho=None, optimize: bool = False,
               optimized_variant: bool = True) -> pd.DataFrame:
-    """Run Mondrian over a grid on one encoded table; one row of metrics per run.
+    """Run Mondrian over a grid on one encoded table; one row of metrics per run: every run is
+    ``clone(base).set_params(**run_params(run))`` of one base estimator holding the shared parameters.
 
     A run whose criteria cannot be met (say, l larger than the distinct sensitive values) is
     kept with its error in the ``error`` column instead of stopping the sweep.
@@ -84,27 +98,23 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
         runs.insert(0, {"criterion": "optimized k-anonymity", "k": int(base_k), "l": 0, "t": None, "optimize": True})
     if not runs:
         raise ValueError("the sweep grid is empty: give at least one k, l or t")
-    first = Mondrian(k=runs[0]["k"], quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
-                     identifiers=identifiers, backend=backend, hierarchies=hierarchies, rho=rho)
-    schema = first.validate(df)
-    plan = first.hierarchy_plan(df, schema)
+    base = Mondrian(k=runs[0]["k"], l_kind=l_kind, t_distance=t_distance, quasi_identifiers=quasi_identifiers,
+                    sensitive=sensitive, target=target, identifiers=identifiers, mode=mode,
+                    max_suppression=max_suppression, backend=backend, progress=False, hierarchies=hierarchies,
+                    rho=rho, optimize=bool(optimize))
+    schema = base.validate(df)
+    plan = base.hierarchy_plan(df, schema)
     be = get_backend(backend, n_rows=len(df))
     t0 = time.perf_counter()
     orders = {c: [h.leaves[i] for i in h.leaf_order()] for c, h in plan.items() if h != "auto"}
     table = encode(df, schema, be.xp, orders=orders)
     enc_s = time.perf_counter() - t0
-    for run in runs:  # a bad grid value fails before any work, not halfway through
-        Mondrian(k=run["k"], l=run["l"], t=run["t"], l_kind=l_kind, t_distance=t_distance,
-                 quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
-                 identifiers=identifiers, mode=mode, max_suppression=max_suppression).validate(df)
+    models = [clone(base).set_params(**run_params(run)) for run in runs]
+    for m in models:  # a bad grid value fails before any work, not halfway through
+        m.validate(df)
     rows = []
-    for i, run in enumerate(runs):
+    for i, (run, m) in enumerate(zip(runs, models)):
         t1 = time.perf_counter()
-        m = Mondrian(k=run["k"], l=run["l"], t=run["t"], l_kind=l_kind, t_distance=t_distance,
-                     quasi_identifiers=quasi_identifiers, sensitive=sensitive, target=target,
-                     identifiers=identifiers, mode=mode, max_suppression=max_suppression,
-                     backend=backend, progress=False, hierarchies=hierarchies, rho=rho,
-                     optimize=bool(run.get("optimize", optimize)))
         row = {k_: v for k_, v in run.items() if k_ != "optimize"}
         try:
             m.validate(df)

@@ -76,6 +76,27 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
     >>> load_table(p, types=ColumnTypes(as_read={"code"})).values.tolist()
     [['00501', '1.50'], ['02139', 'NA']]
     """
+    p, kind, sep = _checked_request(path, encoding, sep, na_values, types)
+    reason = None
+    try:
+        if kind == "parquet":
+            df = pd.read_parquet(p)
+        else:
+            df = _read_csv_text(p, sep or ("\t" if kind == "tsv" else ","), encoding, na_values, types)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each reader failure becomes one line
+        reason = _failure_reason(p, kind, exc, encoding)
+    if reason is not None:
+        raise InputError(f"cannot read input file {p!r}: {' '.join(reason.split())}")
+    if kind == "parquet":
+        _refuse_duplicate_names(p, [str(c) for c in df.columns])
+        _keep_nested_types(p, df)
+    return df
+
+
+def _checked_request(path, encoding, sep, na_values, types) -> tuple[str, str, str | None]:
+    """``(path as text, table kind, separator)`` of a readable request, or the one-line error."""
     p = os.fspath(path)
     if not isinstance(p, str):
         p = os.fsdecode(p)
@@ -111,51 +132,39 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
     if os.path.getsize(p) == 0:
         raise InputError(f"cannot read input file {p!r}: the file is empty (0 bytes); give a table with a "
                          f"header row")
-    reason = None
-    try:
-        if kind == "parquet":
-            df = pd.read_parquet(p)
-        else:
-            df = _read_csv_text(p, sep or ("\t" if kind == "tsv" else ","), encoding, na_values, types)
-    except InputError:
-        raise
-    except ImportError as exc:
-        reason = f"reading Parquet needs pyarrow or fastparquet ({exc})"
-    except UnicodeDecodeError as exc:
-        reason = _decode_reason(p, kind, exc, encoding)
-    except EOFError:
-        reason = "the compressed file is truncated (it ends early); copy or download it again"
-    except OSError as exc:
+    return p, kind, sep
+
+
+def _failure_reason(p: str, kind: str, exc: Exception, encoding) -> str:
+    """Why a reader failed, in words that say how to fix it."""
+    if isinstance(exc, ImportError):
+        return f"reading Parquet needs pyarrow or fastparquet ({exc})"
+    if isinstance(exc, UnicodeDecodeError):
+        return _decode_reason(p, kind, exc, encoding)
+    if isinstance(exc, EOFError):
+        return "the compressed file is truncated (it ends early); copy or download it again"
+    if isinstance(exc, OSError):
         text = exc.strerror or str(exc) or type(exc).__name__
         if "truncated" in text.lower():
-            reason = "the compressed file is truncated (it ends early); copy or download it again"
-        elif "gzip" in text.lower() or "compressed" in text.lower():
-            reason = f"not a valid gzip file ({text}); give a plain .csv or a real .csv.gz"
-        else:
-            reason = f"{text}; check that the file is readable"
-    except pd.errors.EmptyDataError:
-        reason = "the file has no header row (nothing but blank lines); give a table with a header row"
-    except Exception as exc:  # e.g. pyarrow's own error types
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())
-        if kind != "parquet" and "UTF8" in text:
-            reason = _decode_reason(p, kind, _first_bad_byte(p, encoding), encoding)
-        elif kind != "parquet" and "Empty CSV file" in text:
-            reason = "the file has no header row (nothing but blank lines); give a table with a header row"
-        elif kind != "parquet" and ("CSV parse error" in text or "columns" in text):
-            reason = (f"not a well-formed {kind.upper()} ({' '.join(str(exc).split())}); check the separator "
-                      f"and quoting of that line")
-        elif kind == "parquet":
-            _refuse_duplicate_names(p, _parquet_names(p))  # pyarrow refuses them with a cryptic message
-            reason = (f"not a Parquet file, or a truncated one ({text}); give the complete file, or a CSV "
-                      f"with the .csv extension")
-        else:
-            reason = text
-    if reason is not None:
-        raise InputError(f"cannot read input file {p!r}: {' '.join(reason.split())}")
+            return "the compressed file is truncated (it ends early); copy or download it again"
+        if "gzip" in text.lower() or "compressed" in text.lower():
+            return f"not a valid gzip file ({text}); give a plain .csv or a real .csv.gz"
+        return f"{text}; check that the file is readable"
+    if isinstance(exc, pd.errors.EmptyDataError):
+        return "the file has no header row (nothing but blank lines); give a table with a header row"
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())  # e.g. pyarrow's own error types
+    if kind != "parquet" and "UTF8" in text:
+        return _decode_reason(p, kind, _first_bad_byte(p, encoding), encoding)
+    if kind != "parquet" and "Empty CSV file" in text:
+        return "the file has no header row (nothing but blank lines); give a table with a header row"
+    if kind != "parquet" and ("CSV parse error" in text or "columns" in text):
+        return (f"not a well-formed {kind.upper()} ({' '.join(str(exc).split())}); check the separator "
+                f"and quoting of that line")
     if kind == "parquet":
-        _refuse_duplicate_names(p, [str(c) for c in df.columns])
-        _keep_nested_types(p, df)
-    return df
+        _refuse_duplicate_names(p, _parquet_names(p))  # pyarrow refuses them with a cryptic message
+        return (f"not a Parquet file, or a truncated one ({text}); give the complete file, or a CSV "
+                f"with the .csv extension")
+    return text
 
 
 def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: ColumnTypes | None) -> pd.DataFrame:

@@ -51,12 +51,13 @@ import types
 
 import pandas as pd
 
-from .experiment import (LOSS_METRICS, RESULT_COLUMNS, Evaluation, evaluate, mondrian_metrics, rank_correlations,
-                         raw_metrics, run_evaluation, stratified_split)
+from .experiment import (LOSS_METRICS, RESULT_COLUMNS, Evaluation, evaluate, rank_correlations, run_evaluation,
+                         stratified_split)
 from .features import FeatureSpace, cell_texts
 from .models import (MODEL_NAMES, MODEL_TITLES, SCALED_MODELS, SCORE_COLUMNS, classification_scores, make_model,
                      parse_models, predict_scores, prepare_features)
-from .protections import DEFAULT_PROTECTIONS, Protection, parse_protection, parse_protections
+from .protections import (DEFAULT_PROTECTIONS, Distpab, MondrianSpec, Protected, Protection, Raw, Setup, Suppress,
+                          mondrian_metrics, parse_protection, parse_protections, raw_metrics)
 from .tables import markdown_scores, score_table
 
 __all__ = [
@@ -67,9 +68,15 @@ __all__ = [
     "RESULT_COLUMNS",
     "SCALED_MODELS",
     "SCORE_COLUMNS",
+    "Distpab",
     "Evaluation",
     "FeatureSpace",
+    "MondrianSpec",
+    "Protected",
     "Protection",
+    "Raw",
+    "Setup",
+    "Suppress",
     "cell_texts",
     "classification_scores",
     "evaluate",

@@ -112,11 +112,45 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
     nodes = _wait_for_nodes(grid, n, float(cfg.get("wait_nodes_s", 120)))
     if len(nodes) != n:
         raise RuntimeError(f"{len(nodes)} nodes are connected, the experiment has {n} silos")
-    client_cfg = {k: v for k, v in cfg.items() if k not in ("result_path", "test_path")}
     wire: list = []
-
-    # 1. prepare: protect locally; counts, category sets, DISTPAB phase 1 back
     t1 = time.perf_counter()
+    node_silo, silos, stats, space, classes = _prepare(grid, nodes, cfg, timeout, wire)
+    prepare_s = time.perf_counter() - t1
+    dp = _distpab_central(cfg, stats, space)
+    mean, std = _encode(grid, nodes, node_silo, silos, space, classes, dp, timeout, wire)
+    test, X_test, y_test, pos = _test_set(cfg, space, classes, dp, mean, std)
+    t2 = time.perf_counter()
+    net, spec, rounds, strategy = _train(grid, cfg, node_silo, space, classes, X_test, y_test, pos, mean, std,
+                                         timeout, wire)
+    train_s = time.perf_counter() - t2
+    mapping = None
+    if cfg.get("test_mapping"):
+        from .mapping import mapped_scores  # noqa: PLC0415
+
+        maps = [silos[s].pop("_mapping", []) for s in range(n)]
+        mapping = mapped_scores(net, spec, space, test, maps, mean, std, y_test, classes, pos, cfg)
+    for s in silos.values():
+        s.pop("_mapping", None)
+    doc = _result(cfg, classes, pos, space, y_test, net, rounds, [silos[s] for s in range(n)], strategy, wire, dp)
+    doc["seconds"] = round(time.perf_counter() - t0, 3)
+    doc["stage_seconds"] = {"prepare": round(prepare_s, 3), "train": round(train_s, 3)}
+    if dp is not None:
+        doc["distpab"] = {k: v for k, v in dp.report().items()
+                          if k in ("phi", "angle_degrees", "axis_feature", "noise", "features", "bytes_per_entity")}
+    if mapping is not None:
+        doc["test_mapping"] = mapping
+    if cfg.get("result_path"):
+        from ..io import write_json  # noqa: PLC0415
+
+        write_json(doc, cfg["result_path"])
+    return doc
+
+
+def _prepare(grid: Grid, nodes: list, cfg: dict, timeout: float, wire: list) -> tuple:
+    """Step 1, ``query.prepare``: each silo protects its rows; back come its counts, category sets and
+    DISTPAB's phase-1 statistics; the server agrees the feature space."""
+    n = len(nodes)
+    client_cfg = {k: v for k, v in cfg.items() if k not in ("result_path", "test_path")}
     prep = _ask(grid, nodes, "query.prepare",
                 lambda nid: RecordDict({"config": ConfigRecord({"experiment": json.dumps(client_cfg)})}), timeout, wire)
     node_silo, silos, cats, stats = {}, {}, [], {}
@@ -143,20 +177,28 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
     if not cats and cfg.get("categories"):
         cats = [{"kinds": cfg["kinds"], "values": {}}] if cfg.get("kinds") else []
     space, classes = P.agree_space(cfg, cats)
-    prepare_s = time.perf_counter() - t1
+    return node_silo, silos, stats, space, classes
 
-    # 2. DISTPAB's central step
-    dp = None
-    if P.is_distpab(cfg):
-        from ..evaluate import parse_protection  # noqa: PLC0415
-        from ..perturb.distpab import DISTPAB  # noqa: PLC0415
 
-        prm = parse_protection(cfg["protection"]).params
-        dp = DISTPAB(noise=prm.get("noise", 0.3), selection=prm.get("selection", "maximin"),
-                     random_state=prm.get("seed", int(cfg.get("seed", 0))), backend="cpu")
-        dp.fit_stats([stats[s] for s in range(n)], feature_names=space.columns)
+def _distpab_central(cfg: dict, stats: dict, space):
+    """Step 2, DISTPAB's central step (``None`` for other protections): merge the silos' statistics,
+    search the rotation and reflection, draw the translation."""
+    if not P.is_distpab(cfg):
+        return None
+    from ..evaluate import parse_protection  # noqa: PLC0415
+    from ..perturb.distpab import DISTPAB  # noqa: PLC0415
 
-    # 3. encode: feature space (+ phase-2 parameters) down, moments up
+    prm = parse_protection(cfg["protection"]).params
+    dp = DISTPAB(noise=prm.get("noise", 0.3), selection=prm.get("selection", "maximin"),
+                 random_state=prm.get("seed", int(cfg.get("seed", 0))), backend="cpu")
+    dp.fit_stats([stats[s] for s in range(int(cfg["silos"]))], feature_names=space.columns)
+    return dp
+
+
+def _encode(grid: Grid, nodes: list, node_silo: dict, silos: dict, space, classes, dp, timeout: float,
+            wire: list) -> tuple:
+    """Step 3, ``query.encode``: the feature space (and DISTPAB's phase-2 parameters) down, each silo's
+    per-feature moments up, merged into one scaler ``(mean, std)``."""
     space_json = P.space_to_json(space)
 
     def encode_content(nid):
@@ -177,13 +219,15 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         silos[s].update(bytes_encode_down=down, bytes_encode_up=up, rows_encoded=int(m.content["silo"]["rows"]))
         if dp is not None:
             silos[s]["bytes_distpab_down"] = P.content_bytes(RecordDict({"p": P.params_record(dp.params_)}))
-    mean, std = P.moments_finalize(P.moments_combine([chunks[s] for s in range(n)]))
+    return P.moments_finalize(P.moments_combine([chunks[s] for s in range(len(nodes))]))
 
-    # the raw held-out rows, on this side only
+
+def _test_set(cfg: dict, space, classes, dp, mean, std) -> tuple:
+    """The raw held-out rows, on this side only: ``(test frame, scaled features, label codes, positive class)``."""
     test = test_rows(cfg)
     y_text = test[cfg["target"]].astype(str).to_numpy()
     if dp is not None:
-        Xt, perm = dp.perturb(test[space.columns].to_numpy(dtype=np.float64), entity=n)
+        Xt, perm = dp.perturb(test[space.columns].to_numpy(dtype=np.float64), entity=int(cfg["silos"]))
         Xt, y_text = np.asarray(Xt, dtype=np.float64), y_text[np.asarray(perm)]
     else:
         Xt = space.transform_raw(test)
@@ -196,8 +240,13 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         pos = int(np.argmin(np.bincount(y_test, minlength=2)))
     else:
         pos = None
+    return test, X_test, y_test, pos
 
-    # 4. FedAvg rounds
+
+def _train(grid: Grid, cfg: dict, node_silo: dict, space, classes, X_test, y_test, pos, mean, std,
+           timeout: float, wire: list) -> tuple:
+    """Step 4, the FedAvg rounds, the global model scored on the test rows after each:
+    ``(net, spec, round rows, strategy)``."""
     from ..evaluate import classification_scores  # noqa: PLC0415
     from ..nn import load_torch  # noqa: PLC0415
 
@@ -220,28 +269,22 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
         log.info("round %d: accuracy %.4f  F1 %.4f  loss %.4f", rnd, row["accuracy"], row["f1"], row["loss"])
         return MetricRecord({k: v for k, v in row.items() if np.isfinite(v)})
 
-    strategy = SiloFedAvg(n, node_silo, wire)
+    strategy = SiloFedAvg(int(cfg["silos"]), node_silo, wire)
     train_config = ConfigRecord({"scale-mean": [float(v) for v in mean], "scale-std": [float(v) for v in std],
                                  "model": json.dumps(spec.to_dict()), "n-classes": len(classes),
                                  "local-epochs": int(cfg["local_epochs"])})
-    t2 = time.perf_counter()
     strategy.start(grid, ArrayRecord(get_weights(net)), num_rounds=int(cfg["rounds"]), timeout=timeout,
                    train_config=train_config, evaluate_fn=evaluate_fn)
-    train_s = time.perf_counter() - t2
+    return net, spec, rounds, strategy
 
+
+def _result(cfg: dict, classes, pos, space, y_test, net, rounds: list, silo_list: list, strategy, wire: list,
+            dp) -> dict:
+    """The experiment's report, less its timings, DISTPAB's parameters and the test mapping."""
     initial = rounds[0] if rounds and rounds[0]["round"] == 0 else None
     per_round = [r for r in rounds if r["round"] > 0]
-    mapping = None
-    if cfg.get("test_mapping"):
-        from .mapping import mapped_scores  # noqa: PLC0415
-
-        maps = [silos[s].pop("_mapping", []) for s in range(n)]
-        mapping = mapped_scores(net, spec, space, test, maps, mean, std, y_test, classes, pos, cfg)
-    for s in silos.values():
-        s.pop("_mapping", None)
-    silo_list = [silos[s] for s in range(n)]
     n_params = int(sum(w.size for w in get_weights(net)))
-    doc = {
+    return {
         "config": {k: v for k, v in cfg.items() if k not in ("result_path",)},
         "classes": classes, "positive": None if pos is None else classes[pos],
         "feature_space": {"n_features": space.n_features, "columns": space.columns},
@@ -255,19 +298,7 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
                                       **({"distpab_up": s["bytes_distpab_up"], "distpab_down": s["bytes_distpab_down"]}
                                          if dp is not None else {})} for s in silo_list]},
         "wire": wire,
-        "seconds": round(time.perf_counter() - t0, 3),
-        "stage_seconds": {"prepare": round(prepare_s, 3), "train": round(train_s, 3)},
     }
-    if dp is not None:
-        doc["distpab"] = {k: v for k, v in dp.report().items()
-                          if k in ("phi", "angle_degrees", "axis_feature", "noise", "features", "bytes_per_entity")}
-    if mapping is not None:
-        doc["test_mapping"] = mapping
-    if cfg.get("result_path"):
-        from ..io import write_json  # noqa: PLC0415
-
-        write_json(doc, cfg["result_path"])
-    return doc
 
 
 def make_server_app(cfg: dict | None = None) -> ServerApp:

@@ -7,6 +7,8 @@ anonymizer's (:func:`~gpuanon.metrics.compute.compute_metrics`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -53,12 +55,41 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     and the same target sequence, row by row. Without either, each mean is read as the original
     value nearest to it (a note says so).
     """
-    from ..verify import class_ids as group_ids  # noqa: PLC0415
-
     try:
         qcols = resolve_qi_columns(quasi_identifiers, out.columns)
     except KeyError as exc:
         raise KeyError(f"quasi-identifier '{exc.args[0]}' is not in the anonymized table") from None
+    cls = _classes(out, original, qcols, target, class_ids)
+    if rows is None and len(out) == len(original) and (
+            target is None or np.array_equal(out[target].to_numpy(), original[target].to_numpy())):
+        rows = np.arange(len(out))  # the same rows in the same order
+    cls.rows = rows
+    notes: list = []
+    hierarchies = hierarchies or {}
+    cols = [_numeric_column(c, original[c], out, cls, notes) if kinds[c] == "numeric"
+            else _categorical_column(c, original[c], out, cls, hierarchies.get(c)) for c in quasi_identifiers]
+    return ClassSummary(cls.sizes, cls.thist, cols, len(original), len(original) - len(out), cls.tcounts, notes)
+
+
+@dataclass
+class _Classes:
+    """The output's classes read against the original: class of every output row, sizes, first row of
+    each class, the target's codes, counts and per-class histogram (``None`` without a target)."""
+
+    gid: np.ndarray
+    n_cls: int
+    sizes: np.ndarray
+    first: np.ndarray
+    thist: np.ndarray | None = None
+    tcounts: np.ndarray | None = None
+    tcodes_orig: np.ndarray | None = None
+    nt: int = 1
+    rows: np.ndarray | None = None
+
+
+def _classes(out: pd.DataFrame, original: pd.DataFrame, qcols, target, class_ids) -> _Classes:
+    from ..verify import class_ids as group_ids  # noqa: PLC0415
+
     if class_ids is None:
         gid, n_cls = group_ids(out, qcols)
     else:
@@ -68,101 +99,100 @@ def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identif
     sizes = np.bincount(gid, minlength=n_cls)
     new = np.ones(len(gid), dtype=bool)
     new[1:] = gid[1:] > np.maximum.accumulate(gid)[:-1] if len(gid) else new[1:]
-    first = np.nonzero(new)[0]
-    thist, tcounts, tcodes_orig, nt = None, None, None, 1
+    cls = _Classes(gid, n_cls, sizes, np.nonzero(new)[0])
     if target is not None:
         tvals = pd.unique(original[target])
-        tcodes_orig = pd.Index(tvals).get_indexer(original[target])
+        cls.tcodes_orig = pd.Index(tvals).get_indexer(original[target])
         tc = pd.Index(tvals).get_indexer(out[target])
         if (tc < 0).any():
             raise ValueError(f"target column '{target}' holds values that the original table does not have")
-        nt = len(tvals)
-        thist = np.bincount(gid * nt + tc, minlength=n_cls * nt).reshape(n_cls, nt)
-        tcounts = np.bincount(tcodes_orig, minlength=nt)
-    if rows is None and len(out) == len(original) and (
-            target is None or np.array_equal(out[target].to_numpy(), original[target].to_numpy())):
-        rows = np.arange(len(out))  # the same rows in the same order
-    notes: list = []
-    hierarchies = hierarchies or {}
-    cols = []
-    for c in quasi_identifiers:
-        o = original[c]
-        if kinds[c] == "numeric":
-            ov = float_values(o)  # a date / time as epoch nanoseconds
-            key = np.where(np.isnan(ov), np.inf, ov)
-            vals, inv = np.unique(key, return_inverse=True)
-            inv = inv.reshape(-1)
-            _, vcounts, u_before, h_bits = _code_stats(inv, tcodes_orig, tcounts)
-            dom = numeric_domain(vcounts, bool(np.isnan(ov).any()), np)
-            plain = c in out.columns
-            if plain:
-                lo, hi = parse_numeric_cells(out[c])
-                plain = bool(np.all((lo == hi) | np.isnan(lo)))
-            else:
-                lo, hi = float_values(out[f"{c}_min"]), float_values(out[f"{c}_max"])
-            lo, hi = lo[first], hi[first]
-            a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(hi), np.inf, hi), np)
-            empty = b <= a
-            if plain and empty.any() and rows is not None:  # means: each class's interval of original rows
-                g = pd.DataFrame({"g": gid, "v": ov[np.asarray(rows)]}).groupby("g")["v"]
-                lo, hi = g.min().reindex(range(n_cls)).to_numpy(), g.max().reindex(range(n_cls)).to_numpy()
-                a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo),
-                                          np.where(np.isnan(hi), np.inf, hi), np)
-                empty = b <= a
-                notes.append(f"column '{c}': numbers read as class means; each class stands for the interval "
-                             f"of its original rows")
-            if empty.any():  # cells that hold no original value: the nearest original value
-                mid = np.where(np.isnan(lo), np.inf, (lo + hi) / 2)
-                i_hi = np.clip(np.searchsorted(vals, mid), 0, len(vals) - 1)
-                i_lo = np.clip(i_hi - 1, 0, len(vals) - 1)
-                near = np.where(np.abs(vals[i_lo] - mid) <= np.abs(vals[i_hi] - mid), i_lo, i_hi)
-                a, b = np.where(empty, near, a), np.where(empty, near + 1, b)
-                notes.append(f"column '{c}': {int(empty.sum())} class cell(s) hold no original value and are "
-                             f"read as the nearest original value")
-            gt_h = interval_entropy_at(vcounts, a, b)
-            pv = vals[np.isfinite(vals)]
-            rng = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
-            joint_before = joint_after = None
-            if thist is not None:
-                joint_before = domain_joint(dom.bin_of(inv), tcodes_orig, dom.n_bins, nt, np).astype(np.float64)
-                joint_after = interval_joint(a, b, dom, thist, np)
-            cols.append(ColumnSummary(c, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits,
-                                      lo=lo, hi=hi, dom_range=rng, gt_h=gt_h, domain_counts=dom.bin_counts,
-                                      joint_before=joint_before, joint_after=joint_after, binned=dom.binned))
+        nt = cls.nt = len(tvals)
+        cls.thist = np.bincount(gid * nt + tc, minlength=n_cls * nt).reshape(n_cls, nt)
+        cls.tcounts = np.bincount(cls.tcodes_orig, minlength=nt)
+    return cls
+
+
+def _numeric_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, notes: list) -> ColumnSummary:
+    """A numeric QI's summary: each class's interval on the original values (means and empty cells read)."""
+    first, gid, n_cls, rows = cls.first, cls.gid, cls.n_cls, cls.rows
+    ov = float_values(o)  # a date / time as epoch nanoseconds
+    key = np.where(np.isnan(ov), np.inf, ov)
+    vals, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    _, vcounts, u_before, h_bits = _code_stats(inv, cls.tcodes_orig, cls.tcounts)
+    dom = numeric_domain(vcounts, bool(np.isnan(ov).any()), np)
+    plain = c in out.columns
+    if plain:
+        lo, hi = parse_numeric_cells(out[c])
+        plain = bool(np.all((lo == hi) | np.isnan(lo)))
+    else:
+        lo, hi = float_values(out[f"{c}_min"]), float_values(out[f"{c}_max"])
+    lo, hi = lo[first], hi[first]
+    a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(hi), np.inf, hi), np)
+    empty = b <= a
+    if plain and empty.any() and rows is not None:  # means: each class's interval of original rows
+        g = pd.DataFrame({"g": gid, "v": ov[np.asarray(rows)]}).groupby("g")["v"]
+        lo, hi = g.min().reindex(range(n_cls)).to_numpy(), g.max().reindex(range(n_cls)).to_numpy()
+        a, b = interval_positions(vals, np.where(np.isnan(lo), np.inf, lo),
+                                  np.where(np.isnan(hi), np.inf, hi), np)
+        empty = b <= a
+        notes.append(f"column '{c}': numbers read as class means; each class stands for the interval "
+                     f"of its original rows")
+    if empty.any():  # cells that hold no original value: the nearest original value
+        mid = np.where(np.isnan(lo), np.inf, (lo + hi) / 2)
+        i_hi = np.clip(np.searchsorted(vals, mid), 0, len(vals) - 1)
+        i_lo = np.clip(i_hi - 1, 0, len(vals) - 1)
+        near = np.where(np.abs(vals[i_lo] - mid) <= np.abs(vals[i_hi] - mid), i_lo, i_hi)
+        a, b = np.where(empty, near, a), np.where(empty, near + 1, b)
+        notes.append(f"column '{c}': {int(empty.sum())} class cell(s) hold no original value and are "
+                     f"read as the nearest original value")
+    gt_h = interval_entropy_at(vcounts, a, b)
+    pv = vals[np.isfinite(vals)]
+    rng = float(pv[-1] - pv[0]) if pv.shape[0] > 1 else 0.0
+    joint_before = joint_after = None
+    if cls.thist is not None:
+        joint_before = domain_joint(dom.bin_of(inv), cls.tcodes_orig, dom.n_bins, cls.nt, np).astype(np.float64)
+        joint_after = interval_joint(a, b, dom, cls.thist, np)
+    return ColumnSummary(c, "numeric", np.zeros(0, dtype=np.int64), u_before, h_bits,
+                         lo=lo, hi=hi, dom_range=rng, gt_h=gt_h, domain_counts=dom.bin_counts,
+                         joint_before=joint_before, joint_after=joint_after, binned=dom.binned)
+
+
+def _categorical_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, hierarchy) -> ColumnSummary:
+    """A categorical QI's summary: each class's set of original categories (values, ``|`` sets, ``*``,
+    hierarchy labels)."""
+    codes, cats = pd.factorize(o, use_na_sentinel=False)
+    ncat = len(cats)
+    _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), cls.tcodes_orig, cls.tcounts)
+    index = {cell_key(v): i for i, v in enumerate(cats)}  # a missing category: key None
+    nodes = _node_members(hierarchy, index)
+    cell_inv, cells = pd.factorize(out[c].iloc[cls.first], use_na_sentinel=False)
+    cell_sets = np.zeros((len(cells), ncat), dtype=bool)
+    for i, cell in enumerate(cells):  # a loop over distinct generalized values
+        t = cell_key(cell)
+        if t is None and None not in index:
+            raise ValueError(f"column '{c}' has a missing cell but the original table has no missing "
+                             "value there")
+        if t in index:
+            cell_sets[i, index[t]] = True
+        elif t in nodes:
+            cell_sets[i, nodes[t]] = True
+        elif t == "*":
+            cell_sets[i, :] = True
         else:
-            codes, cats = pd.factorize(o, use_na_sentinel=False)
-            ncat = len(cats)
-            _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), tcodes_orig, tcounts)
-            index = {cell_key(v): i for i, v in enumerate(cats)}  # a missing category: key None
-            nodes = _node_members(hierarchies.get(c), index)
-            cell_inv, cells = pd.factorize(out[c].iloc[first], use_na_sentinel=False)
-            cell_sets = np.zeros((len(cells), ncat), dtype=bool)
-            for i, cell in enumerate(cells):  # a loop over distinct generalized values
-                t = cell_key(cell)
-                if t is None and None not in index:
-                    raise ValueError(f"column '{c}' has a missing cell but the original table has no missing "
-                                     "value there")
-                if t in index:
-                    cell_sets[i, index[t]] = True
-                elif t in nodes:
-                    cell_sets[i, nodes[t]] = True
-                elif t == "*":
-                    cell_sets[i, :] = True
-                else:
-                    for p in split_set_text(t):
-                        if p not in index:
-                            raise ValueError(f"value {p!r} in column '{c}' is not in the original table (nor a "
-                                             f"hierarchy label: pass the hierarchy used)")
-                        cell_sets[i, index[p]] = True
-            sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
-            set_id = sid.reshape(-1)[cell_inv]
-            joint_before = joint_after = None
-            if thist is not None:
-                joint_before = domain_joint(codes.astype(np.int64), tcodes_orig, ncat, nt, np).astype(np.float64)
-                joint_after = set_joint(set_id, sets, ccounts, thist, np)
-            cols.append(ColumnSummary(c, "categorical", ccounts, u_before, h_bits, set_id=set_id, sets=sets,
-                                      domain_counts=ccounts, joint_before=joint_before, joint_after=joint_after))
-    return ClassSummary(sizes, thist, cols, len(original), len(original) - len(out), tcounts, notes)
+            for p in split_set_text(t):
+                if p not in index:
+                    raise ValueError(f"value {p!r} in column '{c}' is not in the original table (nor a "
+                                     f"hierarchy label: pass the hierarchy used)")
+                cell_sets[i, index[p]] = True
+    sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
+    set_id = sid.reshape(-1)[cell_inv]
+    joint_before = joint_after = None
+    if cls.thist is not None:
+        joint_before = domain_joint(codes.astype(np.int64), cls.tcodes_orig, ncat, cls.nt, np).astype(np.float64)
+        joint_after = set_joint(set_id, sets, ccounts, cls.thist, np)
+    return ColumnSummary(c, "categorical", ccounts, u_before, h_bits, set_id=set_id, sets=sets,
+                         domain_counts=ccounts, joint_before=joint_before, joint_after=joint_after)
 
 
 def _leaf_key(v, index: dict):

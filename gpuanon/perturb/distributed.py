@@ -107,7 +107,7 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     if not gather and client is None:
         raise InputError("gather=False returns futures: pass client= so the cluster outlives the call")
     try:
-        from distributed import Future, wait  # noqa: PLC0415
+        from distributed import Future  # noqa: PLC0415
     except ImportError as exc:
         raise BackendError("perturb_distributed needs dask and distributed "
                            "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
@@ -120,8 +120,8 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
         elif not (callable(f) or isinstance(f, Future)):
             raise InputError(f"an entity must be a DataFrame, a callable building one, or a Future; got {type(f)!r}")
     carried = ([] if label is None else [label]) + _as_list(passengers)
-    k = len(frames)
-
+    model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
+                    random_state=random_state, backend=backend, block_rows=block_rows)
     own = client is None
     cl = None
     t_all = time.perf_counter()
@@ -129,63 +129,77 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     dlevel = dlog.level
     if own:
         dlog.setLevel(max(logging.WARNING, dlog.getEffectiveLevel()))  # our own cluster's start/stop chatter
-        client, cl = make_client(n_workers or min(k, 2), cluster=cluster)
+        client, cl = make_client(n_workers or min(len(frames), 2), cluster=cluster)
     try:
-        workers = worker_addresses(client)
-        if not workers:
-            raise BackendError("the Dask cluster has no workers")
-        where = [workers[i % len(workers)] for i in range(k)]
-
-        t0 = time.perf_counter()
-        placed = []
-        for f, w in zip(frames, where):
-            if isinstance(f, Future):
-                placed.append(f)
-            elif callable(f) and not _is_frame(f):
-                placed.append(client.submit(f, workers=[w], allow_other_workers=False, pure=False))
-            else:
-                placed.append(client.scatter(f, workers=[w], broadcast=False, hash=False))
-        wait(placed)
-        t_place = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        sfuts = [client.submit(_entity_stats, p, feats, label, passengers, backend, workers=[w],
-                               allow_other_workers=False, pure=False) for p, w in zip(placed, where)]
-        got = client.gather(sfuts)
-        del sfuts
-        stats = [g[0] for g in got]
-        worker_backends = sorted({g[1] for g in got})
-        t_stats = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        model = DISTPAB(noise=noise, angles=angles, selection=selection, shuffle=shuffle,
-                        random_state=random_state, backend=backend, block_rows=block_rows)
-        model.fit_stats(stats, feature_names=feats)
-        seeds = [model.entity_seed(i) for i in range(k)]
-        t_search = time.perf_counter() - t0
-
-        sent = [len(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL)) for s in stats]
-        received = [len(pickle.dumps((model.params_, sd), protocol=pickle.HIGHEST_PROTOCOL)) for sd in seeds]
-
-        t0 = time.perf_counter()
-        ofuts = [client.submit(_entity_perturb, p, feats, carried, model.params_, sd, shuffle, block_rows,
-                               backend, workers=[w], allow_other_workers=False, pure=False)
-                 for p, sd, w in zip(placed, seeds, where)]
-        if gather:
-            outputs = client.gather(ofuts)
-            del ofuts
-        else:
-            outputs = ofuts
-        del placed
-        t_perturb = time.perf_counter() - t0
+        run = _run_phases(client, frames, model, feats, label, passengers, carried, gather)
     finally:
         if own:
             client.close()
             cl.close()
             dlog.setLevel(dlevel)
-    total = time.perf_counter() - t_all
+    run["seconds"]["total"] = time.perf_counter() - t_all
+    return run["outputs"], _report(run, model, feats)
 
-    report = {
+
+def _place(client, frames, where) -> list:
+    """Each entity's frame onto its worker: a Future as it is, a callable run there, a frame scattered."""
+    from distributed import Future, wait  # noqa: PLC0415
+
+    placed = []
+    for f, w in zip(frames, where):
+        if isinstance(f, Future):
+            placed.append(f)
+        elif callable(f) and not _is_frame(f):
+            placed.append(client.submit(f, workers=[w], allow_other_workers=False, pure=False))
+        else:
+            placed.append(client.scatter(f, workers=[w], broadcast=False, hash=False))
+    wait(placed)
+    return placed
+
+
+def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carried, gather: bool) -> dict:
+    """Place the entities, phase 1 (their Stats), the coordinator's search, phase 2 (their rows perturbed)."""
+    k, backend, shuffle, block_rows = len(frames), model.backend, model.shuffle, model.block_rows
+    workers = worker_addresses(client)
+    if not workers:
+        raise BackendError("the Dask cluster has no workers")
+    where = [workers[i % len(workers)] for i in range(k)]
+    seconds = {}
+    t0 = time.perf_counter()
+    placed = _place(client, frames, where)
+    seconds["place"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    sfuts = [client.submit(_entity_stats, p, feats, label, passengers, backend, workers=[w],
+                           allow_other_workers=False, pure=False) for p, w in zip(placed, where)]
+    got = client.gather(sfuts)
+    del sfuts
+    stats = [g[0] for g in got]
+    seconds["stats"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    model.fit_stats(stats, feature_names=feats)
+    seeds = [model.entity_seed(i) for i in range(k)]
+    seconds["search"] = time.perf_counter() - t0
+
+    sent = [len(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL)) for s in stats]
+    received = [len(pickle.dumps((model.params_, sd), protocol=pickle.HIGHEST_PROTOCOL)) for sd in seeds]
+
+    t0 = time.perf_counter()
+    ofuts = [client.submit(_entity_perturb, p, feats, carried, model.params_, sd, shuffle, block_rows,
+                           backend, workers=[w], allow_other_workers=False, pure=False)
+             for p, sd, w in zip(placed, seeds, where)]
+    outputs = client.gather(ofuts) if gather else ofuts
+    del ofuts, placed
+    seconds["perturb"] = time.perf_counter() - t0
+    return {"outputs": outputs, "stats": stats, "sent": sent, "received": received, "n_workers": len(workers),
+            "worker_backends": sorted({g[1] for g in got}), "seconds": seconds}
+
+
+def _report(run: dict, model: DISTPAB, feats) -> dict:
+    """perturb_distributed's report (its docstring lists the keys)."""
+    sent, received, worker_backends = run["sent"], run["received"], run["worker_backends"]
+    return {
         "phi": model.phi_,
         "angle_degrees": model.angle_degrees_,
         "axis": model.axis_,
@@ -196,12 +210,10 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
         "bytes_per_entity": int(max(a + b for a, b in zip(sent, received))),
         "bytes_per_entity_each": [{"sent": a, "received": b} for a, b in zip(sent, received)],
         "bytes_per_entity_payload": model.bytes_per_entity_,
-        "n_entities": k,
-        "rows_per_entity": [int(s.n) for s in stats],
-        "n_workers": len(workers),
+        "n_entities": len(run["stats"]),
+        "rows_per_entity": [int(s.n) for s in run["stats"]],
+        "n_workers": run["n_workers"],
         "backend": worker_backends[0] if len(worker_backends) == 1 else worker_backends,
         "coordinator_backend": model.backend_.name,
-        "seconds": {"place": t_place, "stats": t_stats, "search": t_search, "perturb": t_perturb,
-                    "total": total},
+        "seconds": run["seconds"],
     }
-    return outputs, report

@@ -228,6 +228,68 @@ def _perturb(method: str, X: np.ndarray, noise: float, seed: int, draws: int, ba
     raise InputError(f"unknown method {method!r}; accepted: {', '.join(METHODS)}")
 
 
+def _checked(X, y, noise, methods, folds) -> tuple:
+    """The frontier's inputs as it reads them (host float64 features, label codes), or a one-line error."""
+    X = np.asarray(to_host(X), dtype=np.float64)
+    y = pd.factorize(np.asarray(to_host(y)), sort=True)[0].astype(np.int64)
+    if X.ndim != 2 or X.shape[0] != y.shape[0]:
+        raise InputError(f"X must be (rows, features) with one label per row; got {X.shape} and {y.shape}")
+    if not np.isfinite(X).all():
+        raise InputError("the features hold missing or infinite values; the frontier needs finite numbers")
+    noise = parse_noise(noise)
+    methods = list(methods)
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods or len(set(methods)) != len(methods):
+        raise InputError(f"methods must be distinct names among {', '.join(METHODS)}; got {methods}")
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise InputError(f"folds must be an integer >= 2, got {folds!r}")
+    _check_labels(y, folds, "data")
+    return X, y, noise, methods
+
+
+def _svm_rows(y: np.ndarray, svm_max_rows, folds: int, random_state: int) -> np.ndarray:
+    """The rows the SVM is cross-validated on: a stratified sample of ``svm_max_rows``, or every row."""
+    m = y.shape[0]
+    if svm_max_rows is None or svm_max_rows >= m:
+        return np.arange(m)
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415
+
+    svm_idx = np.sort(train_test_split(np.arange(m), train_size=int(svm_max_rows), stratify=y,
+                                       random_state=random_state)[0])
+    _check_labels(y[svm_idx], folds, f"SVM sample ({svm_idx.size} rows)")
+    return svm_idx
+
+
+def _point(method: str, nz: float, X: np.ndarray, y: np.ndarray, *, svm_idx, folds, draws, random_state, backend,
+           n_jobs, known_fraction, ica_max_rows, ica_max_iter) -> dict:
+    """One row of the frontier: perturb with ``method`` at noise ``nz``, cross-validate, attack."""
+    t0 = time.perf_counter()
+    Xp, info = _perturb(method, X, nz, random_state, draws, backend)
+    acc = _cv_accuracy(Xp, y, svm_idx, folds, random_state, n_jobs)
+    att = evaluate_attacks(X, Xp, random_state=random_state, known_fraction=known_fraction,
+                           ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+    return {
+        "method": method,
+        "noise": nz,
+        "noise_applied": 0.0 if method == "rp" else nz,
+        **{f"accuracy_{k}": acc[k] for k in MODELS},
+        "accuracy_mean": float(np.mean([acc[k] for k in MODELS])),
+        **{col: float(att[a]["min"]) for a, col in _ATTACK_COLUMNS.items()},
+        "attack_min": float(att["min"]),
+        "weakest": _ATTACK_COLUMNS[att["weakest"]],
+        "ica_converged": bool(att["ica_reconstruction"]["converged"]),
+        "draws": draws if method != "distpab" else 1,
+        "best_draw": info.get("best_draw", 0),
+        "phi": info.get("phi", float("nan")),
+        "rows": int(X.shape[0]),
+        "svm_rows": int(svm_idx.size),
+        "features": int(X.shape[1]),
+        "folds": int(folds),
+        "seed": int(random_state),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
 # --------------------------------------------------------------------------- the frontier
 
 
@@ -288,29 +350,8 @@ def frontier(
         given order; see :data:`COLUMNS`.
     """
     t_all = time.perf_counter()
-    X = np.asarray(to_host(X), dtype=np.float64)
-    y = pd.factorize(np.asarray(to_host(y)), sort=True)[0].astype(np.int64)
-    if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise InputError(f"X must be (rows, features) with one label per row; got {X.shape} and {y.shape}")
-    if not np.isfinite(X).all():
-        raise InputError("the features hold missing or infinite values; the frontier needs finite numbers")
-    noise = parse_noise(noise)
-    methods = list(methods)
-    bad = [m for m in methods if m not in METHODS]
-    if bad or not methods or len(set(methods)) != len(methods):
-        raise InputError(f"methods must be distinct names among {', '.join(METHODS)}; got {methods}")
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
-        raise InputError(f"folds must be an integer >= 2, got {folds!r}")
-    m = X.shape[0]
-    _check_labels(y, folds, "data")
-    if svm_max_rows is not None and svm_max_rows < m:
-        from sklearn.model_selection import train_test_split  # noqa: PLC0415
-
-        svm_idx = np.sort(train_test_split(np.arange(m), train_size=int(svm_max_rows), stratify=y,
-                                           random_state=random_state)[0])
-        _check_labels(y[svm_idx], folds, f"SVM sample ({svm_idx.size} rows)")
-    else:
-        svm_idx = np.arange(m)
+    X, y, noise, methods = _checked(X, y, noise, methods, folds)
+    svm_idx = _svm_rows(y, svm_max_rows, folds, random_state)
     say = progress or (lambda _msg: None)
 
     raw_acc = {}
@@ -318,51 +359,28 @@ def frontier(
         t0 = time.perf_counter()
         raw_acc = _cv_accuracy(X, y, svm_idx, folds, random_state, n_jobs)
         raw_acc["mean"] = float(np.mean([raw_acc[k] for k in MODELS]))
-        say(f"raw: " + " ".join(f"{k}={raw_acc[k]:.3f}" for k in MODELS) + f" ({time.perf_counter() - t0:.1f}s)")
+        say("raw: " + " ".join(f"{k}={raw_acc[k]:.3f}" for k in MODELS) + f" ({time.perf_counter() - t0:.1f}s)")
 
     rows = []
     rp_cache = None
+    point = dict(svm_idx=svm_idx, folds=folds, draws=draws, random_state=random_state, backend=backend,
+                 n_jobs=n_jobs, known_fraction=known_fraction, ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
     for method in methods:
         for nz in noise:
-            t0 = time.perf_counter()
             if method == "rp" and rp_cache is not None:
-                rec = dict(rp_cache, noise=nz, seconds=0.0)
-                rows.append(rec)
+                rows.append(dict(rp_cache, noise=nz, seconds=0.0))
                 continue
-            Xp, info = _perturb(method, X, nz, random_state, draws, backend)
-            acc = _cv_accuracy(Xp, y, svm_idx, folds, random_state, n_jobs)
-            att = evaluate_attacks(X, Xp, random_state=random_state, known_fraction=known_fraction,
-                                   ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
-            rec = {
-                "method": method,
-                "noise": nz,
-                "noise_applied": 0.0 if method == "rp" else nz,
-                **{f"accuracy_{k}": acc[k] for k in MODELS},
-                "accuracy_mean": float(np.mean([acc[k] for k in MODELS])),
-                **{col: float(att[a]["min"]) for a, col in _ATTACK_COLUMNS.items()},
-                "attack_min": float(att["min"]),
-                "weakest": _ATTACK_COLUMNS[att["weakest"]],
-                "ica_converged": bool(att["ica_reconstruction"]["converged"]),
-                "draws": draws if method != "distpab" else 1,
-                "best_draw": info.get("best_draw", 0),
-                "phi": info.get("phi", float("nan")),
-                "rows": m,
-                "svm_rows": int(svm_idx.size),
-                "features": int(X.shape[1]),
-                "folds": int(folds),
-                "seed": int(random_state),
-                "seconds": time.perf_counter() - t0,
-            }
+            rec = _point(method, nz, X, y, **point)
             rows.append(rec)
             if method == "rp":
                 rp_cache = rec
-            say(f"{method:7s} noise {nz:<5g} " + " ".join(f"{k}={acc[k]:.3f}" for k in MODELS)
+            say(f"{method:7s} noise {nz:<5g} " + " ".join(f"{k}={rec[f'accuracy_{k}']:.3f}" for k in MODELS)
                 + f" | naive={rec['naive']:.3f} ica={rec['ica']:.3f} io={rec['io']:.3f}"
                 + f" min={rec['attack_min']:.3f} ({rec['seconds']:.1f}s)")
     table = pd.DataFrame(rows, columns=COLUMNS)
     config = {"noise": list(noise), "methods": methods, "folds": int(folds), "draws": int(draws),
               "random_state": int(random_state), "svm_max_rows": svm_max_rows, "svm_rows": int(svm_idx.size),
-              "ica_max_rows": int(ica_max_rows), "ica_max_iter": int(ica_max_iter), "known_fraction": known_fraction, "rows": m,
+              "ica_max_rows": int(ica_max_rows), "ica_max_iter": int(ica_max_iter), "known_fraction": known_fraction, "rows": X.shape[0],
               "features": int(X.shape[1]),
               "models": {"knn": "StandardScaler + KNeighborsClassifier(5)",
                          "svm": "StandardScaler + SVC(rbf, C=1, gamma='scale')",
