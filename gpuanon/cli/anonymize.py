@@ -151,6 +151,7 @@ def cluster_risk(args, frames, paths, res) -> dict:
     import pandas as pd  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
+    from ..backend import gpu_usable  # noqa: PLC0415
     from ..cells import resolve_qi_columns  # noqa: PLC0415
     from ..risk.report import risk_section  # noqa: PLC0415
 
@@ -166,9 +167,10 @@ def cluster_risk(args, frames, paths, res) -> dict:
         after = pd.concat([pd.read_parquet(f, columns=cols) for f in files], ignore_index=True)
     else:
         after = res.cluster.output
+    gpu = res.backend.is_gpu and gpu_usable()  # on the GPU when the workers' is and this process has one
     section = risk_section(before, after, qi, population=args.population, sampling_fraction=args.sampling_fraction,
                            threshold=args.risk_threshold, suda=args.suda, suda_max_size=args.suda_max_size,
-                           backend="gpu" if res.backend.is_gpu else "cpu")
+                           backend="gpu" if gpu else "cpu")
     section["seconds"] = round(time.perf_counter() - t, 6)
     return section
 
