@@ -144,7 +144,7 @@ def run_one(cfg: dict) -> dict:
         finally:
             client.close()
             cl.close()
-        info = r.info
+        info = r.cluster.info  # the cluster run's levels, bytes and stage seconds (FitResult.cluster)
         res.update(
             backend=r.backend.name, seconds={"cluster_start": t_start, "run": secs, **info["seconds"]},
             rows_per_second=int(cfg["rows"]) / secs, n_classes=int(r.n_classes), n_partitions=int(r.n_partitions),

@@ -9,14 +9,17 @@ Run from the repository root (it keeps a core busy for a few minutes)::
 
 Every configuration is one ``python -m gpuanon anonymize`` subprocess: Adult (``--dataset adult``)
 with k; l (distinct, entropy); t; relaxed; the range, minmax and mean formats; CSV and Parquet;
-``--optimize``; ``--hierarchies auto``; the same in one process and on a ``local:2`` cluster
-(``--cluster``: the output is a directory of Parquet files, hashed file by file); and a
-HEPMASS-shaped table (``make_hepmass(rows)``, 28 QIs, target ``label``; ``--hepmass-rows``, 200,000
-by default) in one process and on the cluster, read from 2 Parquet shards.
+``--optimize``; ``--hierarchies auto``; the same in one process and on ``local:2`` and ``local:3``
+clusters (``--workers``; ``--cluster``: the output is a directory of Parquet files, hashed file by
+file); and a HEPMASS-shaped table (``make_hepmass(rows)``, 28 QIs, target ``label``;
+``--hepmass-rows``, 200,000 by default) in one process and on the clusters, read from 2 Parquet shards.
 
 Per run: the SHA-256 of each output file, and of the JSON report (its keys in their order) with what
 varies from run to run removed (every ``seconds`` section, the ``input`` / ``output`` paths, the cluster's ``dashboard``
-address). One JSON document on stdout (and ``--out``).
+address); per report section (``report_sections``), so a difference is named; the metrics' numbers;
+and of a Parquet output's cells (``cells``: column names and values, a file or a
+directory's parts in order), which compare one process's file with a cluster's parts. ``checks``:
+one process against every cluster size (see :func:`checks`). One JSON document on stdout (and ``--out``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,40 @@ def sha(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
+def content_sha(path: str) -> str:
+    """SHA-256 of a Parquet output's cells (a file or a directory of parts, concatenated in name order):
+    each column's name and values as Python objects, so that one file and 2 or 3 parts compare."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    files = [os.path.join(path, f) for f in sorted(os.listdir(path))] if os.path.isdir(path) else [path]
+    h = hashlib.sha256()
+    tables = [pq.read_table(f) for f in files]
+    for name in tables[0].column_names:
+        h.update(json.dumps(name).encode())
+        h.update(json.dumps([v for t in tables for v in t.column(name).to_pylist()], default=str).encode())
+    return h.hexdigest()
+
+
+def short(x) -> str:
+    return hashlib.sha256(json.dumps(x).encode()).hexdigest()[:16]
+
+
+def flat(x, path="") -> dict:
+    """The numbers of a nested report section by path (``metrics/ncp_per_column/age``)."""
+    if isinstance(x, dict):
+        return {k: v for key, val in x.items() for k, v in flat(val, f"{path}/{key}").items()}
+    if isinstance(x, list):
+        return {k: v for i, val in enumerate(x) for k, v in flat(val, f"{path}/{i}").items()}
+    return {path: x} if isinstance(x, (int, float)) and not isinstance(x, bool) else {}
+
+
+def max_relative_difference(a: dict, b: dict) -> float:
+    """Largest |a - b| / max(|a|, |b|) over the numbers of two ``flat`` dicts (inf when their keys differ)."""
+    if set(a) != set(b):
+        return float("inf")
+    return max([abs(a[k] - b[k]) / max(abs(a[k]), abs(b[k])) for k in a if a[k] != b[k]], default=0.0)
+
+
 def run_cli(args: list[str], out: str, report: str) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO, PYTHONHASHSEED="0")
     cmd = [sys.executable, "-m", "gpuanon", "anonymize", *args, "--out", out, "--report", report, "--quiet"]
@@ -76,30 +113,66 @@ def run_cli(args: list[str], out: str, report: str) -> dict:
         rep = scrub(json.load(fh))
     res["report"] = hashlib.sha256(json.dumps(rep).encode()).hexdigest()
     res["report_keys"] = len(rep)
+    res["report_sections"] = {k: short(v) for k, v in rep.items()}  # which section differs
+    res["metrics"] = flat(rep.get("metrics"))
+    if out.endswith(".parquet") or os.path.isdir(out):
+        res["cells"] = content_sha(out)
     return res
+
+
+def checks(doc: dict, workers: list[int]) -> dict:
+    """One process == every cluster size, where the project promises it (SPEC 12: the partitions, so the
+    output's cells, the verification, the risk): the cells, and the report sections but ``cluster``,
+    ``transfers`` (counted in one process only), ``partition`` (levels / attempts count other loops)
+    and ``metrics`` (their largest relative difference, at most 1e-12: sums in another order)."""
+    same = ("n_rows_in", "n_rows_out", "n_suppressed", "n_classes", "n_partitions", "achieved", "class_size",
+            "verification", "encoding", "hierarchies", "optimization", "risk")
+    out = {}
+
+    def compare(tag, ref, runs):
+        if "error" in ref or any("error" in r for r in runs):
+            out[tag] = "error"
+            return
+        bad = [k for r in runs for k in ("cells",) if r.get(k) != ref.get(k)]
+        bad += [s for r in runs for s in same if r["report_sections"].get(s) != ref["report_sections"].get(s)]
+        rel = max(max_relative_difference(ref["metrics"], r["metrics"]) for r in runs)
+        bad += ["metrics"] if rel > 1e-12 else []
+        out[tag] = {"equal": not bad, "differ": sorted(set(bad)), "metrics_max_relative_difference": rel}
+
+    for name in ADULT:
+        runs = [doc[f"adult_cluster_local{w}"].get(name) for w in workers]
+        if all(runs):
+            compare(f"adult {name}", doc["adult"][f"{name}.parquet"], runs)
+    hm = doc.get("hepmass", {})
+    if "single" in hm:
+        compare("hepmass", hm["single"], [hm[f"cluster_local{w}"] for w in workers])
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="Adult in one process only")
     ap.add_argument("--hepmass-rows", type=int, default=200_000)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 3], help="cluster sizes (local:N), default 2 3")
+    ap.add_argument("--only", help="comma-separated Adult configurations (default: all)")
+    ap.add_argument("--no-hepmass", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="output_hashes_")
-    doc: dict = {"adult": {}, "adult_cluster": {}, "hepmass": {}}
+    configs = {k: v for k, v in ADULT.items() if not a.only or k in a.only.split(",")}
+    doc: dict = {"adult": {}, "hepmass": {}, **{f"adult_cluster_local{w}": {} for w in a.workers}}
     try:
-        for name, args in ADULT.items():
+        for name, args in configs.items():
             for ext in ("csv", "parquet"):
                 o = os.path.join(tmp, f"{name}.{ext}")
                 doc["adult"][f"{name}.{ext}"] = run_cli(["--dataset", "adult", *args], o, o + ".json")
                 print(name, ext, file=sys.stderr, flush=True)
-            if not a.quick:
-                o = os.path.join(tmp, f"{name}_cluster")
-                doc["adult_cluster"][name] = run_cli(["--dataset", "adult", *args, "--cluster",
-                                                      f"local:{a.workers}"], o, o + ".json")
-                print(name, "cluster", file=sys.stderr, flush=True)
-        if not a.quick:
+            for w in [] if a.quick else a.workers:
+                o = os.path.join(tmp, f"{name}_cluster{w}")
+                doc[f"adult_cluster_local{w}"][name] = run_cli(["--dataset", "adult", *args, "--cluster",
+                                                                f"local:{w}"], o, o + ".json")
+                print(name, f"local:{w}", file=sys.stderr, flush=True)
+        if not (a.quick or a.no_hepmass):
             from gpuanon.datasets import make_hepmass  # noqa: PLC0415
 
             df = make_hepmass(a.hepmass_rows, random_state=0)
@@ -114,9 +187,14 @@ def main(argv=None) -> int:
             hq = ["--qi", ",".join(f"f{i}" for i in range(28)), "--target", "label", "--k", "10"]
             o = os.path.join(tmp, "hm.parquet")
             doc["hepmass"]["single"] = run_cli([one, *hq], o, o + ".json")
-            o = os.path.join(tmp, "hm_cluster")
-            doc["hepmass"]["cluster"] = run_cli([d, *hq, "--cluster", f"local:{a.workers}"], o, o + ".json")
+            print("hepmass single", file=sys.stderr, flush=True)
+            for w in a.workers:
+                o = os.path.join(tmp, f"hm_cluster{w}")
+                doc["hepmass"][f"cluster_local{w}"] = run_cli([d, *hq, "--cluster", f"local:{w}"], o, o + ".json")
+                print("hepmass", f"local:{w}", file=sys.stderr, flush=True)
             doc["hepmass"]["rows"] = a.hepmass_rows
+        if not a.quick:
+            doc["checks"] = checks(doc, a.workers)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     text = json.dumps(doc, indent=1, sort_keys=True)

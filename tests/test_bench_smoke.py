@@ -93,3 +93,21 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     assert "## Targets" in md and "| mondrian_hepmass_1m | ok |" in md and "| suda | ok | Adult M = 10" in md
     for v in ("numpy", "pandas", "cupy", "cudf"):
         assert f"| {v} |" in md
+
+
+@pytest.mark.slow
+def test_bench_scaling_quick_runs_the_cluster(tmp_path):
+    """bench/bench_scaling.py --quick: the one-process run and the Dask runs on 1 and 2 workers, each with
+    a result and no error (the cluster's details read from the fit record)."""
+    env = dict(os.environ, GPUANON_BACKEND="cpu")
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run([sys.executable, os.path.join("bench", "bench_scaling.py"), "--quick", "--data-dir",
+                        str(tmp_path / "data")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = json.loads(p.stdout)["runs"]
+    assert [(r["mode"], r["workers"]) for r in runs if r["mode"] == "dask"] == [("dask", 1), ("dask", 2)]
+    for r in runs:
+        assert r.get("error") is None and r["rows_per_second"] > 0, r
+        assert r["n_classes"] > 0
+    dask = [r for r in runs if r["mode"] == "dask"]
+    assert all(r["bytes_to_coordinator"] > 0 and r["output_files"] == 4 for r in dask)

@@ -69,3 +69,24 @@ def test_cluster_output_must_be_a_new_directory(data_dir, tmp_path):
 def test_bad_cluster_spec(data_dir, tmp_path):
     r = run("anonymize", str(data_dir), "--cluster", "local:zero", "--qi", QI, "--k", "5", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "local:N" not in r.stdout and "whole number" in r.stderr
+
+
+def test_cluster_report_has_the_risk_section_of_one_process(data_dir, tmp_path):
+    """The outputs are identical, so the risk before (the input) and after (the output) must be: with the
+    output written (read back from the Parquet directory) and without (gathered), a population given."""
+    args = ["--qi", QI, "--k", "5", "--format", "minmax", "--population", "60000", "--quiet"]
+    one = tmp_path / "one.json"
+    r1 = run("anonymize", str(data_dir.parent / "adult6000.parquet"), *args, "--out", str(tmp_path / "one.parquet"),
+             "--report", str(one))
+    assert r1.returncode == 0, r1.stderr
+    ref = json.loads(one.read_text())["risk"]
+    assert ref["before"]["sample"]["n_rows"] == 6000 and ref["after"]["population"]["population_size"] == 60000
+    for name, extra in (("written", ["--out", str(tmp_path / "out")]), ("gathered", [])):
+        rep = tmp_path / f"{name}.json"
+        r = run("anonymize", str(data_dir), "--cluster", "local:2", *args, *extra, "--report", str(rep),
+                "--html", str(tmp_path / f"{name}.html"))
+        assert r.returncode == 0, r.stderr
+        got = json.loads(rep.read_text())["risk"]
+        assert got.pop("seconds") >= 0 and ref.get("seconds") is not None
+        assert got == {k: v for k, v in ref.items() if k != "seconds"}, name
+        assert "Re-identification risk, before and after" in (tmp_path / f"{name}.html").read_text()

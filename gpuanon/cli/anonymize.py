@@ -142,6 +142,39 @@ def risk_report(args, df, out, m) -> dict:
     return section
 
 
+def cluster_risk(args, frames, paths, res) -> dict:
+    """The ``risk`` section of a cluster run, as one process computes it (:func:`risk_report`): the
+    input (the frames read here, or the QI columns of the Parquet shards read back) before, and the
+    output (the QI columns of the written Parquet directory read back, or the gathered frame) after.
+    Both sides are brought to this process: the risk of a table too large for it needs ``gpuanon risk``
+    on a machine that holds it."""
+    import pandas as pd  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    from ..backend import gpu_usable  # noqa: PLC0415
+    from ..cells import resolve_qi_columns  # noqa: PLC0415
+    from ..risk.report import risk_section  # noqa: PLC0415
+
+    qi = list(res.schema.quasi_identifiers)
+    t = time.perf_counter()
+    if frames is not None:
+        before = pd.concat([f[qi] for f in frames], ignore_index=True)
+    else:
+        before = pd.read_parquet(paths, columns=qi)
+    if args.out is not None:
+        files = res.cluster.out_files
+        cols = resolve_qi_columns(qi, pq.read_schema(files[0]).names)
+        after = pd.concat([pd.read_parquet(f, columns=cols) for f in files], ignore_index=True)
+    else:
+        after = res.cluster.output
+    gpu = res.backend.is_gpu and gpu_usable()  # on the GPU when the workers' is and this process has one
+    section = risk_section(before, after, qi, population=args.population, sampling_fraction=args.sampling_fraction,
+                           threshold=args.risk_threshold, suda=args.suda, suda_max_size=args.suda_max_size,
+                           backend="gpu" if gpu else "cpu")
+    section["seconds"] = round(time.perf_counter() - t, 6)
+    return section
+
+
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".json")
 
 
@@ -187,6 +220,7 @@ def run_on_cluster(args) -> int:
         check_writable(args.html, table=False)
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3)")
+    want_risk = bool(args.report or getattr(args, "html", None))
     frames = paths = None
     if args.input and not args.dataset and is_parquet_source(args.input):
         if getattr(args, "target_expr", None):
@@ -195,17 +229,27 @@ def run_on_cluster(args) -> int:
         paths, roles, source = args.input, {}, str(args.input)
     else:
         frames, roles, source = read_input(args)
+    if want_risk:  # the risk options' errors before the run, not after it
+        import pyarrow.dataset as pads  # noqa: PLC0415
+
+        from ..risk import check_population  # noqa: PLC0415
+
+        n_in = len(frames) if frames is not None else pads.dataset(os.fspath(paths), format="parquet").count_rows()
+        check_population(n_in, args.population, args.sampling_fraction, args.risk_threshold)
     m = estimator(args, roles, cluster=args.cluster)
     t_read = time.perf_counter() - t0
     with open_cluster(args.cluster, backend=m.backend) as handle:
         if frames is not None:
             frames = split_frame(frames, len(handle.workers))
-        res = run_distributed(m, handle.client, frames=frames, paths=paths, out_dir=out, gather=False,
-                              local_rows=getattr(args, "local_rows", None))
+        res = run_distributed(m, handle.client, frames=frames, paths=paths, out_dir=out,
+                              gather=want_risk and out is None, local_rows=getattr(args, "local_rows", None))
     v, info = res.verification, res.cluster.info
     report = anonymization_report(m, res, n_rows_in=v.n_rows + res.n_suppressed, n_rows_out=v.n_rows)
     report = command_report(report, source=source, output=out, verification=v.to_dict(), read=t_read,
                             write=info["seconds"].get("output", 0.0), total=time.perf_counter() - t0)
+    if want_risk:
+        report["risk"] = cluster_risk(args, frames, paths, res)
+        report["seconds"]["total"] = round(time.perf_counter() - t0, 6)
     if args.report:
         write_json(report, args.report)
     if getattr(args, "html", None):

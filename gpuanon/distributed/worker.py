@@ -28,10 +28,6 @@ from ..encoding import kernel_specs
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
 
-def _xp(backend):
-    return get_backend(backend, quiet=True).xp
-
-
 class Shard:
     """One worker's slice of the table (consecutive global rows ``offset .. offset + n - 1``)."""
 
@@ -39,7 +35,7 @@ class Shard:
         self.index, self.offset, self.frame, self.backend = index, int(offset), frame, backend
         self.serial = uuid.uuid4().hex  # a shard rebuilt after its worker died gets another
         self.n = int(len(frame))
-        self.xp = _xp(backend)
+        self.xp = get_backend(backend, quiet=True).xp
         self.keys = self.sa = self.target = self.blocks = None
         self.part = self.group = self.labels = None
         self._level = None
@@ -310,7 +306,7 @@ class Home:
     def __init__(self, index: int, pieces, backend):
         self.index, self.backend = index, backend
         self.serial = uuid.uuid4().hex
-        xp = self.xp = _xp(backend)
+        xp = self.xp = get_backend(backend, quiet=True).xp
         pieces = sorted(pieces, key=lambda p: p["source"])  # shards hold consecutive global rows
         self.received_bytes = int(sum(p["nbytes"] for p in pieces))
         self.remote_bytes = 0
