@@ -123,7 +123,8 @@ def k_for_max_risk(args) -> dict | None:
         raise InputError("give --k or --max-risk, not both (--max-risk R chooses k = ceil(1 / R))")
     if not 0 < r <= 1:
         raise InputError(f"--max-risk {r} is outside (0, 1]; give e.g. --max-risk 0.1 (k = 10)")
-    args.k = max(2, math.ceil(1.0 / r - 1e-9))
+    k = max(2, math.ceil(1.0 / r - 1e-9))  # the tolerance keeps R = 1/3 (as a float) at k = 3 ...
+    args.k = k + 1 if 1.0 / k > r else k  # ... and never lets 1 / k exceed R (R = 0.3333333333 gives 4)
     log.info("--max-risk %g: k = %d (prosecutor risk 1 / k = %.4g)", r, args.k, 1.0 / args.k)
     return {"requested": r, "k": args.k, "prosecutor_highest_bound": 1.0 / args.k,
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
