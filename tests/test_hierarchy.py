@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from gpuanon.backend import gpu_status, gpu_usable
 from gpuanon.datasets import load_adult
-from gpuanon.encoding import _encode_categorical, codes_sorted
+from gpuanon.encoding import encode
 from gpuanon.errors import GpuanonError, InputError
+from gpuanon.schema import Schema
 from gpuanon.hierarchy import (
     MISSING_LABEL,
     RHO_CANDIDATES,
@@ -113,8 +114,8 @@ def test_adult_education_counts_are_a_crosstab(adult):
 def test_leaf_order_is_the_encoding_order(adult, col):
     """Leaves are stored in the contract's category order (the encoder's), and for every rho that
     order already keeps each group contiguous: the encoder's codes follow the hierarchy."""
-    tcodes, tvals = codes_sorted(adult["income"])
-    _, cats = _encode_categorical(adult[col], tcodes, len(tvals))
+    frame = adult[[col, "income"]]
+    cats = encode(frame, Schema.from_frame(frame, [col], target="income")).columns[0].categories
     hs = frequency_hierarchies(adult[col], adult["income"], name=col)
     for rho, h in hs.items():
         assert h.leaves == list(cats), (col, rho)
