@@ -14,7 +14,7 @@ pytest.importorskip("distributed")
 
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import make_hepmass  # noqa: E402
-from gpuanon.distributed.encode import combine_profiles, encode_shard, profile_shard  # noqa: E402
+from gpuanon.dictionaries import combine, encode_chunk, finalize, profile_chunk  # noqa: E402
 from gpuanon.distributed.levels import radix_select  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.encoding import encode  # noqa: E402
@@ -160,10 +160,8 @@ def test_empty_shards(clients, adult):
 def test_encoding_equals_single_process(adult_missing):
     df = adult_missing
     schema = Schema.from_frame(df, ADULT_QI, "income", "income")
-    kinds = {c: schema.kinds[c] for c in ADULT_QI}
-    parts = shards(df, [10, 2000])
-    enc = combine_profiles([profile_shard(p, ADULT_QI, kinds, "income", "income") for p in parts], ADULT_QI, kinds,
-                           "income", "income", schema.sensitive_ordered)
+    parts = [profile_chunk(p, schema, check=True) for p in shards(df, [10, 2000])]
+    enc = finalize(combine([p for p, _ in parts]), schema)
     ref = encode(df, schema)
     for a, b in zip(enc.columns, ref.columns):
         assert (a.name, a.kind, a.lo, a.hi, a.n_missing, a.integer) == (b.name, b.kind, b.lo, b.hi, b.n_missing,
@@ -172,7 +170,7 @@ def test_encoding_equals_single_process(adult_missing):
         if a.kind == "numeric":
             np.testing.assert_array_equal(a.info, b.info)
     assert enc.sa_values == ref.sa_values and enc.n_blocks == ref.n_blocks
-    got = [encode_shard(p, enc) for p in parts]
+    got = [encode_chunk(c, enc) for _, c in parts]
     np.testing.assert_array_equal(np.concatenate([g["keys"] for g in got], axis=1), ref.keys)
     np.testing.assert_array_equal(np.concatenate([g["blocks"] for g in got]), ref.blocks)
     np.testing.assert_array_equal(np.concatenate([g["sa"] for g in got]), ref.sa)

@@ -19,7 +19,7 @@ class ClusterDetails:
     workers wrote, the global encoding, and the rows with a missing sensitive value."""
 
     info: dict
-    encoding: Any  # gpuanon.distributed.encode.GlobalEncoding
+    encoding: Any  # gpuanon.dictionaries.Dictionaries
     encoding_metadata: dict  # the report's ``encoding`` section, as one process writes it
     output: Any = None  # the anonymized table (pandas), when gathered
     out_files: list = field(default_factory=list)

@@ -2,8 +2,9 @@
 
 * :mod:`~gpuanon.distributed.cluster` -- ``local:N`` / ``cuda:N`` / ``tcp://host:port`` / a
   ``distributed.Client`` (DISTPAB's entities use the same helpers).
-* :mod:`~gpuanon.distributed.encode` -- the global dictionaries of a sharded table as
-  chunk / combine / finalize reductions, and each shard's keys encoded with them on its worker.
+* the table's dictionaries are :mod:`gpuanon.dictionaries`' chunk / combine / finalize reductions
+  (the ones a single process runs on one chunk): every worker profiles and encodes its shard
+  (:mod:`.tasks`), the coordinator combines and finalizes (:mod:`.stages`).
 * :mod:`~gpuanon.distributed.mondrian` -- Mondrian levels over the shards (spans, exact lower
   medians by radix selection, child sizes and sensitive histograms are reductions), then every
   partition that fits one worker moves there whole and is finished by the single-node kernel;

@@ -3,8 +3,8 @@
 The rows are sharded across the workers (one shard per Parquet file, read by the worker itself,
 or per piece of a frame scattered from here); every row carries its global row index. Then:
 
-1. **Encode** (:mod:`.encode`): the global dictionaries are chunk / combine / finalize
-   reductions; each worker encodes its shard with them. A user hierarchy (:mod:`.options`) is
+1. **Encode** (:mod:`gpuanon.dictionaries`): the global dictionaries are the chunk / combine /
+   finalize reductions one process runs on one chunk; each worker profiles and encodes its shard. A user hierarchy (:mod:`.options`) is
    validated against the column's values over every shard, its leaf order is the column's code
    order, and it is bound to those codes once and travels in the encoding: the spans below, the
    homes' kernel, the published cells, verification and metrics read it as one process does.

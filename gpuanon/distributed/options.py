@@ -5,8 +5,8 @@ process does, made from the shards.
   QI, or ``'auto'``): the plan is the single-process :func:`~gpuanon.hierarchy.hierarchy_plan`,
   validated against the column's distinct values over every shard (:func:`hierarchy_plan_of`);
   a user hierarchy orders the codes (:func:`~gpuanon.hierarchy.leaf_orders`, passed to
-  :func:`.encode.combine_profiles`) and is bound to them once here (:func:`bind_plan`). The bound
-  hierarchies travel in the :class:`.encode.GlobalEncoding`, so the coordinator's spans, the
+  :func:`gpuanon.dictionaries.finalize`) and is bound to them once here (:func:`bind_plan`). The bound
+  hierarchies travel in the :class:`~gpuanon.dictionaries.Dictionaries`, so the coordinator's spans, the
   homes' kernel, the published cells, the verification and the metrics all read the same
   ``HierarchySpec`` / ``Table.hierarchies`` as one process.
 * **Automatic hierarchies** (the contract, 5.6): each column's frequency table is its value x
@@ -25,35 +25,15 @@ import numpy as np
 import pandas as pd
 
 
-def profile_values(profiles: list, name: str) -> pd.Series:
-    """The distinct values of categorical QI ``name`` over every shard (from their profiles)."""
-    parts = []
-    for p in profiles:
-        col = p["columns"][name]
-        idx = col["pairs"].index.get_level_values(0) if "pairs" in col else col["values"].index
-        parts.append(pd.Series(list(idx), dtype=object))
-    return pd.Series(pd.unique(pd.concat(parts, ignore_index=True)) if parts else [], dtype=object)
-
-
-def hierarchy_plan_of(plan, profiles: list) -> dict:
-    """``{column: Hierarchy}``: the plan's user hierarchies, validated against every shard's values
-    with the single-process checks and messages."""
+def hierarchy_plan_of(plan, profile) -> dict:
+    """``{column: Hierarchy}``: the plan's user hierarchies, validated against the distinct values
+    over every shard (the combined :class:`~gpuanon.dictionaries.Profile`) with the single-process
+    checks and messages."""
     cols = None
-    if plan.hierarchies is not None:  # the values of the columns that may be named (read lazily)
-        cols = _ProfileColumns(profiles, set(plan.schema.categorical_qis))
+    if plan.hierarchies is not None:  # the values of the columns that may be named
+        cols = {name: pd.Series(profile.columns[name]["values"], dtype=object)
+                for name in plan.schema.categorical_qis}
     return plan.hierarchy_plan(cols)
-
-
-class _ProfileColumns:
-    """``cols[name]``: a categorical QI's distinct values over every shard, made when asked for."""
-
-    def __init__(self, profiles, names):
-        self.profiles, self.names = profiles, names
-
-    def __getitem__(self, name):
-        if name not in self.names:
-            raise KeyError(name)
-        return profile_values(self.profiles, name)
 
 
 def bind_plan(enc, plan: dict, tables: dict | None = None, rho=None) -> None:

@@ -23,10 +23,10 @@ import pandas as pd
 from kernels.mondrian import below_only, cut_allowed, partition_spans
 
 from ..anonymize.plan import Plan
-from ..errors import VerificationError
+from ..dictionaries import combine, finalize
+from ..errors import SchemaError, VerificationError
 from . import tasks
 from .checks import column_statistics, combine_stages, suppression, validate
-from .encode import combine_profiles
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
 from .options import bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of
@@ -119,17 +119,19 @@ def load_and_encode(c: ClusterRun) -> None:
     sample = run.gather([run.submit(c.home_of_shard(first), tasks.head, c.shards[first], 1000)])[0]
     schema = c.schema = validate(est, sample, c.n_total)
     c.plan = Plan.of(est, schema)
-    qis = list(schema.quasi_identifiers)
-    kinds = {q: schema.kinds[q] for q in qis}
     run.stage = "encoding"
-    profs = run.gather([run.submit(c.home_of_shard(i), tasks.profile, s, qis, kinds, schema.sensitive, schema.target)
-                        for i, s in enumerate(c.shards)])
-    hplan = hierarchy_plan_of(c.plan, profs)
-    enc = c.enc = combine_profiles(profs, qis, kinds, schema.sensitive, schema.target, schema.sensitive_ordered,
-                                   Plan.leaf_orders(hplan))
+    profile = combine(run.gather([run.submit(c.home_of_shard(i), tasks.profile, s, schema)
+                                  for i, s in enumerate(c.shards)]))
+    hplan = hierarchy_plan_of(c.plan, profile)
+    enc = c.enc = finalize(profile, schema, Plan.leaf_orders(hplan))
+    exact = [col.name for col in enc.columns if col.exact is not None]
+    if exact and c.plan.output_format != "range":  # the workers' output pieces hold float columns
+        raise SchemaError(f"quasi-identifier '{exact[0]}' holds dates or integers beyond 2**53, which a cluster run "
+                          f"publishes as ranges only; use --format range, run it in one process (without --cluster) "
+                          f"or declare it categorical (--categorical {exact[0]})")
     bind_plan(enc, hplan)
-    del profs
-    run.gather([run.submit(c.home_of_shard(i), tasks.encode, s, enc) for i, s in enumerate(c.shards)])
+    del profile
+    run.gather([run.submit(c.home_of_shard(i), tasks.encode, s, enc, schema) for i, s in enumerate(c.shards)])
     c.tables = frequency_tables(run, c.shards, c.ss, [c.home_of_shard(i) for i in range(c.S)], enc, hplan)
     bind_plan(enc, hplan, c.tables, est.rho)
     c.secs["encode"] = time.perf_counter() - t0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BackendError, GpuanonError
-from .encode import encode_shard, profile_shard
+from ..dictionaries import encode_chunk, profile_chunk
 from .worker import Home, Shard, local_table
 
 
@@ -53,12 +53,18 @@ def new_shard(index, offset, source, backend, columns):
     return Shard(index, offset, frame.reset_index(drop=True), backend)
 
 
-def profile(shard, qis, kinds, sensitive, target):
-    return profile_shard(shard.frame, qis, kinds, sensitive, target)
+def profile(shard, schema):
+    """Chunk of the table's dictionaries (:func:`gpuanon.dictionaries.profile_chunk`): the profile
+    goes to the coordinator, the shard's own codes stay with it until :func:`encode`."""
+    profile_, shard.chunk = profile_chunk(shard.frame, schema, shard.xp, check=True)
+    return profile_
 
 
-def encode(shard, enc):
-    shard.set_encoded(encode_shard(shard.frame, enc, shard.xp))
+def encode(shard, dicts, schema):
+    """The shard's keys and codes with the whole table's dictionaries."""
+    chunk = getattr(shard, "chunk", None) or profile_chunk(shard.frame, schema, shard.xp, check=True)[1]
+    shard.chunk = None
+    shard.set_encoded(encode_chunk(chunk, dicts, shard.xp))
     return shard.n
 
 

@@ -284,10 +284,8 @@ def local_table(enc, keys, sa, target, xp):
     its bound hierarchies (on ``xp``'s device)."""
     from ..encoding import Table  # noqa: PLC0415
 
-    t = Table(n_rows=int(keys.shape[1]), columns=enc.columns, keys=keys, blocks=None, n_blocks=1, sa=sa,
-              sa_values=enc.sa_values, sa_ordered=enc.sa_ordered, target=target,
-              target_values=enc.target_values, xp=xp)
-    bound = getattr(enc, "hierarchies", None)
+    t = Table.of(enc, {"keys": keys, "blocks": None, "sa": sa, "target": target}, xp)
+    bound = enc.hierarchies
     if bound:
         from ..hierarchy import ColumnHierarchy  # noqa: PLC0415
 
