@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_namespace, to_host
-from ..encoding import codes_sorted, is_na, sort_key
+from ..dictionaries import value_key
+from ..encoding import codes_sorted
 from ..errors import InputError
 from .labels import GROUP_SEPARATOR, ROOT, node_text
 from .tree import Hierarchy
@@ -265,9 +266,9 @@ def _rho_value(r: Fraction):
 
 
 def _spec_order(uniq: list, tstar: np.ndarray, share: np.ndarray) -> list[int]:
-    """The contract's category order: (majority target, its share, missing last, value)."""
-    return sorted(range(len(uniq)),
-                  key=lambda i: (int(tstar[i]), float(share[i]), is_na(uniq[i]), sort_key(uniq[i])))
+    """The contract's category order: (majority target, its share, missing last, value), as the
+    encoder's (:func:`gpuanon.dictionaries.category_order`)."""
+    return sorted(range(len(uniq)), key=lambda i: (int(tstar[i]), float(share[i]), value_key(uniq[i])))
 
 
 def _value_codes(values) -> tuple[np.ndarray, list]:
