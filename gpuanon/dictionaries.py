@@ -444,7 +444,8 @@ def finalize(profile: Profile, schema, orders: dict | None = None) -> Dictionari
 # ----------------------------------------------------------------------------------------- encode
 def encode_chunk(chunk: Chunk, dicts: Dictionaries, xp=np) -> dict:
     """A chunk's QI keys (on ``xp``'s device), sensitive / target codes and block ids with the
-    whole table's dictionaries: ``{"keys", "blocks", "sa", "target"}``."""
+    whole table's dictionaries: ``{"keys", "blocks", "sa", "target"}`` (the keys are the chunk's,
+    remapped in place: once per chunk)."""
     prof, keys = chunk.profile, chunk.keys
     for j, (name, col) in enumerate(zip(dicts.qis, dicts.columns)):  # a loop over columns
         q = prof.columns[name]
