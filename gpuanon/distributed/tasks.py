@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BackendError, GpuanonError
-from ..dictionaries import encode_chunk, profile_chunk
+from ..dictionaries import Profile, encode_chunk, profile_chunk
 from .worker import Home, Shard, local_table
 
 
@@ -96,6 +96,8 @@ def output_metadata(enc, fmt: str) -> dict:
 def nbytes(x) -> int:
     if x is None:
         return 0
+    if isinstance(x, Profile):  # a shard's profile: its arrays and values, as they travel
+        return nbytes(vars(x))
     if isinstance(x, np.ndarray):
         return int(x.nbytes)
     if isinstance(x, dict):
