@@ -319,13 +319,15 @@ class Home:
         self.n = int(self.gidx.shape[0])
         self.local = self.labels = None
         self.n_classes = 0
+        self.before = None  # (labels, partitions) before the optimization step, when it ran with a target
         self.info = {}
 
     def finish(self, group_final, enc, crit, relaxed: bool, k: int, optimize: bool = False):
         """Partition the groups that are not final with the single-node kernel, then (``optimize``)
-        run the optimization step on this home's partitions (each one is whole here); number every
-        class of this home by its smallest global row index. Returns those indices (host, sorted)
-        and the optimization step's counts (None without it)."""
+        run the optimization step on this home's partitions (each one is whole here; with a target
+        the partitions before it are kept, ``before``, for the entropy loss the step saved); number
+        every class of this home by its smallest global row index. Returns those indices (host,
+        sorted) and the optimization step's counts (None without it)."""
         from kernels.mondrian import mondrian_partition  # noqa: PLC0415
 
         xp = self.xp
@@ -360,6 +362,8 @@ class Home:
             from ..anonymize.optimize import optimize_partitions  # noqa: PLC0415
 
             crit_x = crit.with_q(None if crit.q is None else to_device(crit.q, xp))
+            if self.target is not None:  # the classes before the step: the report's entropy loss before it
+                self.before = (lab, n_parts)
             lab, _, opt = optimize_partitions(local_table(enc, self.keys, self.sa, None, xp), lab, n_parts, crit_x, xp)
         order = xp.argsort(lab, kind="stable")
         starts = group_starts(lab[order], xp)
@@ -392,6 +396,18 @@ class Home:
                                   self.n_classes)
         return self._cs
 
+    def class_sets(self, enc) -> list:
+        """The labellings whose class summaries the metrics read: this home's output classes and,
+        when kept (``before``), its partitions before the optimization step (one table, made once)."""
+        from ..classes import ClassStats  # noqa: PLC0415
+
+        out = [self.class_stats(enc)]
+        if self.before is not None:
+            if getattr(self, "_cs_before", None) is None:
+                self._cs_before = ClassStats(out[0].table, *self.before)
+            out.append(self._cs_before)
+        return out
+
     def stages(self, enc, fmt: str, verify_kw: dict, q, col_stats: dict, target_counts=None,
                range_stats=None):
         """Class statistics, verification of the published cells and the metrics' per-class parts,
@@ -419,9 +435,12 @@ class Home:
                                                       enc.columns[j].kind == "numeric", xp)
         for j, st in (range_stats or {}).items():  # a loop over columns
             table.column_stats[j] = stats_to(st, xp)
-        summary = summary_to_host(metrics_mod.summary_from_labels(table, self.local, self.n_classes, stats=cs,
-                                                                  positions=getattr(self, "positions", None)))
-        self.positions = None
+        # the output's classes, then (optimization step) the partitions before it: each one's summary
+        positions = getattr(self, "positions", None) or {}  # per class set (see .ranges)
+        summary, before = [summary_to_host(metrics_mod.summary_from_labels(table, s.row_class, s.n_classes, stats=s,
+                                                                           positions=positions.get(i)))
+                           for i, s in enumerate(self.class_sets(enc))] + [None] * (self.before is None)
+        self.positions = self.before = self._cs_before = None
         cells = cs.published_cells(fmt)
         sa = qx = None
         if self.sa is not None and verify_kw.get("_has_sa", True):
@@ -434,7 +453,8 @@ class Home:
         for c in cells:  # a loop over columns
             h = verify_mod.splitmix64(h ^ c.astype(xp.uint64), xp)
         sizes = cs.sizes
-        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
+        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary,
+               "summary_before": before}
         import pandas as pd  # noqa: PLC0415
 
         self.values = {}
