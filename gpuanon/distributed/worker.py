@@ -23,6 +23,7 @@ from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
+from .output import union_texts
 from ..encoding import kernel_specs
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
@@ -239,7 +240,7 @@ class Shard:
         for name in (pieces[0][1] if pieces else {}):
             kind = pieces[0][1][name][0]
             if kind == "text":  # each home's codes into its own dictionary: one dictionary here
-                new[name] = _union_texts([p[1][name] for p in pieces], order)
+                new[name] = union_texts([p[1][name] for p in pieces], order)
                 continue
             vals = np.concatenate([p[1][name][1] for p in pieces])[order]
             base = name[:-4] if name.endswith(("_min", "_max")) and name[:-4] in by_col else name
@@ -252,46 +253,6 @@ class Shard:
         frames = in_input_order(df.columns, new, qis, set(identifiers or ()),
                                 lambda c: (df[c] if whole else df[c].take(kept)).reset_index(drop=True))
         return pd.DataFrame(frames, columns=list(frames), copy=False)
-
-
-def _union_texts(parts, order):
-    """One categorical column from pieces ``(kind, codes, dictionary)`` (code -1: missing), its rows
-    taken in ``order``. Dictionaries that are all the homes' own (object arrays) are united by
-    pandas; otherwise by Arrow (no Python object per row). The column's categories are then the
-    texts its rows use, in order of first appearance (:func:`_in_row_order`)."""
-    import pandas as pd  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    if all(isinstance(p[2], np.ndarray) for p in parts):
-        cats = pd.api.types.union_categoricals(
-            [pd.Categorical.from_codes(p[1], categories=pd.Index(p[2], dtype=object), validate=False) for p in parts],
-            ignore_order=True)
-        codes = cats.codes[order] if len(order) else cats.codes
-        return _in_row_order(codes, np.asarray(cats.categories, dtype=object))
-    parts = [p if not isinstance(p[2], np.ndarray) else (p[0], p[1], pa.array(p[2], type=pa.string())) for p in parts]
-    dicts = pa.concat_arrays([p[2] for p in parts]) if parts else pa.array([], type=pa.string())
-    off = np.cumsum([0] + [len(p[2]) for p in parts[:-1]])
-    codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1) for p, o in zip(parts, off)]) if parts else \
-        np.zeros(0, dtype=np.int64)
-    uniq = pc.unique(dicts)
-    remap = pc.index_in(dicts, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.shape[0] else codes, -1)[order]
-    return _in_row_order(codes, uniq.to_numpy(zero_copy_only=False))
-
-
-def _in_row_order(codes, cats):
-    """A Categorical of ``codes`` into ``cats`` (-1: missing) whose categories are only the texts
-    the rows use, in order of their first appearance: what one process writes for these rows
-    (its classes, numbered by first row, factorized in that order), whichever homes sent them in
-    which order -- so a part file's bytes depend on its rows alone, not on the workers."""
-    import pandas as pd  # noqa: PLC0415
-
-    used = pd.unique(codes)  # distinct codes in order of first appearance (a hash pass, no sort)
-    used = used[used >= 0]
-    lut = np.full(len(cats) + 1, -1, dtype=np.int32)  # the last slot: code -1 stays -1
-    lut[used] = np.arange(used.shape[0], dtype=np.int32)
-    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats[used], dtype=object), validate=False)
 
 
 def local_table(enc, keys, sa, target, xp):
