@@ -23,8 +23,8 @@ from kernels.segmented import group_starts, segment_ids, segment_reduce
 
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
-from .output import union_texts
 from ..encoding import kernel_specs
+from .output import union_texts
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -413,9 +413,10 @@ class Home:
             table.column_stats[j] = stats_to(st, xp)
         # the output's classes, then (optimization step) the partitions before it: each one's summary
         positions = getattr(self, "positions", None) or {}  # per class set (see .ranges)
-        summary, before = [summary_to_host(metrics_mod.summary_from_labels(table, s.row_class, s.n_classes, stats=s,
-                                                                           positions=positions.get(i)))
-                           for i, s in enumerate(self.class_sets(enc))] + [None] * (self.before is None)
+        sums = [summary_to_host(metrics_mod.summary_from_labels(table, s.row_class, s.n_classes, stats=s,
+                                                                positions=positions.get(i)))
+                for i, s in enumerate(self.class_sets(enc))]
+        summary, before = sums[0], (sums[1] if len(sums) > 1 else None)
         self.positions = self.before = self._cs_before = None
         cells = cs.published_cells(fmt)
         sa = qx = None
