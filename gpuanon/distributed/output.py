@@ -14,39 +14,30 @@ import numpy as np
 
 def union_texts(parts, order):
     """One categorical column from pieces ``(kind, codes, dictionary)`` (code -1: missing), its rows
-    taken in ``order``. Dictionaries that are all the homes' own (object arrays) are united by
-    pandas; otherwise by Arrow (no Python object per row). The column's categories are then the
-    texts its rows use, in order of first appearance (:func:`in_row_order`)."""
+    taken in ``order``: its categories are the texts its rows use, in order of first appearance.
+
+    The pieces' codes are numbered into their dictionaries laid end to end; the codes that occur,
+    in order of first appearance (one hash pass over integers), pick the texts, and the texts are
+    factorized (a text two homes both sent is one category). Dictionaries that are all the homes'
+    own (object arrays) are handled by pandas; otherwise by Arrow (no Python object per row)."""
     import pandas as pd  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    if all(isinstance(p[2], np.ndarray) for p in parts):
-        cats = pd.api.types.union_categoricals(
-            [pd.Categorical.from_codes(p[1], categories=pd.Index(p[2], dtype=object), validate=False) for p in parts],
-            ignore_order=True)
-        codes = cats.codes[order] if len(order) else cats.codes
-        return in_row_order(codes, np.asarray(cats.categories, dtype=object))
-    parts = [p if not isinstance(p[2], np.ndarray) else (p[0], p[1], pa.array(p[2], type=pa.string())) for p in parts]
-    dicts = pa.concat_arrays([p[2] for p in parts]) if parts else pa.array([], type=pa.string())
-    off = np.cumsum([0] + [len(p[2]) for p in parts[:-1]])
-    codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1) for p, o in zip(parts, off)]) if parts else \
-        np.zeros(0, dtype=np.int64)
-    uniq = pc.unique(dicts)
-    remap = pc.index_in(dicts, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.shape[0] else codes, -1)[order]
-    return in_row_order(codes, uniq.to_numpy(zero_copy_only=False))
-
-
-def in_row_order(codes, cats):
-    """A Categorical of ``codes`` into ``cats`` (-1: missing) whose categories are only the texts
-    the rows use, in order of their first appearance: what one process writes for these rows
-    (its classes, numbered by first row, factorized in that order), whichever homes sent them in
-    which order -- so a part file's bytes depend on its rows alone, not on the workers."""
-    import pandas as pd  # noqa: PLC0415
-
-    used = pd.unique(codes)  # distinct codes in order of first appearance (a hash pass, no sort)
+    sizes = [len(p[2]) for p in parts]
+    off = np.cumsum([0] + sizes[:-1])
+    codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1).astype(np.int32) for p, o in zip(parts, off)])
+    codes = codes[order] if len(order) else codes
+    used = pd.unique(codes)  # codes in order of first appearance (integers: no text hashed per row)
     used = used[used >= 0]
-    lut = np.full(len(cats) + 1, -1, dtype=np.int32)  # the last slot: code -1 stays -1
-    lut[used] = np.arange(used.shape[0], dtype=np.int32)
-    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats[used], dtype=object), validate=False)
+    if all(isinstance(p[2], np.ndarray) for p in parts):
+        first, cats = pd.factorize(np.concatenate([p[2] for p in parts])[used])
+        cats = np.asarray(cats, dtype=object)
+    else:
+        dicts = pa.concat_arrays([p[2] if not isinstance(p[2], np.ndarray) else pa.array(p[2], type=pa.string())
+                                  for p in parts])
+        enc = pc.dictionary_encode(dicts.take(pa.array(used)))  # in order of first appearance
+        first, cats = enc.indices.to_numpy(), enc.dictionary.to_numpy(zero_copy_only=False)
+    lut = np.full(int(sum(sizes)) + 1, -1, dtype=np.int32)  # the last slot: code -1 stays -1
+    lut[used] = first
+    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object), validate=False)
