@@ -34,9 +34,12 @@ def value_target_counts(keys, target, nt: int, xp) -> list:
     :class:`~gpuanon.metrics.columns.ValueTargets` as host runs
     (:func:`~gpuanon.metrics.columns.value_target_chunk`, :func:`~gpuanon.metrics.columns.value_target_runs`)."""
     from ..metrics.columns import value_target_chunk, value_target_runs  # noqa: PLC0415
+    from ..metrics.runs import release_buffers  # noqa: PLC0415
 
-    return [value_target_runs(value_target_chunk(keys[j], target, nt, xp))
-            for j in range(keys.shape[0])]  # a loop over columns
+    out = [value_target_runs(value_target_chunk(keys[j], target, nt, xp))
+           for j in range(keys.shape[0])]  # a loop over columns
+    release_buffers()  # the sort buffers of this (worker) thread
+    return out
 
 
 def combine_value_counts(chunks: list, nt: int) -> list:
