@@ -59,8 +59,8 @@ def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: 
     from ..metrics.columns import ValueTargets, matrix_value_targets, stats_from_value_targets  # noqa: PLC0415
 
     vt = matrix_value_targets(vals, counts_t, has_target)
-    dev = ValueTargets(tuple(to_device(a, xp) if hasattr(a, "shape") else a for a in vt.whole),
-                       None if vt.by_target is None else [(to_device(k, xp), to_device(w, xp)) for k, w in vt.by_target])
+    by_t = None if vt.by_target is None else [(to_device(k, xp), to_device(w, xp)) for k, w in vt.by_target]
+    dev = ValueTargets(tuple(to_device(a, xp) if hasattr(a, "shape") else a for a in vt.whole), by_t)
     tc = None if target_counts is None else to_device(np.asarray(target_counts), xp)
     return stats_from_value_targets(dev, int(counts_t.shape[1]), tc, numeric, xp)
 

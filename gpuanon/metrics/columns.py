@@ -64,8 +64,8 @@ def value_target_chunk(key_col, target, nt: int, xp, numeric: bool = True, count
     sorts: the column once (its runs), the rows of each target value but the first once each.
 
     What leaves the device: on the CPU whether the column has missing values (in the finalize); on a
-    device four counts (:func:`device_runs`), or none when ``counted`` brings them
-    (:func:`device_runs_many` of several columns). ``target_rows``: the target's rows per value on the
+    device four counts (:func:`~gpuanon.metrics.runs.device_runs`), or none when ``counted`` brings
+    them (:func:`~gpuanon.metrics.runs.device_runs_many` of several columns). ``target_rows``: the target's rows per value on the
     host, when read (a target value's rows are then a compaction of known size). On the CPU the
     target values' keys are views of this thread's sort buffers: finalize before the next chunk.
     """
@@ -210,7 +210,7 @@ def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = Tr
     """Statistics of one encoded column: the one-chunk case of the cluster's reduction, the chunk
     (:func:`value_target_chunk`, the whole column's sorts) finalized as a cluster finalizes its
     shards' combined chunks (:func:`stats_from_value_targets`). ``counted``: the column's
-    :func:`device_runs`, when read with other columns'; ``target_rows``: ``target_counts`` on the host."""
+    :func:`~gpuanon.metrics.runs.device_runs`, when read with other columns'; ``target_rows``: ``target_counts`` on the host."""
     vt = value_target_chunk(key_col, target, nt, xp, numeric, counted, target_rows)
     return stats_from_value_targets(vt, nt, target_counts, numeric, xp, target_rows)
 

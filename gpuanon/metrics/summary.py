@@ -21,7 +21,8 @@ from kernels.hierarchy import lowest_common_node
 from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .columns import before_stats
-from .entropy import hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint, uncertainty_from_joint
+from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
+                       uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, interval_entropy_at
 from .runs import device_runs_many, release_buffers
 
