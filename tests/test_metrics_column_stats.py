@@ -106,3 +106,28 @@ def test_a_target_of_one_value_keeps_its_joint_counts():
     assert not _equal(one, cluster)
     np.testing.assert_array_equal(one.joint_before[:, 0], one.domain.bin_counts)
     assert isinstance(value_target_chunk(keys[3], target, 1, np), ValueTargets)
+
+
+def test_the_device_chunk_equals_the_cpu_chunk():
+    """On the strict CuPy double: a shard's chunk made on the device (the cluster's worker on a GPU)
+    and one process's statistics there equal the CPU's, with no read the backend does not count."""
+    pytest.importorskip("cupy", reason="the device double reads CuPy's API from the cupy-cuda12x wheel")
+    from cupy_double import DeviceDouble
+    from gpuanon import backend as B
+
+    keys, numeric, target, nt = COLUMNS["synthetic"]
+    tc = count_values(target, nt, np)
+    cpu = value_target_counts(keys, target, nt, np)
+    dev = DeviceDouble()
+    with B.use_device_module(dev):
+        got = value_target_counts(dev.asarray(keys), dev.asarray(target), nt, dev)
+        one = [column_stats(dev.asarray(keys[j]), dev.asarray(target), nt, dev.asarray(tc), dev, numeric=numeric[j])
+               for j in range(keys.shape[0])]
+        one = [type(s)(*(B.to_host(v) if hasattr(v, "shape") else v for v in s)) for s in one]
+        assert dev.stats.summary()["syncs_escaped"] == 0
+    for c, g in zip(cpu, got):
+        np.testing.assert_array_equal(value_target_matrix(c, nt)[1], value_target_matrix(g, nt)[1])
+    for j in range(keys.shape[0]):
+        want = column_stats(keys[j], target, nt, tc, np, numeric=numeric[j])
+        for f in ("vals", "counts", "u_raw", "h_x", "joint_before"):
+            np.testing.assert_array_equal(np.asarray(getattr(want, f)), np.asarray(getattr(one[j], f)), err_msg=f)
