@@ -19,7 +19,8 @@ varies from run to run removed (every ``seconds`` section, the ``input`` / ``out
 address); per report section (``report_sections``), so a difference is named; the metrics' numbers;
 and of a Parquet output's cells (``cells``: column names and values, a file or a
 directory's parts in order), which compare one process's file with a cluster's parts. ``checks``:
-one process against every cluster size (see :func:`checks`). One JSON document on stdout (and ``--out``).
+one process against every cluster size, and the HEPMASS part files of every cluster size against
+each other (see :func:`checks`). One JSON document on stdout (and ``--out``).
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def checks(doc: dict, workers: list[int]) -> dict:
     """One process == every cluster size, where the project promises it (SPEC 12: the partitions, so the
     output's cells, the verification, the risk): the cells, and the report sections but ``cluster``,
     ``transfers`` (counted in one process only), ``partition`` (levels / attempts count other loops)
-    and ``metrics`` (their largest relative difference, at most 1e-12: sums in another order)."""
+    and ``metrics`` (their largest relative difference, at most 1e-12: sums in another order). And
+    ``hepmass part files``: the same shards give the same part files' bytes on every cluster size."""
     same = ("n_rows_in", "n_rows_out", "n_suppressed", "n_classes", "n_partitions", "achieved", "class_size",
             "verification", "encoding", "hierarchies", "optimization", "risk")
     out = {}
@@ -146,6 +148,9 @@ def checks(doc: dict, workers: list[int]) -> dict:
     hm = doc.get("hepmass", {})
     if "single" in hm:
         compare("hepmass", hm["single"], [hm[f"cluster_local{w}"] for w in workers])
+        # the same 2 input shards on every cluster size: the part files byte for byte
+        parts = [hm[f"cluster_local{w}"].get("out") for w in workers]
+        out["hepmass part files"] = {"equal": all(p is not None and p == parts[0] for p in parts)}
     return out
 
 

@@ -150,6 +150,35 @@ def test_parquet_directory_in_and_out(clients, adult, tmp_path):
         run_distributed(m, clients[2], paths=src, out_dir=out_dir)
 
 
+@pytest.mark.parametrize("kw", [dict(k=5, target="income"),
+                                dict(k=4, l=2, sensitive="income", mode="relaxed", output_format="minmax")],
+                         ids=["k-range", "l-relaxed-minmax"])
+def test_part_files_are_the_same_bytes_on_any_number_of_workers(clients, adult_missing, tmp_path, kw):
+    """A part file's bytes depend on its shard's rows alone: the same shards on 2 and 3 workers (other
+    homes, other classes per home) give byte-identical parts, and a one-shard run's part is the file
+    one process writes for that table (a text column's dictionary: the texts its rows use, in order
+    of first appearance)."""
+    from gpuanon.io import write_table
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, part in enumerate(shards(adult_missing, [1700, 3100])):
+        part.to_parquet(src / f"part-{i}.parquet", index=False)
+    m = Mondrian(quasi_identifiers=ADULT_QI, backend="cpu", progress=False, max_suppression=0.05, **kw)
+
+    def part_bytes(paths, w, tag):
+        out = tmp_path / tag
+        run_distributed(m, clients[w], paths=paths, out_dir=out, gather=False, local_rows=300)
+        return {f: (out / f).read_bytes() for f in sorted(os.listdir(out))}
+
+    two, three = part_bytes(src, 2, "two"), part_bytes(src, 3, "three")
+    assert len(two) == 3 and two == three
+    one_shard = part_bytes([src / "part-0.parquet"], 3, "one-shard")["part-00000.parquet"]
+    out = m.fit_transform(pd.read_parquet(src / "part-0.parquet"))
+    write_table(out, tmp_path / "one.parquet", metadata=m.output_metadata_)
+    assert one_shard == (tmp_path / "one.parquet").read_bytes()
+
+
 def test_empty_shards(clients, adult):
     m = Mondrian(k=5, quasi_identifiers=ADULT_QI, target="income", backend="cpu", progress=False)
     res = run_distributed(m, clients[3], frames=[adult.iloc[:0], adult.iloc[:2000], adult.iloc[2000:2000],

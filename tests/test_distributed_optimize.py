@@ -53,6 +53,11 @@ def check_all(m, df, res):
     check_same(m, df, res)
     assert res.n_classes == m.report_["n_classes"] and res.n_partitions == m.report_["n_partitions"]
     assert res.optimization == m.optimization_
+    # the entropy loss of the partitions before the step: one process's, to the order of sums
+    want = m.result_.optimize_loss_before
+    assert (res.optimize_loss_before is None) == (want is None)
+    if want is not None:
+        assert res.optimize_loss_before == pytest.approx(want, rel=1e-9, abs=1e-12)
     assert set(res.hierarchies) == set(m.hierarchies_)
     for col, want in m.hierarchies_.items():
         got = res.hierarchies[col]
@@ -81,6 +86,7 @@ def test_optimize_identical(clients, adult, case, workers, cuts):
     res = run_distributed(m, clients[workers], frames=shards(adult, cuts), local_rows=250)
     assert res.cluster.info["levels"] >= 2
     assert res.optimization["exact_classes"] > 0  # the step changed something
+    assert res.optimize_loss_before is not None
     check_all(m, adult, res)
 
 
@@ -133,11 +139,15 @@ def test_estimator_with_cluster_optimize_and_hierarchy(adult, marital_csv):
                             optimize=True, hierarchies={"marital-status": marital_csv})
     for key in ("n_rows_out", "n_partitions", "n_classes", "achieved", "class_size", "encoding"):
         assert m.report_[key] == ref.report_[key], key
-    # the step's counts as one process; its loss before the step is measured by one process only
+    # the step's counts and its entropy losses before and after it as one process (to the order of sums)
     counts = ("exact_classes", "exact_rows", "returned_groups", "rounds")
-    assert {c: m.report_["optimization"][c] for c in counts} == {c: ref.report_["optimization"][c] for c in counts}
-    assert m.report_["optimization"]["entropy_loss_before"] is None
-    assert ref.report_["optimization"]["entropy_loss_after"] == ref.report_["metrics"]["entropy_loss"]
+    opt, ref_opt = m.report_["optimization"], ref.report_["optimization"]
+    assert {c: opt[c] for c in counts} == {c: ref_opt[c] for c in counts}
+    assert ref_opt["entropy_loss_after"] == ref.report_["metrics"]["entropy_loss"]
+    assert opt["entropy_loss_after"] == m.report_["metrics"]["entropy_loss"]
+    for key in ("entropy_loss_before", "entropy_loss_after"):
+        assert ref_opt[key] is not None and opt[key] == pytest.approx(ref_opt[key], rel=1e-9), key
+    assert opt["entropy_loss_after"] < opt["entropy_loss_before"]  # the step saved some loss
     assert m.report_["hierarchies"]["marital-status"]["source"] == marital_csv
     assert m.report_["hierarchies"]["marital-status"]["u_after"] == pytest.approx(
         ref.report_["hierarchies"]["marital-status"]["u_after"], rel=1e-9)
@@ -250,6 +260,8 @@ def test_command_line_optimize_and_hierarchy(adult, marital_csv, tmp_path):
     assert {c: rep["optimization"][c] for c in counts} == {c: ref["optimization"][c] for c in counts}
     assert rep["optimization"]["exact_classes"] > 0
     assert ref["optimization"]["entropy_loss_after"] == ref["metrics"]["entropy_loss"]
+    for key in ("entropy_loss_before", "entropy_loss_after"):  # the cluster's report has both, as one process's
+        assert rep["optimization"][key] == pytest.approx(ref["optimization"][key], rel=1e-9), key
     for key in ("n_partitions", "n_classes", "achieved", "class_size"):
         assert rep[key] == ref[key], key
     h, h1 = rep["hierarchies"]["marital-status"], ref["hierarchies"]["marital-status"]

@@ -203,6 +203,20 @@ def test_bad_weights(w):
         assess(HAND.assign(w=w), ["a", "z"], weights="w")
 
 
+@pytest.mark.parametrize("w", [[0.5] * 12, [0] + [1] * 11])
+def test_weights_below_the_class_rows_are_refused(w):
+    """F_j < f_j (weights summing to less than a class's rows) would give risks above 1 / f_j."""
+    with pytest.raises(InputError, match="sums to less than the rows of") as e:
+        assess(HAND.assign(w=w), ["a", "z"], weights="w")
+    assert "'w'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_weights_of_fractions_summing_to_the_rows_pass():
+    """Ten rows of weight 0.1 + ... are not refused for a rounding error: weights of exactly 1 give F_j = f_j."""
+    r = assess(HAND.assign(w=[0.1 * 10] * 12), ["a", "z"], weights="w")
+    assert r.sample.population_source == "weights"
+
+
 def test_suda_runs_on_the_published_cells():
     """``assess(..., suda=True)`` is SUDA2 on the QIs' codes, '*' and missing cells missing (never in an
     MSU); a ``_min`` / ``_max`` pair is one QI; DIS-SUDA's fraction is n / N with a population."""

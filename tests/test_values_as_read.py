@@ -214,6 +214,46 @@ def test_sep_for_attack_and_federate(tmp_path):
     assert list(load_frame(cfg).columns) == ["x", "y", "label"]
 
 
+def test_na_values_and_dates_for_federate(tmp_path, monkeypatch, capsys):
+    """``federate --na-values`` and ``--dates`` mean what they mean for every other command: the
+    experiment carries them to every reader of the CSV (the whole table, a silo's file, the test rows)."""
+    from gpuanon.cli import main
+    from gpuanon.federated import run as fed_run
+    from gpuanon.federated.experiment import load_frame, silo_rows, test_rows
+
+    r = run_cli("federate", "--help", cwd=tmp_path)
+    assert "--na-values" in r.stdout and "--dates" in r.stdout
+    p = tmp_path / "s.csv"
+    p.write_text("x;when;label\nNA;2020-01-31;a\n3;soon;b\n")
+    got = {}
+
+    def fake_run(cfg, **kw):  # the configuration the command made; no Flower run
+        got["cfg"] = cfg
+        return {"final": dict.fromkeys(("accuracy", "precision", "recall", "f1"), 0.0), "seconds": 0.0}
+
+    monkeypatch.setattr(fed_run, "run_federated", fake_run)
+    assert main(["federate", str(p), "--target", "label", "--sep", ";", "--na-values", "NA,n/a", "-q"]) == 0
+    cfg = got["cfg"]
+    assert cfg["na_values"] == ["NA", "n/a"] and cfg["dates"] == []
+    df = load_frame(cfg)
+    assert df["x"].isna().tolist() == [True, False] and df["x"].dtype == np.float64  # NA is missing: x is numeric
+    assert df["when"].tolist() == ["2020-01-31", "soon"]  # not every cell a date: text
+    assert load_frame(dict(cfg, na_values=[]))["x"].tolist() == ["NA", "3"]  # without it NA is a value
+    assert silo_rows(cfg, {"silo": 0, "data-path": str(p)})[1]["x"].isna().tolist() == [True, False]
+    assert test_rows(dict(cfg, test_path=str(p)))["x"].isna().tolist() == [True, False]
+    assert main(["federate", str(p), "--target", "label", "--sep", ";", "--dates", "when", "-q"]) == 0
+    assert got["cfg"]["dates"] == ["when"]
+    with pytest.raises(InputError, match="--dates when: column 'when' has cells that are not ISO dates"):
+        load_frame(got["cfg"])
+    capsys.readouterr()
+    assert main(["federate", "--dataset", "adult", "--na-values", "NA", "-q"]) == 2  # as every command
+    assert "--na-values applies to a CSV / TSV input file, not to --dataset" in capsys.readouterr().err
+    pq = tmp_path / "s.parquet"
+    load_frame(cfg).to_parquet(pq)
+    assert main(["federate", str(pq), "--target", "label", "--dates", "when", "-q"]) == 2
+    assert "--dates applies to CSV / TSV input" in capsys.readouterr().err
+
+
 def test_header_and_cells_of_a_text_first_read(tmp_path):
     """Leading spaces are dropped from typed cells (as before); a pass-through keeps them."""
     from gpuanon.datasets import ColumnTypes

@@ -119,10 +119,7 @@ def read_input(args, device_ok: bool = False, pass_through: bool = False, checke
         raise InputError("no input: give a CSV / Parquet file or --dataset adult")
     refuse_rows_with_file(args)
     if ds:
-        for opt in ("sep", "na_values", "dates"):
-            if getattr(args, opt, None) is not None:
-                raise InputError(f"--{opt.replace('_', '-')} applies to a CSV / TSV input file, not to --dataset; "
-                                 f"leave it out")
+        refuse_reader_options_with_dataset(args)
         df, roles = get_dataset(ds, rows=args.rows, seed=args.seed)
         return with_target_expr(df, roles, args) + (f"dataset:{ds}",)
     backend = getattr(args, "backend", None)
@@ -153,6 +150,15 @@ def refuse_rows_with_file(args) -> None:
     if getattr(args, "input", None) and getattr(args, "rows", None) is not None:
         raise InputError("--rows applies to --dataset only; with an input file every row is read: leave "
                          "--rows out (or cut the file to the rows you want)")
+
+
+def refuse_reader_options_with_dataset(args) -> None:
+    """``--sep``, ``--na-values`` and ``--dates`` read a CSV / TSV file; with ``--dataset`` they would be ignored."""
+    if getattr(args, "dataset", None):
+        for opt in ("sep", "na_values", "dates"):
+            if getattr(args, opt, None) is not None:
+                raise InputError(f"--{opt.replace('_', '-')} applies to a CSV / TSV input file, not to --dataset; "
+                                 f"leave it out")
 
 
 def with_target_expr(df, roles, args):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ..errors import InputError
-from .common import refuse_rows_with_file, split_list
+from .common import refuse_reader_options_with_dataset, refuse_rows_with_file, split_list
 from .config import defaults
 from .options import table_command
 
@@ -71,6 +71,7 @@ def run(args) -> int:
     if args.input and args.dataset:
         raise InputError("give either an input file or --dataset, not both")
     refuse_rows_with_file(args)
+    refuse_reader_options_with_dataset(args)
     device = args.device or ("cuda" if args.gpus_per_client else "cpu")
     cfg = make_config(args.dataset, args.input, target=args.target, qi=split_list(args.qi), sensitive=args.sensitive,
                       identifiers=split_list(args.identifiers), numeric=split_list(args.numeric),
@@ -79,7 +80,8 @@ def run(args) -> int:
                       local_epochs=args.local_epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
                       test_size=args.test_size, seed=args.random_state, device=device,
                       max_suppression=args.max_suppression, positive=args.positive, test_mapping=args.test_mapping,
-                      class_weight=args.class_weight, sep=args.sep)
+                      class_weight=args.class_weight, sep=args.sep, na_values=split_list(args.na_values),
+                      dates=split_list(args.dates))
     if args.compare:
         from ..federated.compare import compare, format_table  # noqa: PLC0415
 

@@ -23,7 +23,8 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 def add_input(p: argparse.ArgumentParser, read_here: bool = True) -> None:
     """The input table; ``read_here=False`` for a command whose table is read elsewhere (federate's silos),
-    without the options of this process's reader (--seed, --encoding, --sep)."""
+    without the options of this process's reader (--seed, --encoding): the separator and the text
+    options travel to the readers."""
     g = p.add_argument_group("input (a file, or a bundled / generated dataset)")
     g.add_argument("input", nargs="?", help="CSV, TSV or Parquet file")
     g.add_argument("--dataset", choices=DATASETS,
@@ -38,6 +39,7 @@ def add_input(p: argparse.ArgumentParser, read_here: bool = True) -> None:
     else:
         g.add_argument("--sep", help="column separator of a CSV / TSV input (default ',' for .csv, tab for .tsv), "
                                      "e.g. ';'")
+        add_text_options(g)
 
 
 def add_text_options(g) -> None:

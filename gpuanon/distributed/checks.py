@@ -102,3 +102,20 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
     if target_counts is not None:
         s.target_counts_before = np.asarray(target_counts)
     return res, metrics_mod.compute_metrics(s, k=int(est.k))
+
+
+def loss_before_step(hres, n_total: int, suppressed: int, target_counts=None) -> float | None:
+    """The entropy-coefficient loss of the partitions before the optimization step (the report's
+    ``optimization.entropy_loss_before``), from the homes' summaries of those partitions (each one
+    whole on its home), as one process measures it: :func:`~gpuanon.metrics.entropy_coefficients`
+    of their combined summary. None when no home kept them (no step, or no target)."""
+    from .. import metrics as metrics_mod  # noqa: PLC0415
+    from .metrics import combine_summaries  # noqa: PLC0415
+
+    parts = [h["summary_before"] for h in hres if h is not None and h.get("summary_before") is not None]
+    if not any(p.sizes.shape[0] for p in parts):
+        return None
+    s = combine_summaries(parts, n_total, suppressed)
+    if target_counts is not None:
+        s.target_counts_before = np.asarray(target_counts)
+    return metrics_mod.entropy_coefficients(s)["entropy_loss"]

@@ -5,12 +5,14 @@ distinct values with their rows per target value: entropies, the domain ``D_X``,
 before anonymization) and the per-class parts (sizes, target histograms, intervals, category sets
 and the mass they spread over ``D_X``). Here:
 
-* chunk (:func:`value_target_counts`, on a shard): per QI, the distinct ``(key, target)`` pairs
-  and their rows; combine (:func:`combine_value_counts`): summed by pair;
-  finalize (:func:`stats_from_counts`): the :class:`~gpuanon.metrics.ColumnStats` the
-  single-process :func:`~gpuanon.metrics.column_stats` makes from the rows, made from the counts;
+* a column's whole-table statistics, the metrics layer's chunk / combine / finalize
+  (:mod:`gpuanon.metrics.columns`) on many chunks: chunk (:func:`value_target_counts`, on a shard):
+  per QI, the distinct ``(key, target)`` pairs and their rows; combine
+  (:func:`combine_value_counts`): summed by pair; finalize (:func:`stats_from_counts`): the
+  :class:`~gpuanon.metrics.ColumnStats` one process makes from its one chunk, equal to it (the
+  same integer counts, the same finalize);
 * each home puts them in its local table's ``column_stats`` and runs the single-process
-  :func:`~gpuanon.metrics.summary_from_labels` on its whole classes; the coordinator concatenates
+  :func:`~gpuanon.metrics.columns_from_labels` on its whole classes; the coordinator concatenates
   the homes' class summaries (:func:`combine_summaries`: category sets re-numbered, the mass over
   ``D_X`` summed), merges classes with equal cells and runs
   :func:`~gpuanon.metrics.compute_metrics`.
@@ -24,61 +26,43 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.keys import MISSING
+from ..backend import to_device, to_host
 
-from ..backend import to_device, to_host, to_scalar
 
 def value_target_counts(keys, target, nt: int, xp) -> list:
-    """Chunk: per QI, ``(pair, rows)`` host arrays; ``pair = key * nt + target code``."""
-    out = []
-    t = xp.zeros(keys.shape[1], dtype=xp.int64) if target is None else target.astype(xp.int64)
-    for j in range(keys.shape[0]):  # a loop over columns
-        u, c = xp.unique(keys[j].astype(xp.int64) * nt + t, return_counts=True)
-        out.append((to_host(u), to_host(c)))
+    """Chunk: per QI (rows of ``keys``), this shard's
+    :class:`~gpuanon.metrics.columns.ValueTargets` as host runs
+    (:func:`~gpuanon.metrics.columns.value_target_chunk`, :func:`~gpuanon.metrics.columns.value_target_runs`)."""
+    from ..metrics.columns import value_target_chunk, value_target_runs  # noqa: PLC0415
+    from ..metrics.runs import release_buffers  # noqa: PLC0415
+
+    out = [value_target_runs(value_target_chunk(keys[j], target, nt, xp))
+           for j in range(keys.shape[0])]  # a loop over columns
+    release_buffers()  # the sort buffers of this (worker) thread
     return out
 
 
 def combine_value_counts(chunks: list, nt: int) -> list:
-    """Combine: per QI, sorted distinct keys and their rows per target value ``(vals, (m, nt))``."""
-    out = []
-    for j in range(len(chunks[0])):  # a loop over columns
-        pairs = np.concatenate([c[j][0] for c in chunks])
-        cnt = np.concatenate([c[j][1] for c in chunks])
-        u, inv = np.unique(pairs, return_inverse=True)
-        tot = np.bincount(inv.reshape(-1), weights=cnt, minlength=u.shape[0]).astype(np.int64)
-        vals, vinv = np.unique(u // nt, return_inverse=True)
-        m = np.zeros((vals.shape[0], nt), dtype=np.int64)
-        m[vinv.reshape(-1), u % nt] = tot
-        out.append((vals.astype(np.uint32), m))
-    return out
+    """Combine: per QI, the shards' chunks summed per key
+    (:func:`~gpuanon.metrics.columns.combine_value_targets`), as sorted distinct keys and their rows
+    per target value ``(vals, (m, nt))``."""
+    from ..metrics.columns import combine_value_targets, value_target_matrix  # noqa: PLC0415
+
+    return [value_target_matrix(combine_value_targets([c[j] for c in chunks]), nt)
+            for j in range(len(chunks[0]))]  # a loop over columns
 
 
 def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: bool, xp):
-    """Finalize: a column's :class:`~gpuanon.metrics.ColumnStats` from its value x target counts,
-    as :func:`gpuanon.metrics.column_stats` computes it from the rows."""
-    from ..metrics.formulas import entropy_bits_x, xlogx_sum  # noqa: PLC0415
-    from ..metrics.summary import column_domain, finalize_column_stats  # noqa: PLC0415
+    """Finalize: a column's :class:`~gpuanon.metrics.ColumnStats` from its value x target counts, by
+    the finalize one process runs on its one chunk
+    (:func:`~gpuanon.metrics.columns.stats_from_value_targets`)."""
+    from ..metrics.columns import ValueTargets, matrix_value_targets, stats_from_value_targets  # noqa: PLC0415
 
-    vals = to_device(vals, xp)
-    ct = to_device(counts_t, xp)
-    counts = ct.sum(axis=1)
-    nt = int(ct.shape[1])
-    has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == int(MISSING))
-    h_x, dom, done = column_domain(vals, counts, has_missing, numeric, has_target, nt, target_counts, xp)
-    if done is not None:
-        return done
-    starts = dom.bin_start[:-1]
-    joint = xp.stack([xp.add.reduceat(ct[:, t], starts) if xp is np else _reduceat(ct[:, t], starts, xp)
-                      for t in range(nt)], axis=1).astype(xp.float64)
-    s2 = sum(xlogx_sum(ct[:, t], xp) for t in range(nt))
-    h_t = entropy_bits_x(to_device(np.asarray(target_counts), xp), xp)
-    return finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp)
-
-
-def _reduceat(x, starts, xp):
-    from kernels.segmented import segment_reduce  # noqa: PLC0415
-
-    return segment_reduce("add", x, starts, xp, axis=0)
+    vt = matrix_value_targets(vals, counts_t, has_target)
+    by_t = None if vt.by_target is None else [(to_device(k, xp), to_device(w, xp)) for k, w in vt.by_target]
+    dev = ValueTargets(tuple(to_device(a, xp) if hasattr(a, "shape") else a for a in vt.whole), by_t)
+    tc = None if target_counts is None else to_device(np.asarray(target_counts), xp)
+    return stats_from_value_targets(dev, int(counts_t.shape[1]), tc, numeric, xp)
 
 
 def summary_to_host(summary):

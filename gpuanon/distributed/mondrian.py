@@ -26,7 +26,8 @@ or per piece of a frame scattered from here); every row carries its global row i
    order and finishes the open ones with the single-node kernel (rows start together per group,
    so the kernel numbers and cuts them as one process would). The optimization step is
    partition-local: with ``optimize`` each home runs it on its whole partitions, and the homes'
-   counts are summed.
+   counts are summed (the partitions before it are summarized in the stages, for the entropy
+   loss the step saved).
 4. **Labels**: each home numbers its classes by their smallest global row; the coordinator
    merges these first rows (one integer per class) into the global numbering; labels go back to
    the shards that own the rows.
@@ -170,6 +171,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     return FitResult(labels, c.n_parts, int(c.suppressed), c.reason, {k: info[k] for k in ("levels", "attempts")},
                      c.schema, worker_backend, c.crit, TransferLog(simulate=True), stage_seconds(secs),
                      optimization=None if c.optimization is None else dict(c.optimization),
+                     optimize_loss_before=c.loss_before,
                      hierarchies=hierarchy_report(enc, c.metrics, c.automatic), verification=c.verification,
                      metrics=c.metrics, cluster=details)
 

@@ -16,7 +16,9 @@ process does, made from the shards.
   adds up over classes), the coordinator sums the tables, adds the suppressed rows and keeps the
   rho one process's ``choose_rho`` keeps (:func:`choose_automatic`).
 * **Optimization step**: partition-local, run by every home on its whole partitions
-  (``Home.finish``); :func:`combine_optimization` sums the homes' counts.
+  (``Home.finish``); :func:`combine_optimization` sums the homes' counts. With a target each home
+  keeps its partitions before the step and summarizes them beside its classes (``Home.stages``);
+  :func:`.checks.loss_before_step` measures their entropy loss as one process does.
 """
 
 from __future__ import annotations

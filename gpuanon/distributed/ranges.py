@@ -21,7 +21,8 @@ are not additive across shards (a value's ``c log c`` needs its global ``c``). S
    present rows land in exactly one range each), then the joint counts before anonymization per
    bin and target value (:func:`owner_joint`), summed here;
 6. **queries** (:func:`home_queries` -> :func:`owner_answer` -> :func:`home_take`): every home
-   sends each class's smallest and largest key to the owners of those keys and gets back the
+   sends each class's smallest and largest key (its output classes and, after the optimization
+   step, its partitions before it) to the owners of those keys and gets back the
    global value index, the rows and the ``c log c`` before it: the positions, rows and interval
    entropy :func:`~gpuanon.metrics.summary_from_labels` computes from the values in one process.
 
@@ -218,25 +219,24 @@ def owner_drop(home) -> None:
 # --------------------------------------------------------------------------------------------
 
 def home_queries(home, enc, splitters: dict) -> None:
-    """Every class's smallest and largest key of each column, split by the owner of the key."""
+    """Every class's smallest and largest key of each column, split by the owner of the key: the
+    classes of each of the home's class sets (:meth:`~.worker.Home.class_sets`), one after another."""
     xp = home.xp
     w = len(next(iter(splitters.values()))) - 1
     pieces = [dict() for _ in range(w)]
     home.range_order = {}
-    cs = home.class_stats(enc) if home.n else None
+    sets = home.class_sets(enc) if home.n else []
     for j, sp in splitters.items():  # a loop over columns
-        if cs is None:
-            keys = xp.zeros(0, dtype=xp.int64)
-            n = 0
-        else:
-            kmin, kmax = cs.key_minmax(j)
-            n = int(kmin.shape[0])
-            keys = xp.concatenate([kmin, kmax]).astype(xp.int64)
+        ends = [cs.key_minmax(j) for cs in sets]  # a loop over class sets (one or two)
+        ns = [int(kmin.shape[0]) for kmin, _ in ends]
+        n = sum(ns)
+        keys = xp.concatenate([e[0] for e in ends] + [e[1] for e in ends] + [xp.zeros(0, dtype=xp.int64)])
+        keys = keys.astype(xp.int64)
         dest = xp.searchsorted(to_device(np.asarray(sp[1:-1], dtype=np.int64), xp), keys, side="right")
         order = xp.argsort(dest, kind="stable")
         bounds = to_host(xp.searchsorted(dest[order], xp.arange(w + 1, dtype=dest.dtype)))
         ks, left = keys[order], order < n
-        home.range_order[j] = (order, n)
+        home.range_order[j] = (order, ns)
         for d in range(w):  # a loop over workers
             pieces[d][j] = (to_host(ks[bounds[d]:bounds[d + 1]]), to_host(left[bounds[d]:bounds[d + 1]]))
     home.query_pieces = pieces
@@ -247,11 +247,12 @@ def query_piece(home, d: int) -> dict:
 
 
 def home_take(home, answers) -> None:
-    """Put the owners' answers back in class order: per column ``(a, b, rows before a, rows before
-    b, interval entropy)``, as :func:`~gpuanon.metrics.summary_from_labels` reads them."""
+    """Put the owners' answers back in class order: per class set ``i`` and column ``j``,
+    ``home.positions[i][j] = (a, b, rows before a, rows before b, interval entropy)``, as
+    :func:`~gpuanon.metrics.summary_from_labels` reads them."""
     xp = home.xp
     home.positions = getattr(home, "positions", None) or {}
-    for j, (order, n) in home.range_order.items():  # a loop over columns
+    for j, (order, ns) in home.range_order.items():  # a loop over columns
         got = []
         for f in range(3):
             x = to_device(np.concatenate([a[j][f] for a in answers]), xp)
@@ -259,12 +260,16 @@ def home_take(home, answers) -> None:
             full[order] = x
             got.append(full)
         pos, rows, clog = got
-        ca, cb = rows[:n], rows[n:]
-        s = (cb - ca).astype(xp.float64)
-        e = clog[n:] - clog[:n]  # sum c log2 c over the class's values
-        safe = xp.where(s > 0, s, 1.0)
-        h = xp.maximum(xp.where(s > 0, xp.log2(safe) - e / safe, 0.0), 0.0)
-        home.positions[j] = (pos[:n], pos[n:], ca, cb, h)
+        n, lo = sum(ns), 0
+        for i, m in enumerate(ns):  # a loop over class sets (one or two)
+            a, b = slice(lo, lo + m), slice(n + lo, n + lo + m)
+            lo += m
+            ca, cb = rows[a], rows[b]
+            s = (cb - ca).astype(xp.float64)
+            e = clog[b] - clog[a]  # sum c log2 c over the class's values
+            safe = xp.where(s > 0, s, 1.0)
+            h = xp.maximum(xp.where(s > 0, xp.log2(safe) - e / safe, 0.0), 0.0)
+            home.positions.setdefault(i, {})[j] = (pos[a], pos[b], ca, cb, h)
     home.range_order = home.query_pieces = None
 
 

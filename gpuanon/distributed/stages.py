@@ -26,7 +26,7 @@ from ..anonymize.plan import Plan
 from ..dictionaries import combine, finalize
 from ..errors import SchemaError, VerificationError
 from . import tasks
-from .checks import column_statistics, combine_stages, suppression, validate
+from .checks import column_statistics, combine_stages, loss_before_step, suppression, validate
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
 from .options import bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of
@@ -71,6 +71,7 @@ class ClusterRun:
     n_groups: int = 0
     n_parts: int = 0
     optimization: dict | None = None
+    loss_before: float | None = None  # the entropy loss of the partitions before the optimization step
     verification: Any = None
     metrics: dict | None = None
     automatic: Any = None
@@ -359,6 +360,7 @@ def verify_and_measure(c: ClusterRun) -> None:
     n_shared = int(shared_hashes(hres).shape[0])
     shared = merge_shared(run, c.homes, c.hs, hres, enc, fmt, vkw, c.q)
     verification, c.metrics = combine_stages(hres, est, c.n_total, c.suppressed, enc, tcounts)
+    c.loss_before = loss_before_step(hres, c.n_total, c.suppressed, tcounts)
     c.verification = with_shared(verification, shared)
     c.secs["stages"] = time.perf_counter() - t0
     c.info["classes_shared_by_workers"] = n_shared  # output classes finished in parts on several workers

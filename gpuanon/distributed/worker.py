@@ -24,6 +24,7 @@ from kernels.segmented import group_starts, segment_ids, segment_reduce
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
 from ..encoding import kernel_specs
+from .output import union_texts
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -239,7 +240,7 @@ class Shard:
         for name in (pieces[0][1] if pieces else {}):
             kind = pieces[0][1][name][0]
             if kind == "text":  # each home's codes into its own dictionary: one dictionary here
-                new[name] = _union_texts([p[1][name] for p in pieces], order)
+                new[name] = union_texts([p[1][name] for p in pieces], order)
                 continue
             vals = np.concatenate([p[1][name][1] for p in pieces])[order]
             base = name[:-4] if name.endswith(("_min", "_max")) and name[:-4] in by_col else name
@@ -252,31 +253,6 @@ class Shard:
         frames = in_input_order(df.columns, new, qis, set(identifiers or ()),
                                 lambda c: (df[c] if whole else df[c].take(kept)).reset_index(drop=True))
         return pd.DataFrame(frames, columns=list(frames), copy=False)
-
-
-def _union_texts(parts, order):
-    """One categorical column from pieces ``(kind, codes, dictionary)`` (code -1: missing), its rows
-    taken in ``order``. Dictionaries that are all the homes' own (object arrays) are united by
-    pandas; otherwise by Arrow (no Python object per row)."""
-    import pandas as pd  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    if all(isinstance(p[2], np.ndarray) for p in parts):
-        cats = pd.api.types.union_categoricals(
-            [pd.Categorical.from_codes(p[1], categories=pd.Index(p[2], dtype=object), validate=False) for p in parts],
-            ignore_order=True)
-        return cats[order] if len(order) else cats
-    parts = [p if not isinstance(p[2], np.ndarray) else (p[0], p[1], pa.array(p[2], type=pa.string())) for p in parts]
-    dicts = pa.concat_arrays([p[2] for p in parts]) if parts else pa.array([], type=pa.string())
-    off = np.cumsum([0] + [len(p[2]) for p in parts[:-1]])
-    codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1) for p, o in zip(parts, off)]) if parts else \
-        np.zeros(0, dtype=np.int64)
-    uniq = pc.unique(dicts)
-    remap = pc.index_in(dicts, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes = np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.shape[0] else codes, -1)[order]
-    cats = pd.Index(uniq.to_numpy(zero_copy_only=False), dtype=object)
-    return pd.Categorical.from_codes(codes.astype(np.int32), categories=cats, validate=False)
 
 
 def local_table(enc, keys, sa, target, xp):
@@ -317,13 +293,15 @@ class Home:
         self.n = int(self.gidx.shape[0])
         self.local = self.labels = None
         self.n_classes = 0
+        self.before = None  # (labels, partitions) before the optimization step, when it ran with a target
         self.info = {}
 
     def finish(self, group_final, enc, crit, relaxed: bool, k: int, optimize: bool = False):
         """Partition the groups that are not final with the single-node kernel, then (``optimize``)
-        run the optimization step on this home's partitions (each one is whole here); number every
-        class of this home by its smallest global row index. Returns those indices (host, sorted)
-        and the optimization step's counts (None without it)."""
+        run the optimization step on this home's partitions (each one is whole here; with a target
+        the partitions before it are kept, ``before``, for the entropy loss the step saved); number
+        every class of this home by its smallest global row index. Returns those indices (host,
+        sorted) and the optimization step's counts (None without it)."""
         from kernels.mondrian import mondrian_partition  # noqa: PLC0415
 
         xp = self.xp
@@ -358,6 +336,8 @@ class Home:
             from ..anonymize.optimize import optimize_partitions  # noqa: PLC0415
 
             crit_x = crit.with_q(None if crit.q is None else to_device(crit.q, xp))
+            if self.target is not None:  # the classes before the step: the report's entropy loss before it
+                self.before = (lab, n_parts)
             lab, _, opt = optimize_partitions(local_table(enc, self.keys, self.sa, None, xp), lab, n_parts, crit_x, xp)
         order = xp.argsort(lab, kind="stable")
         starts = group_starts(lab[order], xp)
@@ -390,6 +370,18 @@ class Home:
                                   self.n_classes)
         return self._cs
 
+    def class_sets(self, enc) -> list:
+        """The labellings whose class summaries the metrics read: this home's output classes and,
+        when kept (``before``), its partitions before the optimization step (one table, made once)."""
+        from ..classes import ClassStats  # noqa: PLC0415
+
+        out = [self.class_stats(enc)]
+        if self.before is not None:
+            if getattr(self, "_cs_before", None) is None:
+                self._cs_before = ClassStats(out[0].table, *self.before)
+            out.append(self._cs_before)
+        return out
+
     def stages(self, enc, fmt: str, verify_kw: dict, q, col_stats: dict, target_counts=None,
                range_stats=None):
         """Class statistics, verification of the published cells and the metrics' per-class parts,
@@ -417,9 +409,13 @@ class Home:
                                                       enc.columns[j].kind == "numeric", xp)
         for j, st in (range_stats or {}).items():  # a loop over columns
             table.column_stats[j] = stats_to(st, xp)
-        summary = summary_to_host(metrics_mod.summary_from_labels(table, self.local, self.n_classes, stats=cs,
-                                                                  positions=getattr(self, "positions", None)))
-        self.positions = None
+        # the output's classes, then (optimization step) the partitions before it: each one's summary
+        positions = getattr(self, "positions", None) or {}  # per class set (see .ranges)
+        sums = [summary_to_host(metrics_mod.summary_from_labels(table, s.row_class, s.n_classes, stats=s,
+                                                                positions=positions.get(i)))
+                for i, s in enumerate(self.class_sets(enc))]
+        summary, before = sums[0], (sums[1] if len(sums) > 1 else None)
+        self.positions = self.before = self._cs_before = None
         cells = cs.published_cells(fmt)
         sa = qx = None
         if self.sa is not None and verify_kw.get("_has_sa", True):
@@ -432,7 +428,8 @@ class Home:
         for c in cells:  # a loop over columns
             h = verify_mod.splitmix64(h ^ c.astype(xp.uint64), xp)
         sizes = cs.sizes
-        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary}
+        out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary,
+               "summary_before": before}
         import pandas as pd  # noqa: PLC0415
 
         self.values = {}

@@ -23,20 +23,28 @@ from .splits import split_silos
 
 
 def experiment_key(cfg: dict) -> str:
-    keys = ("dataset", "input", "sep", "rows", "data_seed", "target", "test_size", "seed", "silos", "split", "alpha")
+    keys = ("dataset", "input", "sep", "na_values", "dates", "rows", "data_seed", "target", "test_size", "seed",
+            "silos", "split", "alpha")
     return json.dumps({k: cfg.get(k) for k in keys}, sort_keys=True, default=str)
 
 
-def _sep(cfg: dict, path) -> str | None:
-    """``--sep`` for a CSV / TSV file (the Parquet files of the deployment's silos have none)."""
-    return None if str(path).lower().endswith((".parquet", ".pq")) else cfg.get("sep")
+def reader_options(cfg: dict, path) -> dict:
+    """:func:`~gpuanon.datasets.load_table`'s keywords for ``path``: for a CSV / TSV file the
+    experiment's ``--sep``, ``--na-values`` and ``--dates``; none for a Parquet file (the
+    deployment's silo files), which is read as it is."""
+    from ..datasets import ColumnTypes  # noqa: PLC0415
+
+    if str(path).lower().endswith((".parquet", ".pq")):
+        return {}
+    return dict(sep=cfg.get("sep"), na_values=list(cfg.get("na_values") or []) or None,
+                types=ColumnTypes(dates=set(cfg.get("dates") or [])))
 
 
 def load_frame(cfg: dict) -> pd.DataFrame:
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
 
     if cfg.get("input"):
-        return load_table(cfg["input"], sep=_sep(cfg, cfg["input"]))
+        return load_table(cfg["input"], **reader_options(cfg, cfg["input"]))
     if not cfg.get("dataset"):
         raise InputError("no data: give an input file or a dataset name")
     df, _ = get_dataset(cfg["dataset"], rows=cfg.get("rows"), seed=int(cfg.get("data_seed") or 0))
@@ -78,7 +86,7 @@ def silo_rows(cfg: dict, node_config: dict) -> tuple[int, pd.DataFrame]:
     silo = int(node_config.get("silo", node_config.get("partition-id", -1)))
     path = node_config.get("data-path")
     if path:
-        return silo, load_table(str(path), sep=_sep(cfg, path))
+        return silo, load_table(str(path), **reader_options(cfg, path))
     if silo < 0:
         raise InputError("this node has neither a data-path nor a partition-id in its node configuration; "
                          "start it with --node-config \"silo=0 data-path='silo0.csv'\"")
@@ -93,7 +101,7 @@ def test_rows(cfg: dict) -> pd.DataFrame:
     from ..datasets import load_table  # noqa: PLC0415
 
     if cfg.get("test_path"):
-        return load_table(cfg["test_path"], sep=_sep(cfg, cfg["test_path"]))
+        return load_table(cfg["test_path"], **reader_options(cfg, cfg["test_path"]))
     return plan(cfg).test
 
 

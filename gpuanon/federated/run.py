@@ -25,13 +25,20 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
                 learning_rate: float | None = None, batch_size: int | None = None, momentum: float | None = None,
                 test_size: float = 0.3, seed: int = 0, device: str | None = "cpu", max_suppression: float = 0.01,
                 positive=None, test_mapping: bool = False, torch_threads: int = 1,
-                categories: dict | None = None, class_weight: str | None = "balanced", sep: str | None = None) -> dict:
-    """The experiment as a JSON-ready dict (what the server and every silo agree on)."""
+                categories: dict | None = None, class_weight: str | None = "balanced", sep: str | None = None,
+                na_values=None, dates=None) -> dict:
+    """The experiment as a JSON-ready dict (what the server and every silo agree on). ``sep``,
+    ``na_values`` (cells that mean missing besides empty ones) and ``dates`` (columns read as dates)
+    are how every reader of a CSV / TSV input reads it (:func:`.experiment.reader_options`)."""
     from ..evaluate import parse_protection  # noqa: PLC0415
     from .splits import SPLITS  # noqa: PLC0415
 
     if not dataset and not input:
         raise InputError("no data: give an input file or --dataset adult")
+    text_opts = [o for o, v in (("--sep", sep), ("--na-values", na_values), ("--dates", dates)) if v]
+    if input and text_opts and str(input).lower().endswith((".parquet", ".pq")):  # as load_table refuses them
+        raise InputError(f"{text_opts[0]} applies to CSV / TSV input; {str(input)!r} is Parquet, whose columns keep "
+                         f"their types: leave {text_opts[0]} out")
     roles = {}
     if dataset and not input:
         from ..datasets import get_dataset  # noqa: PLC0415
@@ -55,7 +62,8 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
     spec = model_spec(model, learning_rate, batch_size, momentum, class_weight)
     if input:
         input = str(Path(input).resolve())
-    return {"dataset": dataset, "input": input, "sep": sep, "rows": rows, "data_seed": 0, "target": target, "qi": qi,
+    return {"dataset": dataset, "input": input, "sep": sep, "na_values": list(na_values or []),
+            "dates": list(dates or []), "rows": rows, "data_seed": 0, "target": target, "qi": qi,
             "sensitive": sensitive or roles.get("sensitive") or target, "identifiers": list(identifiers or []),
             "numeric": list(numeric or []), "categorical": list(categorical or []), "test_size": float(test_size),
             "seed": int(seed), "silos": int(silos), "split": str(split).lower(), "alpha": float(alpha),

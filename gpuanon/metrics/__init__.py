@@ -14,8 +14,9 @@ discernibility; ``C_avg``; the classification metric; Sweeney's precision (for
 hierarchy-generalized columns); class-size statistics; suppressed rows.
 
 The package: :mod:`~gpuanon.metrics.formulas` (entropies and other formulas on counts, NumPy or
-CuPy), :mod:`~gpuanon.metrics.summary` (class summaries of the anonymizer's classes, whole-table
-column statistics, the hierarchy scorer), :mod:`~gpuanon.metrics.compute` (every metric from a
+CuPy), :mod:`~gpuanon.metrics.columns` (a column's whole-table statistics: chunk / combine / finalize,
+one process's and a cluster's), :mod:`~gpuanon.metrics.summary` (class summaries of the anonymizer's
+classes, the hierarchy scorer), :mod:`~gpuanon.metrics.compute` (every metric from a
 summary), :mod:`~gpuanon.metrics.output` (summaries of any output table against its original;
 NCP of any partitioning).
 
@@ -35,8 +36,9 @@ from .compute import (column_ncp, compute_metrics, entropy_coefficients, label_e
 from .formulas import (entropy_bits, entropy_loss, interval_entropy, interval_entropy_at, precision, set_entropy,
                        uncertainty_coefficient)
 from .output import ncp, ncp_per_column, output_metrics, summary_from_output
-from .summary import (ClassSummary, ColumnStats, ColumnSummary, HierarchyScorer, before_stats, column_stats,
-                      merge_equal_classes, release_buffers, summary_from_labels)
+from .columns import ColumnStats, before_stats, column_stats
+from .summary import (ClassSummary, ColumnSummary, HierarchyScorer, merge_equal_classes, release_buffers,
+                      summary_from_labels)
 
 __all__ = [
     "SET_SEPARATOR", "ClassSummary", "ColumnStats", "ColumnSummary", "HierarchyScorer", "before_stats",

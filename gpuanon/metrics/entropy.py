@@ -127,7 +127,7 @@ def numeric_domain(counts, has_missing: bool, xp=None, n_bins: int = N_BINS, n_s
     edges at the quantiles ``i * n / n_bins`` of the present rows (a value spans no two bins, so
     a heavy value may swallow several quantiles and leave fewer bins). The missing value (the
     last entry when ``has_missing``) is a bin of its own. ``n_starts``: the number of distinct
-    quantile bins when the caller knows it (:func:`gpuanon.metrics.summary.column_stats` reads it
+    quantile bins when the caller knows it (:func:`gpuanon.metrics.columns.column_stats` reads it
     with the column's other counts): on a device the bins are then kept without a sync.
 
     >>> d = numeric_domain(np.array([5, 1, 1, 1, 1, 1, 2]), False, np, n_bins=2)

@@ -2,7 +2,7 @@
 
 :func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.classes.ClassStats`:
 one sort by class, per-class key ranges, category masks, hierarchy nodes, target histograms) and
-each column's whole-table statistics (:func:`column_stats`, kept in ``Table.column_stats``), and
+each column's whole-table statistics (:mod:`gpuanon.metrics.columns`, kept in ``Table.column_stats``), and
 keeps every per-class and per-value array where it was made: what reaches the host are the
 metrics' single numbers (:mod:`gpuanon.metrics.compute`).
 """
@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
-from kernels.keys import MISSING
 
 from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..classes import ClassStats
-from .entropy import (N_BINS, NumericDomain, hierarchy_joint, interval_joint, interval_positions, numeric_domain,
-                       set_joint, suppressed_joint, uncertainty_from_joint)
-from .formulas import dense_ids, dense_ids_x, entropy_bits_x, interval_entropy_at, xlogx_sum
-from .runs import device_runs, device_runs_many, release_buffers, runs, sorted_copy
+from .columns import before_stats
+from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
+                       uncertainty_from_joint)
+from .formulas import dense_ids, dense_ids_x, interval_entropy_at
+from .runs import device_runs_many, release_buffers
 
 
 @dataclass
@@ -91,133 +91,6 @@ class ClassSummary:
     @property
     def n_out(self) -> int:
         return int(to_scalar(self.sizes.sum()))
-
-
-# ---------------------------------------------------------------------------------------------
-# whole-table statistics of one encoded column
-# ---------------------------------------------------------------------------------------------
-
-class ColumnStats(NamedTuple):
-    """Whole-table statistics of one encoded column, on the table's device."""
-
-    vals: Any  # sorted distinct keys
-    counts: Any  # rows per distinct key
-    u_raw: Any  # U(T | X) over the raw distinct values (0-d), or None
-    h_x: Any  # H(X) in bits over the raw distinct values (0-d)
-    domain: NumericDomain  # D_X over the distinct values
-    joint_before: Any = None  # (|D_X|, n_targets) counts
-    rep: Any = None  # indices of the counts above 1 (ascending), when known
-
-
-def column_stats(key_col, target, nt: int, target_counts, xp, numeric: bool = True, counted=None,
-                 target_rows=None) -> ColumnStats:
-    """Statistics of one encoded column from sorts of its (uint32) keys.
-
-    One sort of the whole column gives the values and their counts; one sort of the rows of
-    each target value but the first gives the joint counts, over the raw values (``U`` of the
-    label reading) and over the domain ``D_X`` (bins of a numeric column with more than 256
-    distinct values; every category of a categorical one). What leaves the device: on the CPU
-    whether the column has missing values; on a device four counts (:func:`device_runs`), or
-    none when ``counted`` brings them (:func:`device_runs_many` of several columns).
-    ``target_rows``: ``target_counts`` on the host, when read (the target's rows then need no read).
-    """
-    if counted is not None:
-        vals, counts, rep, has_missing, n_starts = counted
-    elif xp is np or key_col.shape[0] == 0:
-        vals, counts = runs(sorted_copy(key_col, xp, 0), xp)
-        has_missing = bool(numeric and vals.shape[0] and int(to_scalar(vals[-1])) == MISSING)
-        rep, n_starts = None, None
-    else:
-        vals, counts, rep, has_missing, n_starts = device_runs(xp.sort(key_col), xp, numeric)
-    h_x, dom, done = column_domain(vals, counts, has_missing, numeric, target is not None, nt, target_counts, xp,
-                                   rep, n_starts)
-    if done is not None:
-        return done
-    edge_keys = vals[dom.bin_start[:-1]]
-    nb = dom.n_bins
-    joint_t = []
-    # H(T | X) = (sum_x n_x log n_x - sum_{x,t} n_xt log n_xt) / n; a value seen once adds 0 to
-    # both sums, so only values seen more than once need their per-target counts
-    rep_all = rep
-    if rep is None:
-        rep = xp.nonzero(counts > 1)[0]
-    rep_vals = vals[rep]
-    rest = counts[rep].copy()
-    s2 = xp.zeros((), dtype=xp.float64)
-    for t in range(1, nt):  # a loop over target values
-        if target_rows is None or xp is np:
-            srt_t = sorted_copy(key_col, xp, 1, target == t)
-        else:  # the target's rows counted on the host: a compaction of known size
-            srt_t = xp.sort(key_col[indices_of(target == t, int(target_rows[t]), xp)])
-        n_t = int(srt_t.shape[0])
-        jt = xp.zeros(nb, dtype=xp.float64)
-        if n_t:
-            # rows of target t per bin: srt_t is sorted, so a bin's rows lie between the searches of
-            # the bin's first key and the next bin's (exact integer counts; no compaction of values)
-            pos = xp.concatenate([xp.searchsorted(srt_t, edge_keys, side="left").astype(xp.int64),
-                                  xp.full(1, n_t, dtype=xp.int64)])
-            jt = xp.diff(pos).astype(xp.float64)
-        joint_t.append(jt)
-        if n_t == 0 or rep.shape[0] == 0:
-            continue
-        c_rep = (xp.searchsorted(srt_t, rep_vals, side="right") - xp.searchsorted(srt_t, rep_vals, side="left"))
-        c_rep = c_rep.astype(xp.int64)
-        rest -= c_rep
-        s2 = s2 + xlogx_sum(c_rep, xp)
-    s2 = s2 + xlogx_sum(rest, xp)
-    others = xp.stack(joint_t, axis=1)
-    joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
-                           axis=1)
-    rep_t = None
-    if target_rows is not None and xp is not np:
-        rep_t = indices_of(target_counts > 1, int((np.asarray(target_rows) > 1).sum()), xp)
-    return finalize_column_stats(vals, counts, h_x, dom, joint, s2, entropy_bits_x(target_counts, xp, rep_t), xp,
-                                 rep_all)
-
-
-# ---------------------------------------------------------------------------------------------
-# a column's whole-table statistics: the chunks differ (one process sorts the rows of one table;
-# a cluster sums value x target counts over its shards, gpuanon.distributed.metrics), the
-# finalize below is one
-# ---------------------------------------------------------------------------------------------
-
-def column_domain(vals, counts, has_missing: bool, numeric: bool, has_target: bool, nt: int, target_counts, xp,
-                  rep=None, n_starts=None):
-    """Finalize, first half: a column's ``H(X)`` and domain ``D_X`` from its values' counts, and
-    its :class:`ColumnStats` already when there is no target to relate it to (else None)."""
-    h_x = entropy_bits_x(counts, xp, rep)
-    dom = numeric_domain(counts, has_missing, xp, N_BINS if numeric else max(int(vals.shape[0]), 1), n_starts)
-    if not has_target or target_counts is None or nt < 2:
-        joint = None
-        if has_target and nt == 1:
-            joint = dom.bin_counts[:, None].astype(xp.float64)
-        return h_x, dom, ColumnStats(vals, counts, None, h_x, dom, joint, rep)
-    return h_x, dom, None
-
-
-def finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp, rep=None) -> ColumnStats:
-    """Finalize, second half: ``U(T | X)`` from ``s2 = sum_{x,t} n_xt log n_xt`` and ``H(T)``,
-    and the column's :class:`ColumnStats` (``joint``: rows per domain bin and target value)."""
-    n = counts.sum().astype(xp.float64)
-    h_t_x = (xlogx_sum(counts, xp, rep) - s2) / xp.where(n > 0, n, 1.0)
-    u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
-    return ColumnStats(vals, counts, u, h_x, dom, joint, rep)
-
-
-def before_stats(table, j: int, target_counts, cache_limit: int = 1 << 16, counted=None,
-                 target_rows=None) -> ColumnStats:
-    """Statistics of QI ``j`` over the whole table; kept in ``table.column_stats`` (sweeps reuse
-    them) when the column has at most ``cache_limit`` distinct values. ``counted``: the column's
-    :func:`device_runs`, when read with other columns'; ``target_rows``: ``target_counts`` on the host."""
-    cache = table.column_stats
-    if j in cache:
-        return cache[j]
-    nt = max(len(table.target_values), 1)
-    st = column_stats(table.keys[j], table.target, nt, target_counts, table.xp,
-                      numeric=table.columns[j].kind == "numeric", counted=counted, target_rows=target_rows)
-    if st.vals.shape[0] <= cache_limit:
-        cache[j] = st
-    return st
 
 
 # ---------------------------------------------------------------------------------------------

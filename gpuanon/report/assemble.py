@@ -56,7 +56,8 @@ def anonymization_report(model, result, *, n_rows_in: int, n_rows_out: int) -> d
 def optimization_section(result) -> dict | None:
     """The optimization step's counts (exact classes kept, their rows, groups given back), and the
     entropy-coefficient loss of the classes before the step and after it (the final metric), where
-    known (a cluster does not measure the loss before); None when the step did not run."""
+    known (both need a target; a cluster measures the loss before from its homes' partitions
+    before the step); None when the step did not run."""
     opt = result.optimization
     if opt is None:
         return None

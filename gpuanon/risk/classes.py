@@ -300,6 +300,7 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
     if weights is not None:
         w = _weights(frame, weights, qi, xp)
         pop = _counts(gid, n_cls, xp, weights=w if keep is None else w[keep])
+        _check_weight_sums(pop, sizes, weights, xp)
     return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp, pop, None if pop is None else "weights")
 
 
@@ -325,6 +326,21 @@ def _weights(frame, weights, qi, xp):
         raise InputError(f"{name} has {bad} missing, non-numeric or negative value(s); sampling weights "
                          f"must be numbers >= 0 (fill or drop those rows)")
     return w if xp is np else to_device(w, xp)
+
+
+def _check_weight_sums(pop, sizes, weights, xp) -> None:
+    """Refuse weights whose sum over a class is below its rows (F_j < f_j): a sampling weight is the
+    number of population units a row stands for, so a class stands for at least its own rows."""
+    short = pop < sizes * (1.0 - 1e-9)  # a tolerance for sums of fractions such as 0.1 * 10
+    n_short = int(to_scalar(short.sum()))
+    if not n_short:
+        return
+    first = int(to_scalar(xp.nonzero(short)[0][0]))
+    f, big_f = int(to_scalar(sizes[first])), float(to_scalar(pop[first]))
+    name = f"weights column '{weights}'" if isinstance(weights, str) else "weights"
+    raise InputError(f"{name} sums to less than the rows of {n_short} QI combination(s) (e.g. {f} row(s) whose "
+                     f"weights sum to {big_f:g}); a sampling weight is how many population units a row stands "
+                     f"for: give weights of at least 1 (inverse inclusion probabilities)")
 
 
 def _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp) -> Classes:
