@@ -14,30 +14,11 @@ import pandas as pd
 
 from ..cells import cell_key, cell_text, is_missing, parse_numeric_cells, resolve_qi_columns, split_set_text
 from ..exact import float_values, is_time
-from .entropy import domain_joint, interval_joint, interval_positions, numeric_domain, set_joint
+from .columns import stats_from_value_targets, value_target_chunk
+from .entropy import domain_joint, interval_joint, interval_positions, set_joint
 from .compute import compute_metrics
-from .formulas import entropy_bits, interval_entropy_at
+from .formulas import interval_entropy_at
 from .summary import ClassSummary, ColumnSummary
-
-
-def _stats_from_runs(val, tcode, cnt, target_counts):
-    """Column statistics from sorted runs of equal (value, target) pairs (host arrays).
-
-    Returns ``(distinct values, counts per value, U(T | X), H(X) in bits)``.
-    """
-    vnew = np.ones(val.shape[0], dtype=bool)
-    vnew[1:] = val[1:] != val[:-1]
-    vstart = np.nonzero(vnew)[0]
-    counts = np.add.reduceat(cnt, vstart) if val.shape[0] else np.zeros(0, dtype=np.int64)
-    n = float(cnt.sum())
-    h_x = entropy_bits(counts)
-    u = None
-    if target_counts is not None and n > 0:
-        h_t = entropy_bits(target_counts)
-        n_v = np.repeat(counts, np.diff(np.append(vstart, val.shape[0])))
-        h_t_x = float(-(cnt / n * np.log2(cnt / n_v)).sum())
-        u = 0.0 if h_t == 0 else float(max(0.0, min(1.0, (h_t - h_t_x) / h_t)))
-    return val[vstart], counts, u, h_x
 
 
 def summary_from_output(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, kinds: dict,
@@ -119,8 +100,8 @@ def _numeric_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, notes: li
     key = np.where(np.isnan(ov), np.inf, ov)
     vals, inv = np.unique(key, return_inverse=True)
     inv = inv.reshape(-1)
-    _, vcounts, u_before, h_bits = _code_stats(inv, cls.tcodes_orig, cls.tcounts)
-    dom = numeric_domain(vcounts, bool(np.isnan(ov).any()), np)
+    st, u_before, h_bits = _code_stats(inv, cls.tcodes_orig, cls.tcounts, True, bool(np.isnan(ov).any()))
+    vcounts, dom = st.counts, st.domain
     plain = c in out.columns
     if plain:
         lo, hi = parse_numeric_cells(out[c])
@@ -163,7 +144,8 @@ def _categorical_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, hiera
     hierarchy labels)."""
     codes, cats = pd.factorize(o, use_na_sentinel=False)
     ncat = len(cats)
-    _, ccounts, u_before, h_bits = _code_stats(codes.astype(np.int64), cls.tcodes_orig, cls.tcounts)
+    st, u_before, h_bits = _code_stats(codes.astype(np.int64), cls.tcodes_orig, cls.tcounts)
+    ccounts = st.counts
     index = {cell_key(v): i for i, v in enumerate(cats)}  # a missing category: key None
     nodes = _node_members(hierarchy, index)
     cell_inv, cells = pd.factorize(out[c].iloc[cls.first], use_na_sentinel=False)
@@ -238,13 +220,19 @@ def output_metrics(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers,
     return met
 
 
-def _code_stats(codes, tcodes, target_counts):
-    """Column statistics of dense codes 0..m-1 (every code present), via the shared run logic."""
+def _code_stats(codes, tcodes, target_counts, numeric: bool = False, has_missing: bool = False):
+    """Whole-table statistics of a column of dense codes ``0..m-1`` (every code present; ``tcodes``:
+    the target's codes): the one-chunk reduction of :mod:`gpuanon.metrics.columns`, as one process's
+    anonymizer computes them. Returns ``(ColumnStats, U(T | X), H(X) in bits)``, the two numbers as
+    floats (``U``: None without a target or rows, 0 for a target of one value)."""
     nt = len(target_counts) if target_counts is not None else 1
-    u, cnt = np.unique(codes * nt + (tcodes if tcodes is not None else 0), return_counts=True)
-    return _stats_from_runs(u // nt, u % nt, cnt, target_counts)
-
-
+    vt = value_target_chunk(codes, tcodes, nt, np)
+    vt = vt._replace(whole=(*vt.whole[:3], has_missing, None))
+    st = stats_from_value_targets(vt, nt, target_counts, numeric, np)
+    u = None
+    if target_counts is not None and codes.shape[0]:
+        u = 0.0 if st.u_raw is None else float(st.u_raw)
+    return st, u, float(st.h_x)
 
 
 def ncp_per_column(df: pd.DataFrame, qi, labels, kinds: dict, categorical: str = "set") -> dict:
