@@ -78,3 +78,22 @@ def test_exact_qis_published_as_ranges_only_on_a_cluster(clients, table, fmt):
     m = Mondrian(k=5, quasi_identifiers=["age", "day"], target="y", output_format=fmt, progress=False)
     with pytest.raises(SchemaError, match="quasi-identifier 'day' .* publishes as ranges only; use --format range"):
         run_distributed(m, clients[2], frames=[table.iloc[:400], table.iloc[400:]])
+
+
+def test_classes_beyond_2_53_apart_merge_by_keys_on_a_cluster(clients):
+    """Values near -2**62 and 2**62: their float distances (the kernel's and the metrics' floats)
+    share a value per 2048 near 2**63, so classes with different published cells have equal
+    floats; the cluster tells classes apart by their keys, as one process does, and reads NCP on
+    spans in integers."""
+    rng = np.random.default_rng(5)
+    x = np.array([-(2**62), 2**62])[rng.integers(0, 2, 300)] + rng.integers(0, 3000, 300)
+    df = pd.DataFrame({"x": x.astype(np.int64), "y": rng.integers(0, 2, 300)})
+    m = Mondrian(k=5, quasi_identifiers=["x"], target="y", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_distributed(m, clients[2], frames=[df.iloc[:150], df.iloc[150:]], local_rows=50)
+        out = m.fit_transform(df)
+    np.testing.assert_array_equal(res.labels, m.labels_)
+    assert res.metrics["n_classes"] == m.metrics_["n_classes"] == out["x"].nunique()
+    for key in m.metrics_:  # equal up to the order of floating-point sums
+        assert flat(res.metrics[key]) == pytest.approx(flat(m.metrics_[key]), rel=1e-9, abs=0), key

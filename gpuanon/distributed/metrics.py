@@ -96,6 +96,9 @@ def combine_summaries(parts: list, n_in: int, n_suppressed: int):
             c.joint_after = sum(np.asarray(x.joint_after, dtype=np.float64) for x in cs)
         if c0.kind == "numeric":
             c.lo, c.hi, c.gt_h = cat([x.lo for x in cs]), cat([x.hi for x in cs]), cat([x.gt_h for x in cs])
+            for f in ("gen_key", "width"):  # keys are global: a class's key pair is its cell
+                if all(getattr(x, f) is not None for x in cs):
+                    setattr(c, f, cat([getattr(x, f) for x in cs]))
         else:  # each home numbered its own category sets: one numbering of the union
             sets = cat([x.sets for x in cs], axis=0)
             off = np.cumsum([0] + [x.sets.shape[0] for x in cs[:-1]])

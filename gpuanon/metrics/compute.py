@@ -18,11 +18,11 @@ from .summary import ClassSummary, ColumnSummary
 
 
 def column_ncp(col: ColumnSummary):
-    """NCP of every class on one column."""
+    """NCP of every class on one column (an exact column: its spans in integers, ``col.width``)."""
     if col.kind == "numeric":
         xp = get_namespace(col.lo)
         rng = float(col.dom_range)
-        w = col.hi - col.lo
+        w = col.hi - col.lo if col.width is None else xp.asarray(col.width)
         return xp.where(xp.isnan(w), 0.0, w / rng) if rng > 0 else xp.zeros(col.lo.shape[0])
     xp = get_namespace(col.sets)
     dom = xp.maximum((col.counts > 0).sum(), 1)  # categories present (a 0-d array: no read)

@@ -17,6 +17,7 @@ import numpy as np
 
 from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
+from kernels.keys import MISSING
 
 from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..classes import ClassStats
@@ -32,7 +33,11 @@ class ColumnSummary:
     """One QI: its generalized value per class and the original column's value counts.
 
     numeric: ``lo``, ``hi`` per class, the domain's range, and ``gt_h``, each class's
-    Gionis-Tassa entropy (bits) of the original values inside its interval. categorical:
+    Gionis-Tassa entropy (bits) of the original values inside its interval. Classes are told apart
+    by their keys where known (``gen_id``, ``gen_key``; a summary of a published table has none and
+    reads ``lo`` / ``hi``): an exact column's floats (distances from its smallest value) merge
+    neighbouring values beyond 2**53, and its NCP reads ``width``, each class's span computed in
+    integers and rounded once. categorical:
     ``set_id`` per class into ``sets`` (bool, sets x categories); ``counts`` per category.
     ``u_before``: ``U(T | X)`` of the original column over its raw distinct values (the label
     reading's "before").
@@ -54,6 +59,8 @@ class ColumnSummary:
     dom_range: float = 0.0
     gt_h: Any = None
     gen_id: Any = None  # numeric: dense id of each class's (lo, hi), when known
+    gen_key: Any = None  # numeric: each class's (smallest key << 32 | largest key), uint64 (keys are global)
+    width: Any = None  # exact column (``Column.exact``): each class's hi - lo computed in integers
     set_id: Any = None
     sets: Any = None
     levels: Any = None  # hierarchy level per class (for precision), if any
@@ -69,6 +76,8 @@ class ColumnSummary:
             return self.set_id
         if self.gen_id is not None:
             return self.gen_id
+        if self.gen_key is not None:  # keys are order-preserving: the ids (lo, hi) would give
+            return dense_ids_x(self.gen_key)[0]
         lo = np.where(np.isnan(self.lo), np.inf, self.lo)
         hi = np.where(np.isnan(self.hi), np.inf, self.hi)
         pair = np.empty(lo.shape[0], dtype=np.complex128)
@@ -184,9 +193,11 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
             rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
-        gen, _ = dense_ids_x((kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64))
+        gen_key = (kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64)
+        gen, _ = dense_ids_x(gen_key)
+        width = None if c.exact is None else exact_widths(c.exact, kmin, kmax, xp)
         return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
-                             dom_range=c.global_range, gt_h=gt_h, gen_id=gen,
+                             dom_range=c.global_range, gt_h=gt_h, gen_id=gen, gen_key=gen_key, width=width,
                              domain_counts=st.domain.bin_counts, joint_before=st.joint_before,
                              joint_after=joint_after, binned=st.domain.binned)
 
@@ -201,6 +212,28 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         release_buffers()
     n_in = int(table.n_rows)
     return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
+
+
+def exact_widths(exact, kmin, kmax, xp):
+    """Each class's span ``value[kmax] - value[kmin]`` on a column with an exact dictionary
+    (:class:`gpuanon.exact.Exact`), computed in uint64 and rounded once to float64 (NaN where a
+    bound is the missing key). The difference of two rounded distances would lose up to an ulp of
+    each: near 2**63 (2048) a whole span of a few thousand.
+
+    >>> from gpuanon.exact import Exact
+    >>> ex = Exact(np.array([-(2**62), 2**62, 2**62 + 39], dtype=np.int64))
+    >>> exact_widths(ex, np.array([1, 0], np.uint32), np.array([2, MISSING], np.uint32), np).tolist()
+    [39.0, nan]
+    """
+    v = exact.values
+    miss = (kmin == MISSING) | (kmax == MISSING)
+    if v.shape[0] == 0:
+        return xp.full(kmin.shape[0], xp.nan)
+    u = v.view(np.uint64) if v.dtype == np.int64 else v.astype(np.uint64, copy=False)
+    off = to_device(u - u[0], xp)  # distances from the smallest value (exact: they lie below 2**64)
+    ia = xp.where(miss, 0, kmin).astype(xp.int64)
+    ib = xp.where(miss, 0, kmax).astype(xp.int64)
+    return xp.where(miss, xp.nan, (off[ib] - off[ia]).astype(xp.float64))
 
 
 def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
@@ -237,7 +270,7 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
         c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
                           sets=col.sets, height=col.height, domain_counts=col.domain_counts,
                           joint_before=col.joint_before, joint_after=col.joint_after, binned=col.binned)
-        for f in ("lo", "hi", "gt_h", "set_id", "levels", "gen_id"):
+        for f in ("lo", "hi", "gt_h", "set_id", "levels", "gen_id", "gen_key", "width"):
             v = getattr(col, f)
             if v is not None:
                 setattr(c, f, v[first])
