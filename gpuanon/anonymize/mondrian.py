@@ -471,17 +471,13 @@ class Mondrian(TransformerMixin, BaseEstimator):
         may differ in the last bit."""
         table, schema, xp = self.table_, self.schema_, self.table_.xp
         kw = self.plan(schema).verify_keywords(self.criteria_)
-        sa = q = None
-        if table.sa is not None:
-            sa = table.sa[cs.kept]
-            q = to_device(table.sa_distribution(), xp)
+        sa, q = (None, None) if table.sa is None else (table.sa[cs.kept], to_device(table.sa_distribution(), xp))
         res = verify_mod.verify_encoded(cs.row_pos, cs.published_cells(fmt), sa, q, sensitive=str(schema.sensitive),
                                         sa_missing=self.criteria_.sa_missing, xp=xp, **kw)
         if res.ok and out is not None and len(out) <= self.TEXT_CHECK_ROWS:
-            qcols = output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds)
             s = schema.sensitive
-            reference = frame_to_host(df[[s]])[s] if s is not None else None
-            text = verify_mod.verify(frame_to_host(out), qcols, schema.sensitive, reference=reference,
+            text = verify_mod.verify(frame_to_host(out), output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds),
+                                     s, reference=frame_to_host(df[[s]])[s] if s is not None else None,
                                      sensitive_ordered=schema.sensitive_ordered, **kw)
             if (text.n_classes, text.k) != (res.n_classes, res.k):
                 text.failures.append(f"the published text has {text.n_classes} classes (smallest {text.k}) but "
