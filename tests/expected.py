@@ -74,3 +74,12 @@ SIX_GROUPS = {
     frozenset({"Masters"}),
     frozenset({"Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"}),
 }
+
+
+def flat(v, prefix=""):
+    """A metric as {path: number or None} (dicts and lists flattened), for comparisons with ``pytest.approx``."""
+    if isinstance(v, dict):
+        return {k: x for key, y in v.items() for k, x in flat(y, f"{prefix}/{key}").items()}
+    if isinstance(v, (list, tuple)):
+        return {f"{prefix}[{i}]": x for i, x in enumerate(v)}
+    return {prefix: v}

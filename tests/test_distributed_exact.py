@@ -16,8 +16,10 @@ pytest.importorskip("distributed")
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.errors import SchemaError  # noqa: E402
+from expected import flat  # noqa: E402
 
 pytestmark = pytest.mark.slow  # Dask clusters
+
 
 N = 900
 
@@ -63,14 +65,6 @@ def test_exact_qis_on_a_cluster_equal_one_process(clients, table, qis):
     assert set(res.metrics) == set(m.metrics_)
     for key in m.metrics_:  # equal up to the order of floating-point sums
         assert flat(res.metrics[key]) == pytest.approx(flat(m.metrics_[key]), rel=1e-9, abs=1e-12), key
-
-
-def flat(v, prefix=""):
-    if isinstance(v, dict):
-        return {k: x for key, y in v.items() for k, x in flat(y, f"{prefix}/{key}").items()}
-    if isinstance(v, (list, tuple)):
-        return {f"{prefix}[{i}]": x for i, x in enumerate(v)}
-    return {prefix: v}
 
 
 @pytest.mark.parametrize("fmt", ["minmax", "mean"])

@@ -20,8 +20,10 @@ from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.encoding import encode  # noqa: E402
 from gpuanon.errors import BackendError, InputError, SchemaError  # noqa: E402
 from gpuanon.schema import Schema  # noqa: E402
+from expected import flat  # noqa: E402
 
 pytestmark = pytest.mark.slow  # Dask clusters
+
 
 ADULT_QI = ["age", "education", "marital-status", "gender", "race", "hours-per-week"]
 
@@ -58,18 +60,6 @@ def check_same(m, df, res):
     assert set(a) == set(b)
     for key in b:  # equal up to the order of floating-point sums
         assert flat(a[key]) == pytest.approx(flat(b[key]), rel=1e-9, abs=1e-12), key
-
-
-def flat(v, prefix=""):
-    """A metric as {path: number or None}."""
-    if isinstance(v, dict):
-        out = {}
-        for k, x in v.items():
-            out.update(flat(x, f"{prefix}/{k}"))
-        return out
-    if isinstance(v, (list, tuple)):
-        return {f"{prefix}[{i}]": x for i, x in enumerate(v)}
-    return {prefix: v}
 
 
 CASES = {

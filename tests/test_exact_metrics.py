@@ -15,6 +15,8 @@ from gpuanon.encoding import encode
 from gpuanon.exact import parse_exact
 from gpuanon.metrics import compute_metrics, summary_from_labels
 from gpuanon.schema import Schema
+from expected import flat  # noqa: E402
+
 
 N = 300
 
@@ -62,10 +64,3 @@ def test_ranks_give_the_same_entropy_based_metrics(frame, fitted):
                 "entropy_coefficient_after_labels", "entropy_loss_labels", "gionis_tassa"):
         assert flat(got[key]) == pytest.approx(flat(m.metrics_[key]), rel=1e-12, abs=1e-15), key
 
-
-def flat(v, prefix=""):
-    if isinstance(v, dict):
-        return {k: x for key, y in v.items() for k, x in flat(y, f"{prefix}/{key}").items()}
-    if isinstance(v, (list, tuple)):
-        return {f"{prefix}[{i}]": x for i, x in enumerate(v)}
-    return {prefix: v}
