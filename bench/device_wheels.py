@@ -42,9 +42,9 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x
              "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64"]
 
 
-def read_lock(path: str = LOCK) -> list[dict]:
+def read_lock(path: str | None = None) -> list[dict]:
     rows = []
-    with open(path) as fh:
+    with open(path or LOCK) as fh:
         for line in fh:
             if line.strip() and not line.lstrip().startswith("#"):
                 kind, req, name, size, sha = line.split()

@@ -556,16 +556,26 @@ class _Func:
         return method
 
 
-#: dtypes of the array ``a`` that CuPy 14.2's ``ufunc.at`` scatters into by an integer index (read from
-#: ``_scatter_op_single`` in cupy/_core/_routines_indexing.pyx: atomics CUDA has); other ufuncs
-#: have no ``at`` there (``NotImplementedError``)
-AT_DTYPES = {
-    "add": {"int32", "int64", "float16", "float32", "float64", "uint32", "uint64"},
-    "subtract": {"int32", "uint32"},
-    "maximum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
-    "minimum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
-    **{f"bitwise_{op}": {"int32", "int64", "uint32", "uint64"} for op in ("and", "or", "xor")},
-}
+#: the oldest CuPy the GPU extras accept (pyproject.toml's ``cupy-cuda1Xx[ctk]>=14.1.1``; the test
+#: ``tests/test_device_run.py`` holds the two equal): the double allows what that release allows
+CUPY_FLOOR = (14, 1, 1)
+#: ``cupy.add.at`` into int64 (``atomicAdd`` on ``unsigned long long``) came in CuPy 14.1; 14.0.x raises
+ADD_INT64_SINCE = (14, 1, 0)
+
+
+def at_dtypes(floor: tuple = CUPY_FLOOR) -> dict:
+    """Dtypes of the array ``a`` that ``ufunc.at`` scatters into by an integer index in every CuPy from
+    ``floor`` on (read from ``_scatter_op_single`` in cupy/_core/_routines_indexing.pyx: atomics CUDA
+    has); other ufuncs have no ``at`` there (``NotImplementedError``)."""
+    add = {"int32", "float16", "float32", "float64", "uint32", "uint64"}
+    return {"add": add | ({"int64"} if tuple(floor) >= ADD_INT64_SINCE else set()),
+            "subtract": {"int32", "uint32"},
+            "maximum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
+            "minimum": {"int32", "int64", "float32", "float64", "uint32", "uint64"},
+            **{f"bitwise_{op}": {"int32", "int64", "uint32", "uint64"} for op in ("and", "or", "xor")}}
+
+
+AT_DTYPES = at_dtypes()
 
 
 def _check_scatter(name, args):

@@ -68,11 +68,15 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
     parts = doc["parts"]
-    assert set(parts) == {"pytest", "mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big", "distpab", "cli",
-                          "threshold", "risk", "suda", "cluster"}
+    assert list(parts) == ["tests_equal", "mondrian_hepmass_big", "mondrian_adult", "distpab", "risk", "suda", "cli",
+                           "cluster", "tests_rest", "mondrian_hepmass_1m", "threshold"]  # in order of value
     assert parts["risk"]["rows"] == 40_000 and parts["risk"]["warm"] > 0
     assert parts["suda"]["m"] == 10 and parts["suda"]["rows"] == 32_561 and parts["suda"]["seconds"] > 0
-    assert parts["pytest"]["exit_status"] == 0 and "skipped" in parts["pytest"]["summary"]
+    for name in ("tests_equal", "tests_rest"):
+        assert parts[name]["exit_status"] == 0 and "skipped" in parts[name]["summary"]
+    assert parts["tests_equal"]["counts"]["skipped"] + parts["tests_rest"]["counts"]["skipped"] == 40
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] and summary["done"] == list(parts) and not summary["failed"] + summary["pending"]
     for name in ("mondrian_adult", "mondrian_hepmass_1m", "mondrian_hepmass_big"):
         for run in ("cold", "warm"):
             r = parts[name][run]
