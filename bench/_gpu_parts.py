@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib import util
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from _common import report_result  # noqa: E402
@@ -217,6 +218,11 @@ def run_env(cfg: dict) -> dict:
                    gpu_memory_total_bytes=int(total), compute_capability=cupy.cuda.Device().compute_capability)
         cudf = cudf_module()
         out["cudf"] = getattr(cudf, "__version__", None)
+        if cudf is None and util.find_spec("cudf") is not None:  # installed but not usable: say why
+            try:
+                import cudf  # noqa: F401
+            except Exception as exc:
+                out["cudf_error"] = f"{type(exc).__name__}: {exc}"[:300]
         try:  # CuPy < 14.1 refuses an int64 scatter-add, which every fit uses
             a = cupy.zeros(3, dtype=cupy.int64)
             cupy.add.at(a, cupy.asarray([0, 2, 2]), cupy.asarray([1, 2**40, 3], dtype=cupy.int64))

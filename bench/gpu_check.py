@@ -83,14 +83,17 @@ def spawn_part(cfg: dict, timeout: float) -> dict:
     t = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--one", json.dumps(cfg)], cwd=REPO,
-                             env=env, stdout=out, stderr=err, text=True, start_new_session=True)
+                             env=env, stdout=out, stderr=err, text=True, process_group=0)
         try:
             p.wait(timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
             timed_out = True
+        try:  # the part's whole process group (a cluster's workers too)
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
@@ -127,7 +130,8 @@ def run_pytest(name: str, select: str, timeout: float, out_dir: str, files=("tes
     t = time.perf_counter()
     interrupted = False
     with tempfile.TemporaryFile("w+") as out:
-        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        # its own process group (same session: the device tool still ends it with the command)
+        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, process_group=0)
         try:
             p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -136,8 +140,12 @@ def run_pytest(name: str, select: str, timeout: float, out_dir: str, files=("tes
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                pass
+        try:  # whatever is left of it (a stuck test's cluster workers too)
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
         out.seek(0)
         lines = [ln for ln in out.read().splitlines() if ln.strip()]
     results = []
@@ -175,8 +183,9 @@ def versions() -> dict:
             "dask-cuda": _version("dask-cuda", "dask_cuda"), "torch": _version("torch")}
 
 
-def part_configs(args) -> dict:
-    """What each part runs: a child configuration, or ("pytest", -k expression), or a reason to skip."""
+def part_configs(args, env: dict) -> dict:
+    """What each part runs: a child configuration, or ("pytest", -k expression), or a reason to skip
+    (``env``: the env part's result, which says whether cuDF imports)."""
     from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS
 
     sizes = SMALL if args.small else FULL
@@ -193,8 +202,9 @@ def part_configs(args) -> dict:
            "threshold": {"part": "threshold", "sizes": sizes["threshold"]}}
     if args.skip_tests:
         cfg["tests_equal"] = cfg["tests_rest"] = "skipped: --skip-tests"
-    if gpu and util.find_spec("cudf") is None:
-        cfg["cli"] = "skipped: cuDF is not installed (the Parquet -> Parquet target is measured with cuDF)"
+    if gpu and not env.get("cudf"):
+        why = f"cuDF does not import ({env['cudf_error']})" if env.get("cudf_error") else "cuDF is not installed"
+        cfg["cli"] = f"skipped: {why} (the Parquet -> Parquet target is measured with cuDF)"
     if gpu and util.find_spec("dask_cuda") is None:
         cfg["cluster"] = "skipped: dask-cuda is not installed"
     elif util.find_spec("distributed") is None:
@@ -266,7 +276,7 @@ def main(argv=None) -> int:
     if args.backend == "gpu" and not env.get("gpu_usable"):
         log(f"no usable GPU: {env.get('gpu_reason') or env.get('error')}; the device parts will fail")
     write_all(doc, args.out, complete=False)
-    configs = part_configs(args)
+    configs = part_configs(args, env)
     for name, cap in PLAN:
         cfg = configs[name]
         if isinstance(cfg, str):
@@ -282,7 +292,7 @@ def main(argv=None) -> int:
                 os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(dir=kernel_cache)
                 res = spawn_part({"backend": args.backend, "timeout": limit, **cfg}, timeout=limit)
         if name == "cli" and "skipped" not in res:
-            res["cudf_present"] = util.find_spec("cudf") is not None
+            res["cudf_present"] = bool(env.get("cudf"))
         doc["parts"][name] = res
         try:
             log(f"{name}: {figures(name, res)}")
