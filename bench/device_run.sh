@@ -47,24 +47,34 @@ for w in .whl/*.whl; do [ -f "$w" ] && WHEELS+=("$w"); done
 if [ "${#WHEELS[@]}" -eq 0 ]; then
   say "no wheels in .whl/ (carry [\".whl\"] after bash bench/device_run.sh --fetch): Dask parts will be skipped"
 fi
-if [ "$MODE" = cudf ]; then
-  if $HELP assemble 2>>"$LOG"; then
-    STAGE=${GPUANON_CUDF_STAGE:-/tmp/gpuanon_cudf}
-    for w in "$STAGE"/wheels/*.whl; do WHEELS+=("$w"); done
+rm -rf "$SITE"
+if [ "${#WHEELS[@]}" -gt 0 ]; then
+  if $HELP install "$SITE" "${WHEELS[@]}" >>"$LOG" 2>&1; then
+    say "core: ${#WHEELS[@]} wheels installed into $SITE"
   else
-    say "cudf: parts missing or damaged (see above): falling back to core mode"
-    MODE=core
+    say "core: install failed (see $LOG); going on with the machine's packages alone"
   fi
 fi
-if [ "${#WHEELS[@]}" -gt 0 ]; then
-  rm -rf "$SITE"
-  if ! $HELP install "$SITE" "${WHEELS[@]}" >>"$LOG" 2>&1; then
-    say "install failed (see $LOG); going on with the machine's packages alone"
+if [ "$MODE" = cudf ]; then
+  STAGE=${GPUANON_CUDF_STAGE:-/tmp/gpuanon_cudf}
+  if MSG=$($HELP assemble 2>&1); then
+    say "$MSG"
+    CUDF=("$STAGE"/wheels/*.whl)
+    if $HELP install "$SITE" "${CUDF[@]}" >>"$LOG" 2>&1; then
+      say "cudf: ${#CUDF[@]} wheels installed into $SITE"
+    else
+      say "cudf: install failed (see $LOG): falling back to core mode"
+      MODE=core
+    fi
+  else
+    say "$MSG"
+    say "cudf: parts missing or damaged: falling back to core mode"
+    MODE=core
   fi
 fi
 export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-say "installed; versions and the int64 add.at probe:"
+say "mode $MODE; versions and the int64 add.at probe:"
 $PY bench/device_wheels.py versions 2>&1 | tee -a "$LOG" >&2
 LEFT=$(( BUDGET - ( $(date +%s) - T0 ) ))
 say "gpu_check with ${LEFT}s left"

@@ -291,7 +291,7 @@ def versions() -> int:
                  "pytest-timeout"):
         try:
             d = metadata.distribution(dist)
-            out[dist] = f"{d.version} ({os.path.dirname(str(d.locate_file('')))})"
+            out[dist] = f"{d.version} ({d.locate_file('')})"
         except metadata.PackageNotFoundError:
             out[dist] = None
     try:
