@@ -63,7 +63,7 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     p = subprocess.run([sys.executable, os.path.join("bench", "gpu_check.py"), "--out", str(tmp_path),
-                        "--backend", "cpu", "--small"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                        "--backend", "cpu", "--small"], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
