@@ -131,8 +131,11 @@ def run_pytest(name: str, select: str, timeout: float, out_dir: str, files=("tes
     t = time.perf_counter()
     interrupted = False
     with tempfile.TemporaryFile("w+") as out:
-        # its own process group (same session: the device tool still ends it with the command)
-        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, process_group=0)
+        # its own process group (same session: the device tool still ends it with the command), and SIGINT
+        # at its default even when this run was started with it ignored (a background job), so that
+        # pytest turns it into KeyboardInterrupt and writes its XML
+        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, process_group=0,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
