@@ -94,19 +94,14 @@ def materialise(rev: str | None, cache: str) -> dict:
     return {"rev": rev, "sha": sha, "tree": tree, "dirty": False}
 
 
-def run_one(tree: str, case: dict, backend: str, workdir: str, timeout: float) -> dict:
-    """One fresh process of ``case`` on ``tree``: its own measurements plus the process's CPU, wall, peak RSS."""
-    cfg = {**case, "tree": tree, "backend": backend}
-    if case["kind"] == "command":
-        argv = [a.format(adult60=os.path.join(workdir, "adult60.csv")) for a in case["argv"]]
-        if argv[0] == "anonymize" and backend != "cpu":
-            argv += ["--backend", backend]
-        cfg["argv"] = argv
+def spawn(cmd: list[str], tree: str, workdir: str, timeout: float) -> dict:
+    """Run ``cmd`` with ``PYTHONPATH=tree`` in ``workdir``: its returncode, stdout, stderr and, from
+    ``wait4``, the process's own CPU seconds (user + system), wall seconds and peak RSS."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = tree
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, RUNNER, json.dumps(cfg)], cwd=workdir, env=env, stdout=out, stderr=err)
+        p = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=err)
         box: dict = {}
 
         def reap():
@@ -125,11 +120,26 @@ def run_one(tree: str, case: dict, backend: str, workdir: str, timeout: float) -
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    proc = {"process_cpu": ru.ru_utime + ru.ru_stime, "process_wall": box["wall"], "peak_rss_mb": ru.ru_maxrss / 1024}
-    if p.returncode != 0:
+        return {"returncode": p.returncode, "stdout": out.read(), "stderr": err.read(),
+                "process_cpu": ru.ru_utime + ru.ru_stime, "process_wall": box["wall"], "peak_rss_mb": ru.ru_maxrss / 1024}
+
+
+def run_one(tree: str, case: dict, backend: str, workdir: str, timeout: float) -> dict:
+    """One fresh process of ``case`` on ``tree``: its own measurements plus the process's CPU, wall, peak RSS."""
+    cfg = {**case, "tree": tree, "backend": backend}
+    if case["kind"] == "command":
+        argv = [a.format(adult60=os.path.join(workdir, "adult60.csv")) for a in case["argv"]]
+        if argv[0] == "anonymize" and backend != "cpu":
+            argv += ["--backend", backend]
+        cfg["argv"] = argv
+    p = spawn([sys.executable, RUNNER, json.dumps(cfg)], tree, workdir, timeout)
+    if "error" in p:
+        return p
+    proc = {k: p[k] for k in ("process_cpu", "process_wall", "peak_rss_mb")}
+    stdout, stderr = p["stdout"], p["stderr"]
+    if p["returncode"] != 0:
         last = [ln for ln in stderr.splitlines() if ln.strip()]
-        return {"error": f"exit status {p.returncode}" + (f": {last[-1].strip()}" if last else ""), **proc}
+        return {"error": f"exit status {p['returncode']}" + (f": {last[-1].strip()}" if last else ""), **proc}
     if case["kind"] == "command":
         return {"cpu": proc["process_cpu"], "wall": proc["process_wall"], "stages": {}, **proc}
     for line in reversed(stdout.splitlines()):
