@@ -36,6 +36,7 @@ sys.path.insert(0, HERE)
 from _common import cpu_model  # noqa: E402
 
 MARK = "AB_RESULT "
+MIN_PAIRS = 3
 ADULT_QIS = "age,workclass,education,education-num,marital-status,occupation,relationship,race,gender,native-country"
 WARMUP_POLICY = ("in-process cases (Mondrian, risk, SUDA2): imports and data preparation untimed, one untimed "
                  "warm-up call in the same process (Adult: the same table; HEPMASS: 20,000 other rows; risk: "
@@ -154,8 +155,11 @@ def _ratio_stats(ratios: list[float]) -> dict:
 
 
 def verdict(ratios: list[float], threshold: float) -> tuple[str, dict]:
-    """``slower`` when median > 1 + threshold + spread; ``faster`` when median < 1 / (1 + threshold) - spread."""
+    """``slower`` when median > 1 + threshold + spread; ``faster`` when median < 1 / (1 + threshold) - spread;
+    no verdict (``few pairs``) from fewer than ``MIN_PAIRS`` pairs, which have no spread to speak of."""
     st = _ratio_stats(ratios)
+    if len(ratios) < MIN_PAIRS:
+        return "few pairs", st
     if st["median"] > 1 + threshold + st["spread"]:
         return "slower", st
     if st["median"] < 1 / (1 + threshold) - st["spread"]:
@@ -306,7 +310,8 @@ def main(argv=None) -> int:
     doc = {"benchmark": "ab", "base": sides[0], "head": sides[1], "backend": a.backend, "metric": a.metric,
            "pairs": a.pairs, "threshold": a.threshold,
            "rule": f"per pair ratio = HEAD/BASE {a.metric} seconds; slower when median ratio > 1 + {a.threshold} + "
-                   "spread, spread = (q3 - q1) / 2 of the pair ratios; faster when median < 1 / (1 + threshold) - spread",
+                   "spread, spread = (q3 - q1) / 2 of the pair ratios; faster when median < 1 / (1 + threshold) - spread; "
+                   f"no verdict from fewer than {MIN_PAIRS} pairs",
            "warmup_policy": WARMUP_POLICY, "order": "pairs alternate A,B then B,A (A = BASE)",
            "environment": {"python": sys.version.split()[0], "numpy": np.__version__, "cpu_count": os.cpu_count(),
                            "cpu_model": cpu_model(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
