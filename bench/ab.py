@@ -254,6 +254,28 @@ def prepare(sides: list[dict], workdir: str) -> None:
             raise SystemExit(f"ab.py: error: `gpuanon --version` fails on {s['rev']} ({s['tree']}): {r['error']}")
 
 
+def write_doc(out: str, results: list[dict], sides: list[dict], a, t_start: float, complete: bool) -> int:
+    """Write the JSON (after every case, so a cut-short run keeps its cases); return the exit status."""
+    slower = [r["name"] for r in results if r["verdict"] == "slower"]
+    failed = [r["name"] for r in results if r["verdict"] == "error"]
+    code = 1 if slower else 2 if failed else 0
+    doc = {"benchmark": "ab", "complete": complete, "base": sides[0], "head": sides[1], "backend": a.backend,
+           "metric": a.metric, "pairs": a.pairs, "threshold": a.threshold,
+           "rule": f"per pair ratio = HEAD/BASE {a.metric} seconds; slower when median ratio > 1 + {a.threshold} + "
+                   "spread, spread = (q3 - q1) / 2 of the pair ratios; faster when median < 1 / (1 + threshold) - spread; "
+                   f"no verdict from fewer than {MIN_PAIRS} pairs",
+           "warmup_policy": WARMUP_POLICY, "order": "pairs alternate A,B then B,A (A = BASE)",
+           "environment": {"python": sys.version.split()[0], "numpy": np.__version__, "cpu_count": os.cpu_count(),
+                           "cpu_model": cpu_model(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+                           "minutes": round((time.time() - t_start) / 60, 2), "load_at_end": os.getloadavg()},
+           "cases": results, "slower": slower, "failed": failed, "exit_status": code}
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out + ".tmp", "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(out + ".tmp", out)
+    return code
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base", nargs="?", help="git revision of the baseline (commit, branch, tag)")
@@ -294,6 +316,9 @@ def main(argv=None) -> int:
     log(f"ab: BASE {a.base} = {sides[0]['sha'][:12]}  HEAD {sides[1]['rev']} = {sides[1]['sha'][:12]}"
         + (" + UNCOMMITTED CHANGES" if sides[1]["dirty"] else "") + f"  backend {a.backend}  metric {a.metric}"
         f"  pairs {a.pairs}  load {os.getloadavg()}  cpus {os.cpu_count()}")
+    out = a.out or os.path.join(HERE, "results", f"ab_{sides[0]['sha'][:7]}_"
+                                f"{sides[1]['sha'][:7] + ('-wt' if a.head is None else '')}"
+                                f"_{a.backend}_{time.strftime('%Y%m%dT%H%M', time.gmtime(t_start))}.json")
     results = []
     with tempfile.TemporaryDirectory(prefix="ab-") as workdir:
         a.workdir = workdir
@@ -301,29 +326,13 @@ def main(argv=None) -> int:
         for name in a.names:
             log(f"case {name}")
             results.append(run_case(name, CASES[name][0], sides, a))
+            code = write_doc(out, results, sides, a, t_start, complete=name == a.names[-1])
     print_tables(results, a.metric)
     slower = [r["name"] for r in results if r["verdict"] == "slower"]
     failed = [r["name"] for r in results if r["verdict"] == "error"]
-    code = 1 if slower else 2 if failed else 0
     log(f"\nverdict: {'SLOWER: ' + ', '.join(slower) if slower else 'no case slower beyond the rule'}"
         + (f"; FAILED: {', '.join(failed)}" if failed else "") + f"; exit status {code}")
-    doc = {"benchmark": "ab", "base": sides[0], "head": sides[1], "backend": a.backend, "metric": a.metric,
-           "pairs": a.pairs, "threshold": a.threshold,
-           "rule": f"per pair ratio = HEAD/BASE {a.metric} seconds; slower when median ratio > 1 + {a.threshold} + "
-                   "spread, spread = (q3 - q1) / 2 of the pair ratios; faster when median < 1 / (1 + threshold) - spread; "
-                   f"no verdict from fewer than {MIN_PAIRS} pairs",
-           "warmup_policy": WARMUP_POLICY, "order": "pairs alternate A,B then B,A (A = BASE)",
-           "environment": {"python": sys.version.split()[0], "numpy": np.__version__, "cpu_count": os.cpu_count(),
-                           "cpu_model": cpu_model(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
-                           "minutes": round((time.time() - t_start) / 60, 2), "load_at_end": os.getloadavg()},
-           "cases": results, "slower": slower, "failed": failed, "exit_status": code}
-    out = a.out or os.path.join(HERE, "results", f"ab_{sides[0]['sha'][:7]}_"
-                                f"{sides[1]['sha'][:7] + ('-wt' if a.head is None else '')}"
-                                f"_{a.backend}_{time.strftime('%Y%m%dT%H%M', time.gmtime(t_start))}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as fh:
-        json.dump(doc, fh, indent=1)
-    log(f"wrote {out}  ({doc['environment']['minutes']} min)")
+    log(f"wrote {out}  ({(time.time() - t_start) / 60:.2f} min)")
     return code
 
 
