@@ -229,7 +229,7 @@ def print_tables(results: list[dict], metric: str) -> None:
         log(f"{r['name']:28} {b['cpu']:9.3f} {h['cpu']:9.3f} {b['wall']:9.3f} {h['wall']:9.3f} {q['median']:10.3f} "
             f"{'[' + _fmt(q['q1']) + ', ' + _fmt(q['q3']) + ']':>15} {r['wall_ratio']['median']:10.3f} "
             f"{b['peak_rss_mb']:6.0f}/{h['peak_rss_mb']:<6.0f}  {r['verdict']}")
-    log(f"\n{'case':28} {'stage (seconds)':18} {'base':>9} {'head':>9} {'ratio':>7}")
+    log(f"\n{'case':28} {'stage (wall s)':18} {'base':>9} {'head':>9} {'ratio':>7}")
     for r in results:
         if "ratio" not in r:
             continue
