@@ -6,6 +6,9 @@ differently ordered or subset inputs are expected to fail (the reason is given w
 Mondrian reads column roles from a pandas DataFrame: the checks, which feed NumPy arrays and
 sparse matrices, are expected to fail, each with its reason; the ones that pass are checked to
 pass (non-strict xfail would hide a pass, so the list is compared with a run below).
+Both stand on ``gpuanon.estimator.Estimator``, not scikit-learn's ``BaseEstimator`` (a fit does not
+import scikit-learn): scikit-learn warns about that when it collects its checks, which run as before;
+the base is compared with scikit-learn's own below.
 """
 
 from __future__ import annotations
