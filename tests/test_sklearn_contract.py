@@ -6,6 +6,9 @@ differently ordered or subset inputs are expected to fail (the reason is given w
 Mondrian reads column roles from a pandas DataFrame: the checks, which feed NumPy arrays and
 sparse matrices, are expected to fail, each with its reason; the ones that pass are checked to
 pass (non-strict xfail would hide a pass, so the list is compared with a run below).
+Both stand on ``gpuanon.estimator.Estimator``, not scikit-learn's ``BaseEstimator`` (a fit does not
+import scikit-learn): scikit-learn warns about that when it collects its checks, which run as before;
+the base is compared with scikit-learn's own below.
 """
 
 from __future__ import annotations
@@ -183,3 +186,59 @@ def test_a_cluster_fitted_mondrian_pickles():
         out = m.fit_transform(df)
     m2 = pickle.loads(pickle.dumps(m))
     assert m2.report_ == m.report_ and m2.transform(df).equals(out)
+
+
+def _sklearn_twin(est):
+    """The same estimator on scikit-learn's own bases (TransformerMixin, BaseEstimator): the reference."""
+    from sklearn.base import BaseEstimator, TransformerMixin
+
+    cls = type(est)
+    twin = type(cls.__name__, (TransformerMixin, BaseEstimator), {"__init__": cls.__init__, "fit": cls.fit})
+    return twin(**est.get_params(deep=False))
+
+
+TWINNED = [Mondrian(k=5, quasi_identifiers=["age", "education", "gender", "race", "marital-status", "occupation"],
+                    sensitive="income", hierarchies={"education": "auto"}, backend="cpu", progress=False),
+           Mondrian(), DISTPAB(noise=float("nan"), angles=list(range(0, 180, 2))), DISTPAB()]
+
+
+@pytest.mark.parametrize("est", TWINNED, ids=["Mondrian", "Mondrian-default", "DISTPAB", "DISTPAB-default"])
+def test_the_base_behaves_as_scikit_learns(est):
+    """gpuanon.estimator.Estimator (scikit-learn-free) against scikit-learn's BaseEstimator + TransformerMixin:
+    parameters, repr, tags, clone, set_params and its error, pickling, NotFittedError's message."""
+    from sklearn.base import clone
+    from sklearn.utils import get_tags
+    from sklearn.utils.validation import check_is_fitted
+
+    twin = _sklearn_twin(est)
+    assert repr(est) == repr(twin) and est.get_params(deep=True).keys() == twin.get_params(deep=True).keys()
+    assert get_tags(est) == get_tags(twin)
+    c = clone(est)
+    assert type(c) is type(est) and repr(c) == repr(est) and c is not est
+    assert all(c.get_params()[k] is not v for k, v in est.get_params().items() if isinstance(v, (list, dict)))
+    with pytest.raises(ValueError) as ours:
+        est.set_params(no_such=1)
+    with pytest.raises(ValueError) as theirs:
+        twin.set_params(no_such=1)
+    assert str(ours.value) == str(theirs.value)
+    p = pickle.loads(pickle.dumps(c.set_params(backend="cpu")))
+    assert repr(p) == repr(c) and p.backend == "cpu"
+    with pytest.raises(NotFittedError) as ours:
+        est.transform(None)
+    with pytest.raises(NotFittedError) as theirs:
+        check_is_fitted(twin, "result_")
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_nested_parameters_in_a_pipeline():
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    pipe = make_pipeline(DISTPAB(random_state=0, backend="cpu"), KNeighborsClassifier())
+    pipe.set_params(distpab__noise=0.0, distpab__shuffle=False)
+    assert pipe.get_params()["distpab__noise"] == 0.0 and pipe.steps[0][1].shuffle is False
+    X = np.random.default_rng(0).normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(int)
+    search = GridSearchCV(pipe, {"distpab__noise": [0.0, 0.5]}, cv=3).fit(X, y)
+    assert search.best_params_["distpab__noise"] in (0.0, 0.5) and search.best_estimator_.steps[0][1].noise in (0.0, 0.5)

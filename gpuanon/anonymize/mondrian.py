@@ -25,8 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
@@ -38,6 +36,7 @@ from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_h
                       stage, synchronize, to_device, to_host, to_scalar)
 from ..encoding import Table, encode, kernel_specs
 from ..errors import SchemaError, VerificationError
+from ..estimator import Estimator, check_is_fitted
 from ..cells import output_qi_columns
 from ..classes import ClassStats
 from .generalize import generalize
@@ -75,7 +74,7 @@ class InProcess:
         return est._fit_here(df)
 
 
-class Mondrian(TransformerMixin, BaseEstimator):
+class Mondrian(Estimator):
     """Mondrian k-anonymity with optional l-diversity and t-closeness.
 
     Parameters

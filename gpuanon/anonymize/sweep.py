@@ -24,11 +24,11 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
-from sklearn.base import clone
 
 from ..backend import get_backend
 from ..encoding import encode
 from ..errors import PrivacyError
+from ..estimator import clone
 from .mondrian import Mondrian
 
 log = logging.getLogger("gpuanon")

@@ -60,11 +60,10 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..backend import device_matrix, frame_to_host, is_device_array, is_device_frame, to_host
 from ..errors import InputError, SchemaError
+from ..estimator import Estimator, check_is_fitted
 from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
                            variance_table)
 from .apply import PerturbParams, entity_seed, perturb_block, perturb_entity
@@ -189,7 +188,7 @@ def is_frame(X) -> bool:
 
 # --------------------------------------------------------------------------- estimator
 
-class DISTPAB(TransformerMixin, BaseEstimator):
+class DISTPAB(Estimator):
     """DISTPAB / PABIDOT perturbation of numeric features, centralized or across entities.
 
     Parameters
@@ -285,6 +284,8 @@ class DISTPAB(TransformerMixin, BaseEstimator):
                 raise InputError(f"DISTPAB expects a 2-D (rows x features) array, got {X.ndim}-D")
             return X, None
         # scikit-learn's checks and messages: sparse, complex, 1-D, empty; objects become numbers
+        from sklearn.utils.validation import check_array  # noqa: PLC0415
+
         return _finite(check_array(X, dtype="numeric", ensure_all_finite=False, estimator=self)), None
 
     # -- fitting

@@ -37,7 +37,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
 
 ACCURACY = 1e-6
 ITERATIONS_PER_TRY = 1000
@@ -193,6 +192,8 @@ def _seqsum(a) -> float:
 
 def _log_gamma(x: float) -> float:
     """commons-math Gamma.logGamma: NaN for x <= 0."""
+    from scipy import special  # noqa: PLC0415  (SciPy loads with a population model, not with the risk package)
+
     return float("nan") if not x > 0 else float(special.gammaln(x))
 
 
@@ -242,6 +243,8 @@ def newton_2d(evaluate, start, constraint=None, work: float = 100.0):
 # --- the models -------------------------------------------------------------------------------------
 
 def zayatz(sizes, counts, N: int, n: float, u: float) -> float:
+    from scipy import stats  # noqa: PLC0415
+
     c1 = float(counts[0]) if sizes[0] == 1 else 0.0
     pmf = stats.hypergeom.pmf(1, N, sizes, int(n))
     temp = _seqsum(counts / u * pmf)
@@ -339,6 +342,8 @@ def pitman(sizes, counts, N: int, n: float, u: float) -> tuple[float, bool]:
 
 
 def _pitman_result(t: float, a: float, p: float) -> float:
+    from scipy import special  # noqa: PLC0415
+
     if math.isnan(a) or math.isnan(t) or a == 0:
         return float("nan")
     with np.errstate(all="ignore"):
