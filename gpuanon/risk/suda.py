@@ -144,9 +144,9 @@ def _sorted_pairs(xp, keys, rows, row_bits):
     return keys[order], rows[order]
 
 
-def _larger_on_all(xp, table, mask, row, m, comb, width, size):
+def _larger_on_all(xp, table, mask, row, m, comb, stride, size):
     """Whether row's class is larger than ``size`` on every mask - {c}, c in mask below its highest
-    bit (the tree parent mask - {max} is the caller's), ``table`` holding at rank x width + row the
+    bit (the tree parent mask - {max} is the caller's), ``table`` holding at row x stride + rank the
     size of the row's class on each kept subset one smaller (0: unique there or not kept). Ranks
     number the k-subsets: sum over the set bits b of C(b, j_b), j_b = 1, 2, ... the bit's place;
     without c, the bits above c move down one place: rank = sum_{b < c} C(b, j_b) +
@@ -171,9 +171,14 @@ def _larger_on_all(xp, table, mask, row, m, comb, width, size):
     below = xp.zeros(mask.shape[0], dtype=xp.int64)
     for c in range(m):
         check = bits[c] & (top != c)
-        ok &= ~check | (table[xp.where(check, below + above[c], 0) * width + row] > size)
+        ok &= ~check | (table[row * stride + xp.where(check, below + above[c], 0)] > size)
         below = below + low[c]
     return ok
+
+
+def _size_type(total):
+    """Narrowest unsigned type that holds class sizes up to ``total``."""
+    return next(t for t in (np.uint16, np.uint32, np.uint64) if total <= np.iinfo(t).max)
 
 
 def _patterns(xp, codes):
@@ -235,7 +240,7 @@ def _search(xp, pat, weight, m, size):
     width = max(backend.to_scalar(is_one.sum()), 1)
     total = backend.to_scalar(weight.sum())
     ctx = {"xp": xp, "m": m, "g": g, "weight": weight, "is_one": is_one, "u_row": u_row,
-           "width": width, "kmax": kmax, "row_bits": max(g - 1, 1).bit_length(),
+           "width": width, "kmax": kmax, "size_type": _size_type(total), "row_bits": max(g - 1, 1).bit_length(),
            "comb": [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)],
                                                dtype=np.int64), xp) for c in range(m)],
            "comb_k": [backend.to_device(np.array([math.comb(c, k) for c in range(m)],
@@ -274,10 +279,11 @@ def _search(xp, pat, weight, m, size):
             # first the cheap test T - {second highest column} (most candidates fail it), then all
             c2 = grp["top"][t_pg]
             sib = grp["rank"][t_pg] - ctx["comb_k"][k - 1][c2] + ctx["comb_k"][k - 1][t_col]
-            ok &= table[sib * width + u_row[t_row]] > 0
+            stride = math.comb(m, k - 1)
+            ok &= table[u_row[t_row] * stride + sib] > 0
             keep = xp.flatnonzero(ok)
             t_mask, t_row = t_mask[keep], t_row[keep]
-            ok = _larger_on_all(xp, table, t_mask, u_row[t_row], m, ctx["comb"], width, 1)
+            ok = _larger_on_all(xp, table, t_mask, u_row[t_row], m, ctx["comb"], stride, 1)
         _tally(xp, st, t_mask[ok], t_row[ok], k, fact[k], m, g)
         if k == size:
             break
@@ -324,7 +330,7 @@ def _next_level(ctx, grp, table, ks, rows, start, k):
         sel = xp.flatnonzero(keep_run)
         mask = grp["mask"][run_pg[sel]] | (1 << run_col[sel])
         keep_run[sel] = _larger_on_all(xp, table, mask, ctx["u_row"][rep[sel]], m, ctx["comb"],
-                                       width, run_size[sel])
+                                       math.comb(m, k - 1), run_size[sel])
     kr = xp.flatnonzero(keep_run)
     kept = xp.flatnonzero(keep_run[rid])
     pg, col = run_pg[kr], run_col[kr]
@@ -333,9 +339,10 @@ def _next_level(ctx, grp, table, ks, rows, start, k):
     p_row = rows[kept]
     p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
     mark = xp.flatnonzero(is_one[p_row])
-    table = xp.zeros(math.comb(m, k) * width, dtype=xp.int64)
+    # one row's entries side by side (its look-ups are close), sizes in the narrowest type
+    table = xp.zeros(math.comb(m, k) * width, dtype=ctx["size_type"])
     at = p_gid[mark]
-    table[nxt["rank"][at] * width + ctx["u_row"][p_row[mark]]] = nxt["size"][at]
+    table[ctx["u_row"][p_row[mark]] * math.comb(m, k) + nxt["rank"][at]] = nxt["size"][at]
     return p_row, p_gid, nxt, table
 
 
