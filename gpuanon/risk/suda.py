@@ -13,11 +13,13 @@ Missing values (a negative code) follow sdcMicro: they are a value of their own 
 
 The search is level by level over QI subsets, whole-array on NumPy or CuPy: rows with equal values on
 all M columns are merged first (a record in a class of size >= 2 is unique on no subset); a subset S
-is grouped from its tree parent S - {max S} by a sort of (parent group, code) keys, all subsets of a
-level in one sort; rows unique on the parent leave (they are unique on every superset), and so do
-groups with no record unique on all M columns (none of their rows can ever be an MSU). A record unique
-on S is an MSU when it is still grouped on every S - {c}: a look-up in a table of the previous level's
-grouped rows, indexed by the rank of the subset among those of its size.
+is grouped from its tree parent S - {max S} by one value sort of packed (parent group, column, code,
+row) keys, all subsets of a level at once; rows unique on the parent leave (they are unique on every
+superset). A class is searched below only when it holds a row unique on all M columns and is *free*:
+smaller than that row's class on every S - {c} (where it is not, no superset of S is an MSU of its
+rows; MSUs are free and free sets are closed under subsets), which also skips a column that does not
+split the class. A record unique on S is an MSU when it is still grouped on every S - {c}: a look-up
+in a table of the previous level's kept class sizes, indexed by (row, rank of the subset).
 """
 
 from __future__ import annotations
@@ -240,7 +242,8 @@ def _search(xp, pat, weight, m, size):
     width = max(backend.to_scalar(is_one.sum()), 1)
     total = backend.to_scalar(weight.sum())
     ctx = {"xp": xp, "m": m, "g": g, "weight": weight, "is_one": is_one, "u_row": u_row,
-           "width": width, "kmax": kmax, "size_type": _size_type(total), "row_bits": max(g - 1, 1).bit_length(),
+           "width": width, "kmax": kmax, "size_type": _size_type(total),
+           "row_bits": max(g - 1, 1).bit_length(),
            "comb": [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)],
                                                dtype=np.int64), xp) for c in range(m)],
            "comb_k": [backend.to_device(np.array([math.comb(c, k) for c in range(m)],
