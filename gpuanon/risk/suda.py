@@ -13,11 +13,13 @@ Missing values (a negative code) follow sdcMicro: they are a value of their own 
 
 The search is level by level over QI subsets, whole-array on NumPy or CuPy: rows with equal values on
 all M columns are merged first (a record in a class of size >= 2 is unique on no subset); a subset S
-is grouped from its tree parent S - {max S} by a sort of (parent group, code) keys, all subsets of a
-level in one sort; rows unique on the parent leave (they are unique on every superset), and so do
-groups with no record unique on all M columns (none of their rows can ever be an MSU). A record unique
-on S is an MSU when it is still grouped on every S - {c}: a look-up in a table of the previous level's
-grouped rows, indexed by the rank of the subset among those of its size.
+is grouped from its tree parent S - {max S} by one value sort of packed (parent group, column, code,
+row) keys, all subsets of a level at once; rows unique on the parent leave (they are unique on every
+superset). A class is searched below only when it holds a row unique on all M columns and is *free*:
+smaller than that row's class on every S - {c} (where it is not, no superset of S is an MSU of its
+rows; MSUs are free and free sets are closed under subsets), which also skips a column that does not
+split the class. A record unique on S is an MSU when it is still grouped on every S - {c}: a look-up
+in a table of the previous level's kept class sizes, indexed by (row, rank of the subset).
 """
 
 from __future__ import annotations
@@ -133,11 +135,24 @@ def _runs(xp, keys):
     return order, rid, starts
 
 
-def _grouped_on_all(xp, table, mask, row, m, comb, width):
-    """Whether row is grouped (marked in ``table`` at rank x width + row) on every mask - {c}, c in
-    mask below its highest bit (the tree parent mask - {max} is known grouped). Ranks number the
-    k-subsets: sum over the set bits b of C(b, j_b), j_b = 1, 2, ... the bit's place; without c,
-    the bits above c move down one place: rank = sum_{b < c} C(b, j_b) + sum_{b > c} C(b, j_b - 1)."""
+def _sorted_pairs(xp, keys, rows, row_bits):
+    """(key, row) pairs sorted by key: one value sort of key << row_bits | row where that fits in 63
+    bits (NumPy's SIMD sort, CuPy's radix sort: several times faster than an argsort), else an
+    argsort."""
+    if (backend.to_scalar(keys.max()) + 1) << row_bits < 2**62:
+        packed = xp.sort((keys << row_bits) | rows)
+        return packed >> row_bits, packed & ((1 << row_bits) - 1)
+    order = xp.argsort(keys)
+    return keys[order], rows[order]
+
+
+def _larger_on_all(xp, table, mask, row, m, comb, stride, size):
+    """Whether row's class is larger than ``size`` on every mask - {c}, c in mask below its highest
+    bit (the tree parent mask - {max} is the caller's), ``table`` holding at row x stride + rank the
+    size of the row's class on each kept subset one smaller (0: unique there or not kept). Ranks
+    number the k-subsets: sum over the set bits b of C(b, j_b), j_b = 1, 2, ... the bit's place;
+    without c, the bits above c move down one place: rank = sum_{b < c} C(b, j_b) +
+    sum_{b > c} C(b, j_b - 1)."""
     seen = xp.zeros(mask.shape[0], dtype=xp.int64)
     bits, low, high = [], [], []
     for c in range(m):
@@ -158,9 +173,14 @@ def _grouped_on_all(xp, table, mask, row, m, comb, width):
     below = xp.zeros(mask.shape[0], dtype=xp.int64)
     for c in range(m):
         check = bits[c] & (top != c)
-        ok &= ~check | table[xp.where(check, below + above[c], 0) * width + row]
+        ok &= ~check | (table[row * stride + xp.where(check, below + above[c], 0)] > size)
         below = below + low[c]
     return ok
+
+
+def _size_type(total):
+    """Narrowest unsigned type that holds class sizes up to ``total``."""
+    return next(t for t in (np.uint16, np.uint32, np.uint64) if total <= np.iinfo(t).max)
 
 
 def _patterns(xp, codes):
@@ -205,39 +225,40 @@ def suda2(codes, *, max_size=None, sampling_fraction=0.01, xp=None, names=None) 
 def _search(xp, pat, weight, m, size):
     """MSUs of every pattern, level by level: (score, MSU count, smallest MSU size, per-column score
     sums, MSUs per size). Entries are (row, group) pairs of a level, sorted by group; a group is one
-    class of one QI subset, with its subset's bit mask and rank kept per group."""
+    class of one QI subset, with its subset's bit mask, rank and top column and its size (in rows)
+    kept per group."""
     g = int(weight.shape[0])
     fact = [float(math.factorial(m - k)) for k in range(m + 1)]
-    score = xp.zeros(g, dtype=xp.float64)
-    count = xp.zeros(g, dtype=xp.int64)
-    min_size = xp.zeros(g, dtype=xp.int64)
-    contrib, by_size = [0.0] * m, []
+    st = {"score": xp.zeros(g, dtype=xp.float64), "count": xp.zeros(g, dtype=xp.int64),
+          "min_size": xp.zeros(g, dtype=xp.int64), "contrib": [0.0] * m, "by_size": []}
     missing_bits = xp.zeros(g, dtype=xp.int64)
     for c in range(m):
         missing_bits |= (pat[:, c] == 0).astype(xp.int64) << c
     cols = [xp.ascontiguousarray(pat[:, c]) for c in range(m)]
-    shifts = xp.arange(m, dtype=xp.int64)[None, :]
     is_one = weight == 1
     kmax = backend.to_scalar(pat.max()) + 1
     # rows unique on all M columns, numbered 0 .. U-1: the only rows that can have an MSU
     u_row = xp.cumsum(is_one) - 1
     width = max(backend.to_scalar(is_one.sum()), 1)
-    comb = [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)], dtype=np.int64), xp)
-            for c in range(m)]
-    comb_k = [backend.to_device(np.array([math.comb(c, k) for c in range(m)], dtype=np.int64), xp)
-              for k in range(m + 1)]
+    total = backend.to_scalar(weight.sum())
+    ctx = {"xp": xp, "m": m, "g": g, "weight": weight, "is_one": is_one, "u_row": u_row,
+           "width": width, "kmax": kmax, "size_type": _size_type(total),
+           "row_bits": max(g - 1, 1).bit_length(),
+           "comb": [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)],
+                                               dtype=np.int64), xp) for c in range(m)],
+           "comb_k": [backend.to_device(np.array([math.comb(c, k) for c in range(m)],
+                                                 dtype=np.int64), xp) for k in range(m + 1)]}
     # level 0: the empty set, one group of every pattern (a one-row table is unique on it)
-    p_row = xp.arange(g if backend.to_scalar(weight.sum()) >= 2 else 0, dtype=xp.int64)
+    p_row = xp.arange(g if total >= 2 else 0, dtype=xp.int64)
     p_gid = xp.zeros(p_row.shape[0], dtype=xp.int64)
     p_top = xp.full(p_row.shape[0], -1, dtype=xp.int64)
-    g_mask = xp.zeros(1, dtype=xp.int64)
-    g_rank = xp.zeros(1, dtype=xp.int64)
-    g_top = xp.full(1, -1, dtype=xp.int64)
+    grp = {"mask": xp.zeros(1, dtype=xp.int64), "rank": xp.zeros(1, dtype=xp.int64),
+           "top": xp.full(1, -1, dtype=xp.int64), "size": xp.full(1, total, dtype=xp.int64)}
     table = None
     for k in range(1, size + 1):
         if p_row.shape[0] == 0:
             break
-        if int(g_mask.shape[0]) * m * kmax >= 2**62:
+        if int(grp["mask"].shape[0]) * m * kmax >= 2**62:
             raise InputError("SUDA2: too many categories for 64-bit keys; use fewer --qi "
                              "or a smaller --suda-max-size")
         idx = [xp.flatnonzero(p_top < c) for c in range(m)]
@@ -246,56 +267,86 @@ def _search(xp, pat, weight, m, size):
                                for c, i in enumerate(idx)])
         if keys.shape[0] == 0:
             break
-        order = xp.argsort(keys)
-        ks, rows = keys[order], rows[order]
+        ks, rows = _sorted_pairs(xp, keys, rows, ctx["row_bits"])
         start = xp.ones(ks.shape[0] + 1, dtype=bool)
         start[1:-1] = ks[1:] != ks[:-1]
         single = start[:-1] & start[1:]
         start = start[:-1]
-        unique = single & is_one[rows]
         # MSU: unique here (grouped on the tree parent), grouped on every other T - {c}, no missing
-        cand = xp.flatnonzero(unique)
+        cand = xp.flatnonzero(single & is_one[rows])
         pair = ks[cand] // kmax
         t_row, t_pg, t_col = rows[cand], pair // m, pair % m
-        t_mask = g_mask[t_pg] | (1 << t_col)
+        t_mask = grp["mask"][t_pg] | (1 << t_col)
         ok = (missing_bits[t_row] & t_mask) == 0
         if k > 1:
             # first the cheap test T - {second highest column} (most candidates fail it), then all
-            c2 = g_top[t_pg]
-            sib = g_rank[t_pg] - comb_k[k - 1][c2] + comb_k[k - 1][t_col]
-            ok &= table[sib * width + u_row[t_row]]
+            c2 = grp["top"][t_pg]
+            sib = grp["rank"][t_pg] - ctx["comb_k"][k - 1][c2] + ctx["comb_k"][k - 1][t_col]
+            stride = math.comb(m, k - 1)
+            ok &= table[u_row[t_row] * stride + sib] > 0
             keep = xp.flatnonzero(ok)
             t_mask, t_row = t_mask[keep], t_row[keep]
-            ok = _grouped_on_all(xp, table, t_mask, u_row[t_row], m, comb, width)
-        t_mask, t_row = t_mask[ok], t_row[ok]
-        by_size.append(int(t_row.shape[0]))
-        if by_size[-1]:
-            hits = xp.bincount(t_row, minlength=g)
-            score += fact[k] * hits
-            count += hits
-            min_size = xp.where((min_size == 0) & (hits > 0), k, min_size)
-            per_col = backend.to_host(((t_mask[:, None] >> shifts) & 1).sum(axis=0))
-            contrib = [a + fact[k] * float(b) for a, b in zip(contrib, per_col)]
+            ok = _larger_on_all(xp, table, t_mask, u_row[t_row], m, ctx["comb"], stride, 1)
+        _tally(xp, st, t_mask[ok], t_row[ok], k, fact[k], m, g)
         if k == size:
             break
-        # next level: the grouped rows of the groups that hold a row unique on all M columns
-        rid = xp.cumsum(start) - 1
-        keep_run = xp.zeros(backend.to_scalar(rid[-1]) + 1, dtype=bool)
-        keep_run[rid[(~single) & is_one[rows]]] = True
-        kept = xp.flatnonzero(keep_run[rid])
-        p_row = rows[kept]
-        pair = ks[xp.flatnonzero(start)[xp.flatnonzero(keep_run)]] // kmax
-        run_pg, run_col = pair // m, pair % m
-        g_mask = g_mask[run_pg] | (1 << run_col)
-        g_top = run_col
-        g_rank = g_rank[run_pg] + comb_k[k][run_col]
-        p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
-        p_top = run_col[p_gid]
-        mark = xp.flatnonzero(is_one[p_row])
-        table = xp.zeros(math.comb(m, k) * width, dtype=bool)
-        table[g_rank[p_gid[mark]] * width + u_row[p_row[mark]]] = True
-    by_size += [0] * (size - len(by_size))
-    return score, count, min_size, contrib, by_size
+        p_row, p_gid, grp, table = _next_level(ctx, grp, table, ks, rows, start, k)
+        p_top = grp["top"][p_gid]
+    by_size = st["by_size"] + [0] * (size - len(st["by_size"]))
+    return st["score"], st["count"], st["min_size"], st["contrib"], by_size
+
+
+def _tally(xp, st, t_mask, t_row, k, weight, m, g):
+    """Add the MSUs of size k (their masks and rows) to the scores and counts."""
+    st["by_size"].append(int(t_row.shape[0]))
+    if st["by_size"][-1]:
+        hits = xp.bincount(t_row, minlength=g)
+        st["score"] += weight * hits
+        st["count"] += hits
+        st["min_size"] = xp.where((st["min_size"] == 0) & (hits > 0), k, st["min_size"])
+        shifts = xp.arange(m, dtype=xp.int64)[None, :]
+        per_col = backend.to_host(((t_mask[:, None] >> shifts) & 1).sum(axis=0))
+        st["contrib"] = [a + weight * float(b) for a, b in zip(st["contrib"], per_col)]
+
+
+def _next_level(ctx, grp, table, ks, rows, start, k):
+    """The groups of level k worth a search below them, with their rows: the classes of two or more
+    rows that hold a row unique on all M columns and are *free*: smaller than the row's class on
+    every T - {c}. Where the class on T equals that on T - {c}, no superset of T is an MSU of its
+    rows (one unique on it is unique without c), and so neither is any superset of a subset whose
+    class was dropped: MSUs are free sets, and free sets are closed under subsets. Also the table
+    of the kept classes' sizes by (subset rank, unique row) for the next level's look-ups."""
+    xp, m, kmax, width, is_one = ctx["xp"], ctx["m"], ctx["kmax"], ctx["width"], ctx["is_one"]
+    rid = xp.cumsum(start) - 1
+    starts = xp.flatnonzero(start)
+    n_runs = int(starts.shape[0])
+    wsum = xp.cumsum(ctx["weight"][rows])
+    ends = xp.concatenate([starts[1:], xp.full(1, rows.shape[0], dtype=xp.int64)]) - 1
+    run_size = wsum[ends] - wsum[starts] + ctx["weight"][rows[starts]]
+    rep = xp.full(n_runs, -1, dtype=xp.int64)  # a row unique on all M columns, where any
+    ones = xp.flatnonzero(is_one[rows])
+    rep[rid[ones]] = rows[ones]
+    pair = ks[starts] // kmax
+    run_pg, run_col = pair // m, pair % m
+    keep_run = (rep >= 0) & (run_size >= 2) & (run_size < grp["size"][run_pg])
+    if k > 1:
+        sel = xp.flatnonzero(keep_run)
+        mask = grp["mask"][run_pg[sel]] | (1 << run_col[sel])
+        keep_run[sel] = _larger_on_all(xp, table, mask, ctx["u_row"][rep[sel]], m, ctx["comb"],
+                                       math.comb(m, k - 1), run_size[sel])
+    kr = xp.flatnonzero(keep_run)
+    kept = xp.flatnonzero(keep_run[rid])
+    pg, col = run_pg[kr], run_col[kr]
+    nxt = {"mask": grp["mask"][pg] | (1 << col), "top": col,
+           "rank": grp["rank"][pg] + ctx["comb_k"][k][col], "size": run_size[kr]}
+    p_row = rows[kept]
+    p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
+    mark = xp.flatnonzero(is_one[p_row])
+    # one row's entries side by side (its look-ups are close), sizes in the narrowest type
+    table = xp.zeros(math.comb(m, k) * width, dtype=ctx["size_type"])
+    at = p_gid[mark]
+    table[ctx["u_row"][p_row[mark]] * math.comb(m, k) + nxt["rank"][at]] = nxt["size"][at]
+    return p_row, p_gid, nxt, table
 
 
 def _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n, m, size, f):
