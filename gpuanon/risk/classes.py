@@ -194,6 +194,8 @@ def group_rows(words: list, xp) -> tuple[object, int]:
             h = h ^ (h >> s29)
     gid, n_cls = _dense(_mix(h, xp), xp)
     del h
+    if n_cls == n:  # every row its own hash, so every row its own tuple: nothing can have collided
+        return gid, n_cls
     rep = xp.zeros(n_cls, dtype=xp.uint64)
     for w in words:
         rep[gid] = w  # one row's word per class: a row differing from it is a collision
@@ -281,6 +283,8 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
     check_columns(frame, qi, "quasi-identifier")
     n_rows = len(frame)
     codes, supp = _codes_of(frame, qi, xp)
+    if population_table is None and weights is None:
+        return group_words(codes, supp, n_rows, xp)
     keep = None
     n_supp = 0
     if supp is not None:
@@ -302,6 +306,71 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
         pop = _counts(gid, n_cls, xp, weights=w if keep is None else w[keep])
         _check_weight_sums(pop, sizes, weights, xp)
     return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp, pop, None if pop is None else "weights")
+
+
+def group_words(words: list, supp, n_rows: int, xp) -> Classes:
+    """The classes of ``n_rows`` rows from their exact 64-bit words (:func:`pack_cells`), leaving out
+    the rows of ``supp`` (a bool mask: every QI ``*``; None: no such row)."""
+    keep = None
+    n_supp = 0
+    if supp is not None:
+        n_supp = int(to_scalar(supp.sum()))
+        if n_supp:
+            keep = xp.nonzero(~supp)[0]
+            words = [w[keep] for w in words]
+    gid, n_cls = group_rows(words, xp) if words else (xp.zeros(n_rows - n_supp, dtype=xp.int64), int(n_rows > n_supp))
+    sizes = _counts(gid, n_cls, xp)
+    row_class = gid
+    if keep is not None:
+        row_class = xp.full(n_rows, -1, dtype=xp.int64)
+        row_class[keep] = gid
+    return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp)
+
+
+def pack_cells(cells: list, widths: list, xp) -> list:
+    """Rows' cells (uint64 arrays, each below ``2 ** width``) packed exactly into uint64 words."""
+    return _pack(cells, widths, xp)
+
+
+def column_cells(s, xp):
+    """``(cells uint64, width, '*' mask or None)`` of one pandas column, as :func:`group` reads it."""
+    return _host_cells(s, xp)
+
+
+def merged_classes(cells: list, sizes, star, n_rows: int, xp) -> Classes:
+    """The classes of a table whose rows come in groups (partitions) of ``sizes`` rows, each group's
+    rows publishing one tuple of cells (``cells``: one uint64 array per column, one entry per group):
+    groups with equal tuples are one class; the groups of ``star`` (bool per group: every QI ``*``;
+    None: none) are left out as suppressed. ``row_class`` is then each group's class (-1: left out)."""
+    n_grp = int(sizes.shape[0])
+    sizes = sizes.astype(xp.int64)
+    keep = None
+    n_supp = 0
+    if star is not None and n_grp:
+        n_supp = int(to_scalar(xp.where(star, sizes, 0).sum()))
+        if bool(to_scalar(star.any())):
+            keep = xp.nonzero(~star)[0]
+            cells, sizes = [c[keep] for c in cells], sizes[keep]
+    m = int(sizes.shape[0])
+    if m == 0:
+        gid, n_cls = xp.zeros(0, dtype=xp.int64), 0
+    elif cells:
+        gid, n_cls = group_rows(cells, xp)
+    else:
+        gid, n_cls = xp.zeros(m, dtype=xp.int64), 1
+    merged = _counts(gid, n_cls, xp, weights=sizes.astype(xp.float64)).astype(xp.int64) if xp is np else \
+        _sum_int(gid, n_cls, sizes, xp)
+    grp_class = gid
+    if keep is not None:
+        grp_class = xp.full(n_grp, -1, dtype=xp.int64)
+        grp_class[keep] = gid
+    return Classes(grp_class, merged, n_rows - n_supp, n_rows, n_supp, xp)
+
+
+def _sum_int(idx, length: int, values, xp):
+    out = xp.zeros(length, dtype=xp.int64)
+    xp.add.at(out, idx, values)
+    return out
 
 
 def _weights(frame, weights, qi, xp):
