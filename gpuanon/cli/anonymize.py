@@ -145,7 +145,6 @@ def risk_report(args, df, out, m, written=None) -> dict:
     qi = list(m.schema_.quasi_identifiers)
     before, after, cols = fit_classes(m.result_, df, m.output_format)
     section = section_of_classes(before, after, qi, cols, suda_tables=(df, out) if args.suda else None, **kw)
-    section["classes"] = "fit"
     section["seconds"] = round(time.perf_counter() - t, 6)
     if getattr(args, "risk_check", None) == "readback":
         section["check"] = readback_check(args, section, df, out if written is None else read_back(written, args.out,
@@ -216,7 +215,6 @@ def cluster_risk(args, frames, paths, res) -> dict:
     section = risk_section(before, after, qi, population=args.population, sampling_fraction=args.sampling_fraction,
                            threshold=args.risk_threshold, suda=args.suda, suda_max_size=args.suda_max_size,
                            backend="gpu" if gpu else "cpu")
-    section["classes"] = "readback"
     section["seconds"] = round(time.perf_counter() - t, 6)
     return section
 
