@@ -38,39 +38,42 @@ def _keys_stand_for_values(col, raw: pd.Series) -> bool:
 
 
 def _key_cells(table, j: int, xp):
-    """``(cells uint64, width, '*' mask or None)`` of encoded QI ``j``: its keys, as narrow as exact."""
+    """``(cells, width, '*' mask or None)`` of encoded QI ``j``: its keys (uint32), as narrow as exact."""
     col, keys = table.columns[j], table.keys[j]
     if col.kind == "categorical":
         n = max(col.n_categories, 1)
         star = [i for i, v in enumerate(col.categories) if isinstance(v, str) and v == SUPPRESSED]
-        return keys.astype(xp.uint64), max(1, int(n - 1).bit_length()), (keys == star[0]) if star else None
+        return keys, max(1, int(n - 1).bit_length()), (keys == star[0]) if star else None
     if isinstance(col.info, str) or col.exact is not None:  # float32 bits, or ranks into an exact dictionary
-        return keys.astype(xp.uint64), 32, None
+        return keys, 32, None
     n = int(col.info.shape[0])  # ranks 0 .. n - 1, and the missing key: n
-    cells = xp.where(keys == xp.uint32(0xFFFFFFFF), xp.uint32(n), keys).astype(xp.uint64)
-    return cells, max(1, int(n).bit_length()), None
+    return xp.where(keys == xp.uint32(0xFFFFFFFF), xp.uint32(n), keys), max(1, int(n).bit_length()), None
 
 
 def input_classes(table, frame) -> Classes:
     """The classes of the input rows on the QIs, from the encoded table ``table`` of ``frame``."""
     xp = table.xp
-    cells, widths, stars = [], [], []
-    for j, col in enumerate(table.columns):  # a loop over columns
-        raw = frame[col.name]
-        if _keys_stand_for_values(col, raw):
-            c, w, star = _key_cells(table, j, xp)
-        else:
-            host = frame_to_host(frame[[col.name]])[col.name] if is_device_frame(frame) else raw
-            c, w, star = column_cells(host, xp)
-        cells.append(c)
-        widths.append(w)
-        stars.append(star)
+    stars = []
+
+    def cells():
+        for j, col in enumerate(table.columns):  # a loop over columns, one column's cells at a time
+            raw = frame[col.name]
+            if _keys_stand_for_values(col, raw):
+                c, w, star = _key_cells(table, j, xp)
+            else:
+                host = frame_to_host(frame[[col.name]])[col.name] if is_device_frame(frame) else raw
+                c, w, star = column_cells(host, xp)
+            stars.append(star)
+            yield c, w
+
+    n = int(table.n_rows)
+    words = pack_cells(cells(), n, xp)
     supp = None
     if stars and all(s is not None for s in stars):
         supp = stars[0]
         for s in stars[1:]:
             supp = supp & s
-    return group_words(pack_cells(cells, widths, xp), supp, int(table.n_rows), xp)
+    return group_words(words, supp, n, xp)
 
 
 def output_classes(stats, fmt: str) -> Classes:

@@ -327,9 +327,29 @@ def group_words(words: list, supp, n_rows: int, xp) -> Classes:
     return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp)
 
 
-def pack_cells(cells: list, widths: list, xp) -> list:
-    """Rows' cells (uint64 arrays, each below ``2 ** width``) packed exactly into uint64 words."""
-    return _pack(cells, widths, xp)
+def pack_cells(cells, n: int, xp) -> list:
+    """Rows' cells packed exactly into uint64 words: ``cells`` yields ``(array, width)``, an unsigned
+    array of ``n`` values below ``2 ** width``, one column at a time (on the host each word is
+    filled in place: no uint64 copy of a column is made)."""
+    words, word, used = [], None, 0
+    for c, w in cells:  # a loop over columns
+        if word is not None and used + w > 64:
+            words.append(word)
+            word, used = None, 0
+        if xp is np:
+            if word is None:
+                word = np.empty(n, dtype=np.uint64)
+                np.copyto(word, c, casting="unsafe")
+            else:
+                np.left_shift(word, np.uint64(w), out=word)
+                np.bitwise_or(word, c, out=word, casting="unsafe")
+        else:
+            c = c.astype(xp.uint64)
+            word = c if word is None else (word << xp.uint64(w)) | c
+        used += w
+    if word is not None:
+        words.append(word)
+    return words
 
 
 def column_cells(s, xp):
