@@ -283,29 +283,19 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
     check_columns(frame, qi, "quasi-identifier")
     n_rows = len(frame)
     codes, supp = _codes_of(frame, qi, xp)
-    if population_table is None and weights is None:
-        return group_words(codes, supp, n_rows, xp)
-    keep = None
-    n_supp = 0
-    if supp is not None:
-        n_supp = int(to_scalar(supp.sum()))
-        if n_supp:
-            keep = xp.nonzero(~supp)[0]
-            codes = [c[keep] for c in codes]
     if population_table is not None:
+        keep, n_supp = None, 0
+        if supp is not None and (n_supp := int(to_scalar(supp.sum()))):
+            keep = xp.nonzero(~supp)[0]
         return _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp)
-    gid, n_cls = group_rows(codes, xp)
-    sizes = _counts(gid, n_cls, xp)
-    row_class = gid
-    if keep is not None:
-        row_class = xp.full(n_rows, -1, dtype=xp.int64)
-        row_class[keep] = gid
-    pop = None
+    g = group_words(codes, supp, n_rows, xp)
     if weights is not None:
         w = _weights(frame, weights, qi, xp)
-        pop = _counts(gid, n_cls, xp, weights=w if keep is None else w[keep])
-        _check_weight_sums(pop, sizes, weights, xp)
-    return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp, pop, None if pop is None else "weights")
+        kept = g.row_class >= 0
+        g.pop_sizes = _counts(g.row_class[kept], g.n_classes, xp, weights=w[kept])
+        g.pop_source = "weights"
+        _check_weight_sums(g.pop_sizes, g.sizes, weights, xp)
+    return g
 
 
 def group_words(words: list, supp, n_rows: int, xp) -> Classes:
