@@ -88,7 +88,7 @@ def run(args) -> int:
             w.table("--out", out, metadata=m.output_metadata_)
         t_write = time.perf_counter() - t1
         # re-identification risk of the input and of the output (inside the run's total)
-        risk = risk_report(args, df, out, m) if report_path or html_path else None
+        risk = risk_report(args, df, out, m, w.tmps.get(out_path)) if report_path or html_path else None
         report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
         if risk is not None:
@@ -130,17 +130,60 @@ def k_for_max_risk(args) -> dict | None:
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
 
 
-def risk_report(args, df, out, m) -> dict:
-    """The report's ``risk`` section (gpuanon.risk.report), with the run's QIs and backend, and its
-    seconds."""
-    from ..risk.report import risk_section  # noqa: PLC0415
+def risk_report(args, df, out, m, written=None) -> dict:
+    """The report's ``risk`` section, with the run's QIs and backend, and its seconds: the classes
+    are the fit's own (:mod:`gpuanon.anonymize.risk_classes`); with ``--risk-check readback`` also the
+    independent computation from the input frame and the output read back from ``written`` (the
+    output file as written, not yet renamed; None: the output frame), and whether both agree."""
+    from ..anonymize.risk_classes import fit_classes  # noqa: PLC0415
+    from ..risk.report import section_of_classes  # noqa: PLC0415
 
     t = time.perf_counter()
-    section = risk_section(df, out, m.schema_.quasi_identifiers, population=args.population,
-                           sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold, suda=args.suda,
-                           suda_max_size=args.suda_max_size, backend="gpu" if m.backend_.is_gpu else "cpu")
+    backend = "gpu" if m.backend_.is_gpu else "cpu"
+    kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold,
+              suda_max_size=args.suda_max_size, backend=backend)
+    qi = list(m.schema_.quasi_identifiers)
+    before, after, cols = fit_classes(m.result_, df, m.output_format)
+    section = section_of_classes(before, after, qi, cols, suda_tables=(df, out) if args.suda else None, **kw)
     section["seconds"] = round(time.perf_counter() - t, 6)
+    if getattr(args, "risk_check", None) == "readback":
+        section["check"] = readback_check(args, section, df, out if written is None else read_back(written, args.out,
+                                                                                                    cols), qi, kw)
+        section["check"]["source"] = "output frame (no --out)" if written is None else str(args.out)
     return section
+
+
+def readback_check(args, section: dict, before, after, qi, kw) -> dict:
+    """``--risk-check readback``: the section computed again from the two tables (the input frame and
+    the output as read back), as ``gpuanon risk`` groups a table, and where it differs from ``section``."""
+    from ..risk.report import differences, risk_section  # noqa: PLC0415
+
+    t = time.perf_counter()
+    check = risk_section(before, after, qi, suda=args.suda, **kw)
+    diff = differences({k: section[k] for k in ("before", "after")}, {k: check[k] for k in ("before", "after")})
+    if diff:
+        log.warning("the risk section from the fit and from the output read back differ at %s", ", ".join(diff[:5]))
+    return {"method": "readback", "agree": not diff, "differences": diff[:50],
+            "seconds": round(time.perf_counter() - t, 6)}
+
+
+def read_back(tmp, out_path, columns):
+    """The QI columns of the output file ``out_path``, written to ``tmp`` (not yet renamed), read as
+    ``gpuanon risk`` reads a table (:func:`gpuanon.datasets.load_table`)."""
+    import tempfile  # noqa: PLC0415
+
+    from ..datasets import load_table  # noqa: PLC0415
+
+    name = Path(out_path).name.lower()
+    if name.endswith((".parquet", ".pq")):
+        import pandas as pd  # noqa: PLC0415
+
+        return pd.read_parquet(tmp, columns=list(columns))
+    suffix = next(s for s in (".csv.gz", ".csv", ".tsv") if name.endswith(s))
+    with tempfile.TemporaryDirectory() as d:  # the reader picks its kind by the name's extension
+        link = Path(d) / f"output{suffix}"
+        os.symlink(os.path.abspath(tmp), link)
+        return load_table(link)[list(columns)]
 
 
 def cluster_risk(args, frames, paths, res) -> dict:

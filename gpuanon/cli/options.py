@@ -114,6 +114,9 @@ def add_risk_options(p: argparse.ArgumentParser, max_risk: bool = False) -> None
     g.add_argument("--suda", action="store_true", help="SUDA2 / DIS-SUDA in the risk section (expensive)")
     g.add_argument("--suda-max-size", dest="suda_max_size", type=int, metavar="S", help="largest MSU size for --suda")
     if max_risk:
+        g.add_argument("--risk-check", dest="risk_check", choices=["none", "readback"],
+                       help="readback: also compute the section from the input and the output file read back (as "
+                            "'gpuanon risk' does) and say whether both agree (default none: the fit's own classes)")
         g.add_argument("--max-risk", dest="max_risk", type=float, metavar="R",
                        help="instead of --k: the smallest k whose output has prosecutor risk <= R (k = ceil(1 / R)); "
                             "population uniqueness is then 0 (no sample uniques are left)")

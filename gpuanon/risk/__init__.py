@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # SUDA2 / DIS-SUDA live in gpuanon.risk.suda
     from .suda import SudaResult  # noqa: F401
 
 __all__ = ["SUPPRESSED", "AttackerRisk", "check_population", "DankarEstimate", "IndividualRisk", "ModelEstimate", "PopulationRisk",
-           "RiskResult", "SampleRisk", "assess", "records_at_risk_curve"]
+           "RiskResult", "SampleRisk", "assess", "assess_classes", "records_at_risk_curve", "suda_of"]
 
 
 @dataclass
@@ -170,6 +170,30 @@ def suda_codes(frame, columns) -> tuple[np.ndarray, list]:
         i += 1
     out = np.stack(codes, axis=1) if codes else np.zeros((len(frame), 0), dtype=np.int64)
     return out, names
+
+
+def assess_classes(g: Classes, quasi_identifiers, *, population: int | None = None,
+                   sampling_fraction: float | None = None, threshold: float = 0.2) -> RiskResult:
+    """:func:`assess`'s measures (no SUDA, no per-record table) of classes already grouped (``g``,
+    e.g. :func:`gpuanon.risk.classes.merged_classes`), named by ``quasi_identifiers``."""
+    if not 0 <= float(threshold) <= 1:
+        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
+    N = _population_size(g.n, population, sampling_fraction)
+    return _result(list(quasi_identifiers), g, N, float(threshold), False)
+
+
+def suda_of(frame, quasi_identifiers, *, suda_max_size: int | None = None, population: int | None = None,
+            n: int | None = None, backend: str | None = None):
+    """SUDA2 / DIS-SUDA of ``frame``'s published QIs as :func:`assess` runs it (``n`` rows counted
+    against the population ``population``: DIS-SUDA's fraction n / N)."""
+    xp = np
+    if is_device_frame(frame) or backend not in (None, "cpu"):
+        xp = get_backend(backend if backend is not None else "gpu", quiet=True, n_rows=len(frame)).xp
+    if is_device_frame(frame) and xp is np:
+        from ..backend import frame_to_host  # noqa: PLC0415
+
+        frame = frame_to_host(frame)
+    return _suda(frame, list(quasi_identifiers), suda_max_size, None if population is None else n / population, xp)
 
 
 def _suda(frame, qi, suda_max_size, sampling_fraction, xp):

@@ -194,6 +194,8 @@ def group_rows(words: list, xp) -> tuple[object, int]:
             h = h ^ (h >> s29)
     gid, n_cls = _dense(_mix(h, xp), xp)
     del h
+    if n_cls == n:  # every row its own hash, so every row its own tuple: nothing can have collided
+        return gid, n_cls
     rep = xp.zeros(n_cls, dtype=xp.uint64)
     for w in words:
         rep[gid] = w  # one row's word per class: a row differing from it is a collision
@@ -281,27 +283,104 @@ def group(frame, quasi_identifiers, *, xp=np, weights=None, population_table=Non
     check_columns(frame, qi, "quasi-identifier")
     n_rows = len(frame)
     codes, supp = _codes_of(frame, qi, xp)
+    if population_table is not None:
+        keep, n_supp = None, 0
+        if supp is not None and (n_supp := int(to_scalar(supp.sum()))):
+            keep = xp.nonzero(~supp)[0]
+        return _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp)
+    g = group_words(codes, supp, n_rows, xp)
+    if weights is not None:
+        w = _weights(frame, weights, qi, xp)
+        kept = g.row_class >= 0
+        g.pop_sizes = _counts(g.row_class[kept], g.n_classes, xp, weights=w[kept])
+        g.pop_source = "weights"
+        _check_weight_sums(g.pop_sizes, g.sizes, weights, xp)
+    return g
+
+
+def group_words(words: list, supp, n_rows: int, xp) -> Classes:
+    """The classes of ``n_rows`` rows from their exact 64-bit words (:func:`pack_cells`), leaving out
+    the rows of ``supp`` (a bool mask: every QI ``*``; None: no such row)."""
     keep = None
     n_supp = 0
     if supp is not None:
         n_supp = int(to_scalar(supp.sum()))
         if n_supp:
             keep = xp.nonzero(~supp)[0]
-            codes = [c[keep] for c in codes]
-    if population_table is not None:
-        return _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp)
-    gid, n_cls = group_rows(codes, xp)
+            words = [w[keep] for w in words]
+    gid, n_cls = group_rows(words, xp) if words else (xp.zeros(n_rows - n_supp, dtype=xp.int64), int(n_rows > n_supp))
     sizes = _counts(gid, n_cls, xp)
     row_class = gid
     if keep is not None:
         row_class = xp.full(n_rows, -1, dtype=xp.int64)
         row_class[keep] = gid
-    pop = None
-    if weights is not None:
-        w = _weights(frame, weights, qi, xp)
-        pop = _counts(gid, n_cls, xp, weights=w if keep is None else w[keep])
-        _check_weight_sums(pop, sizes, weights, xp)
-    return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp, pop, None if pop is None else "weights")
+    return Classes(row_class, sizes, n_rows - n_supp, n_rows, n_supp, xp)
+
+
+def pack_cells(cells, n: int, xp) -> list:
+    """Rows' cells packed exactly into uint64 words: ``cells`` yields ``(array, width)``, an unsigned
+    array of ``n`` values below ``2 ** width``, one column at a time (on the host each word is
+    filled in place: no uint64 copy of a column is made)."""
+    words, word, used = [], None, 0
+    for c, w in cells:  # a loop over columns
+        if word is not None and used + w > 64:
+            words.append(word)
+            word, used = None, 0
+        if xp is np:
+            if word is None:
+                word = np.empty(n, dtype=np.uint64)
+                np.copyto(word, c, casting="unsafe")
+            else:
+                np.left_shift(word, np.uint64(w), out=word)
+                np.bitwise_or(word, c, out=word, casting="unsafe")
+        else:
+            c = c.astype(xp.uint64)
+            word = c if word is None else (word << xp.uint64(w)) | c
+        used += w
+    if word is not None:
+        words.append(word)
+    return words
+
+
+def column_cells(s, xp):
+    """``(cells uint64, width, '*' mask or None)`` of one pandas column, as :func:`group` reads it."""
+    return _host_cells(s, xp)
+
+
+def merged_classes(cells: list, sizes, star, n_rows: int, xp) -> Classes:
+    """The classes of a table whose rows come in groups (partitions) of ``sizes`` rows, each group's
+    rows publishing one tuple of cells (``cells``: one uint64 array per column, one entry per group):
+    groups with equal tuples are one class; the groups of ``star`` (bool per group: every QI ``*``;
+    None: none) are left out as suppressed. ``row_class`` is then each group's class (-1: left out)."""
+    n_grp = int(sizes.shape[0])
+    sizes = sizes.astype(xp.int64)
+    keep = None
+    n_supp = 0
+    if star is not None and n_grp:
+        n_supp = int(to_scalar(xp.where(star, sizes, 0).sum()))
+        if bool(to_scalar(star.any())):
+            keep = xp.nonzero(~star)[0]
+            cells, sizes = [c[keep] for c in cells], sizes[keep]
+    m = int(sizes.shape[0])
+    if m == 0:
+        gid, n_cls = xp.zeros(0, dtype=xp.int64), 0
+    elif cells:
+        gid, n_cls = group_rows(cells, xp)
+    else:
+        gid, n_cls = xp.zeros(m, dtype=xp.int64), 1
+    merged = _counts(gid, n_cls, xp, weights=sizes.astype(xp.float64)).astype(xp.int64) if xp is np else \
+        _sum_int(gid, n_cls, sizes, xp)
+    grp_class = gid
+    if keep is not None:
+        grp_class = xp.full(n_grp, -1, dtype=xp.int64)
+        grp_class[keep] = gid
+    return Classes(grp_class, merged, n_rows - n_supp, n_rows, n_supp, xp)
+
+
+def _sum_int(idx, length: int, values, xp):
+    out = xp.zeros(length, dtype=xp.int64)
+    xp.add.at(out, idx, values)
+    return out
 
 
 def _weights(frame, weights, qi, xp):
