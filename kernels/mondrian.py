@@ -269,13 +269,15 @@ def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
 def _pending(pending, cut, sizes, xp):
     """The pending partitions' indices and count, their rows, and the cut partitions' count and rows.
 
-    On a device one read per attempt (the four numbers); on the CPU plain reads, the cut ones only
-    when nothing is pending (the level's last attempt)."""
+    On a device one read per attempt (the four numbers). On the CPU the numbers are read off the
+    pending indices, and pass through :func:`~kernels.host.host` as the device's read does (a CPU
+    run's transfer report counts the reads a device run makes)."""
     if xp is np:
         pend = np.flatnonzero(pending)
-        if pend.shape[0]:
-            return pend, int(pend.shape[0]), int(sizes[pend].sum()), 0, 0
-        return pend, 0, 0, int(np.count_nonzero(cut)), int(sizes[cut].sum())
+        cidx = np.flatnonzero(cut)
+        n_pend, total, n_cut, cut_rows = (int(x) for x in host(np.array(
+            [pend.shape[0], sizes[pend].sum(), cidx.shape[0], sizes[cidx].sum()], dtype=np.int64)))
+        return pend, n_pend, total, n_cut, cut_rows
     n_pend, total, n_cut, cut_rows = (int(x) for x in host(xp.stack([
         pending.sum(dtype=xp.int64), xp.where(pending, sizes, 0).sum(),
         cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
