@@ -22,6 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
+from .cpu import CodeMasks, extremes
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -83,6 +84,8 @@ class _SpanPlan:
         self.table = None if (not rank or self.rank_each) else \
             xp.concatenate([xp.asarray(specs[j].values, dtype=xp.float64) for j in rank])
         self.cat = [j for j in range(d) if self.kind[j] == "cat"]
+        self.masks = CodeMasks([ncat[j] for j in self.cat]) if xp is np else None  # the CPU's count
+        self.extreme_rows = [j for j in range(d) if self.kind[j] not in ("skip", "cat")]  # CPU: minmax of these
         self.ncat_total = sum(ncat[j] for j in self.cat)
         cb = [0] * len(self.cat)
         for i in range(1, len(self.cat)):
@@ -143,7 +146,7 @@ def _distinct_share(K, seg, P, plan, xp, cell_limit):
     return (cs[first + plan.cn] - cs[first]).astype(xp.float64) / plan.cn.astype(xp.float64)
 
 
-def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit):
+def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit, words=None):
     """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
 
     ``col_info``: one :mod:`kernels.specs` spec per column. Whole-matrix operations on the ``(d, P)`` minima and maxima:
@@ -155,7 +158,16 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
     P = sizes.shape[0]
     specs = check_specs(col_info)
     plan = _span_plan(specs, n_categories, global_range, xp)
-    mn, mx = segment_reduce("minmax", K, starts, xp, axis=1)
+    if xp is np:  # the CPU's formulation (kernels.cpu): extremes of the columns that use them, code masks
+        dense = P > 0 and bool(sizes.min() > 0)  # no empty segment: reduceat as it is
+        mn, mx = extremes(K, starts, plan.extreme_rows, P, dense)
+        count = plan.masks.counts(plan.masks.words(K, plan.cat) if words is None else words, starts, K, plan.cat,
+                                  P, dense)
+        mx[plan.cat] = count != 1  # mn is 0 there: mn == mx where a categorical column holds one code
+        share = count.astype(np.float64) / plan.cn.astype(np.float64)
+    else:
+        mn, mx = segment_reduce("minmax", K, starts, xp, axis=1)
+        share = _distinct_share(K, seg, P, plan, xp, cell_limit)
     S = xp.zeros((d, P), dtype=xp.float64)  # value ranges (numeric) or shares; 0: no span
     f = plan.rows["f32"]
     if f is not None:
@@ -172,7 +184,6 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
                 S[j] = specs[j].decode(mx[j], xp) - specs[j].decode(mn[j], xp)
     if "nan" in plan.kind:
         S = xp.where(plan.is_nan, xp.nan, S)
-    share = _distinct_share(K, seg, P, plan, xp, cell_limit)
     if share is not None:
         S[plan.cidx] = share
     for j, kind in enumerate(plan.kind):  # a loop over columns: hierarchies, large categorical ones
@@ -217,6 +228,14 @@ def goes_left(v, median, below, xp):
     return xp.where(below, v < median, v <= median)
 
 
+def _goes_left(v, med, use_lt, loc, xp):
+    """:func:`goes_left` of the rows (``loc``: each row's pending partition). On the CPU the same
+    rule as one comparison: ``v < m`` is ``v <= m - 1`` on integer keys."""
+    if xp is np:
+        return v <= (med - use_lt)[loc]
+    return goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
+
+
 def cut_allowed(nleft, nright, hist_left, hist_right, allowed, xp):
     """A cut is made when both children have rows and the criteria ``allowed`` both."""
     return (nleft > 0) & (nright > 0) & allowed(nleft, hist_left, xp) & allowed(nright, hist_right, xp)
@@ -245,6 +264,59 @@ def _child_hist(loc, left, sa_rows, pofs, n_sa, xp, cell_limit):
         hr[s0:s1] = h[:, 1, :]
         r0 = r1
     return hl, hr
+
+
+def _pending(pending, cut, sizes, xp):
+    """The pending partitions' indices and count, their rows, and the cut partitions' count and rows.
+
+    On a device one read per attempt (the four numbers). On the CPU the numbers are read off the
+    pending indices, and pass through :func:`~kernels.host.host` as the device's read does (a CPU
+    run's transfer report counts the reads a device run makes)."""
+    if xp is np:
+        pend = np.flatnonzero(pending)
+        cidx = np.flatnonzero(cut)
+        n_pend, total, n_cut, cut_rows = (int(x) for x in host(np.array(
+            [pend.shape[0], sizes[pend].sum(), cidx.shape[0], sizes[cidx].sum()], dtype=np.int64)))
+        return pend, n_pend, total, n_cut, cut_rows
+    n_pend, total, n_cut, cut_rows = (int(x) for x in host(xp.stack([
+        pending.sum(dtype=xp.int64), xp.where(pending, sizes, 0).sum(),
+        cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
+    return (indices_of(pending, n_pend, xp) if n_pend else None), n_pend, total, n_cut, cut_rows
+
+
+def _finished_and_cut(cut, n_fin: int, xp):
+    """The indices of the finished partitions and of the cut ones, each in order."""
+    if xp is np:
+        return np.flatnonzero(~cut), np.flatnonzero(cut)
+    by_cut = xp.argsort(cut.astype(xp.int8), kind="stable")  # finished, then cut; each in order
+    return by_cut[:n_fin], by_cut[n_fin:]
+
+
+def _regroup(crows, cloc, cofs, csizes, go_left, xp):
+    """Where each cut partition's rows go: its left child's rows, then its right child's, each in
+    their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes."""
+    if xp is np:  # fewer passes: a right row's place within its child is its place less the left rows before it
+        L = go_left[crows]
+        cs = np.cumsum(L, dtype=np.int64)
+        c = cs - L  # left rows before each row
+        g = c[cofs]
+        nl = cs[cofs + csizes - 1] - g
+        i = np.arange(crows.shape[0], dtype=np.int64)
+        newpos = np.where(L, (cofs - g)[cloc] + c, (nl + g)[cloc] + i - c)
+        new_sizes = np.stack([nl, csizes - nl], axis=1).reshape(-1)
+    else:
+        L = go_left[crows].astype(xp.int64)
+        R = 1 - L
+        csL = xp.cumsum(L) - L
+        csR = xp.cumsum(R) - R
+        nl = segment_reduce("add", L, cofs, xp, axis=0)
+        new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
+        new_starts = exclusive_cumsum(new_sizes, xp)
+        ls, rs = new_starts[0::2], new_starts[1::2]
+        newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
+    src = xp.empty_like(crows)
+    src[newpos] = crows
+    return src, new_sizes
 
 
 def mondrian_partition(
@@ -314,26 +386,27 @@ def mondrian_partition(
     first_rows = []
     n_parts = 0
     levels = attempts = 0
+    words = None
+    if xp is np:  # the rows' category masks, once (kernels.cpu)
+        plan = _span_plan(col_info, n_categories, global_range, xp)
+        words = plan.masks.words(keys, plan.cat)
 
     while sizes.shape[0] > 0:
         levels += 1
         P = sizes.shape[0]
         starts = exclusive_cumsum(sizes, xp)
-        seg = segment_ids(sizes, xp, n=int(K.shape[1]))
-        span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit)
+        seg = None if xp is np else segment_ids(sizes, xp, n=int(K.shape[1]))  # the CPU's spans use none
+        span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit,
+                      None if words is None else words.take(perm, axis=1))
         span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
         cut = xp.zeros(P, dtype=bool)
         pending = span.max(axis=1) > 0  # partitions with a column left to try
         while True:
-            # one read per attempt: how many partitions are pending and cut, and how many rows each holds
-            n_pend, total, n_cut, cut_rows = (int(x) for x in host(xp.stack([
-                pending.sum(dtype=xp.int64), xp.where(pending, sizes, 0).sum(),
-                cut.sum(dtype=xp.int64), xp.where(cut, sizes, 0).sum()])))
+            pend, n_pend, total, n_cut, cut_rows = _pending(pending, cut, sizes, xp)
             if n_pend == 0:
                 break
-            pend = indices_of(pending, n_pend, xp)
             col = xp.argmax(span[pend], axis=1)  # widest first, ties: lowest column index
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
@@ -358,7 +431,7 @@ def mondrian_partition(
                 lt = xp.searchsorted(skey, base | med, side="left") - pofs
                 use_lt = below_only(med, top)
                 nleft = xp.where(use_lt, lt, le)
-                left = goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
+                left = _goes_left(v, med, use_lt, loc, xp)
             nright = psizes - nleft
             if needs_hist:
                 hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit)
@@ -371,8 +444,7 @@ def mondrian_partition(
             pending[pend] = ~ok & (span[pend].max(axis=1) > 0)
 
         n_fin = P - n_cut  # read with the last (empty) attempt
-        by_cut = xp.argsort(cut.astype(xp.int8), kind="stable")  # finished, then cut; each in order
-        fin, cidx = by_cut[:n_fin], by_cut[n_fin:]
+        fin, cidx = _finished_and_cut(cut, n_fin, xp)
         if n_fin:
             frows, floc, _ = _ranges(starts[fin], sizes[fin], xp, n_act - cut_rows)
             labels[perm[frows]] = n_parts + floc
@@ -383,18 +455,7 @@ def mondrian_partition(
         if n_cut == 0:
             break
         csizes = sizes[cidx]
-        crows, cloc, cofs = _ranges(starts[cidx], csizes, xp, cut_rows)
-        L = go_left[crows].astype(xp.int64)
-        R = 1 - L
-        csL = xp.cumsum(L) - L
-        csR = xp.cumsum(R) - R
-        nl = segment_reduce("add", L, cofs, xp, axis=0)
-        new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
-        new_starts = exclusive_cumsum(new_sizes, xp)
-        ls, rs = new_starts[0::2], new_starts[1::2]
-        newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
-        src = xp.empty_like(crows)
-        src[newpos] = crows
+        src, new_sizes = _regroup(*_ranges(starts[cidx], csizes, xp, cut_rows), csizes, go_left, xp)
         perm = perm[src]
         if K is keys:
             K = xp.take(K, src, axis=1)

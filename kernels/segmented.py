@@ -427,14 +427,16 @@ def exclusive_cumsum(sizes, xp=np):
 def segment_ids(sizes, xp=np, n: int | None = None):
     """The segment index of every row, for consecutive segments of the given sizes (int64).
 
-    A scatter of ones at every segment's start and a cumulative sum: O(rows), no synchronization
-    when ``n`` (the rows in all, ``sizes.sum()``) is given; without it the sum is read (on a
-    device, a synchronization). Empty segments get no row.
+    On a device a scatter of ones at every segment's start and a cumulative sum: O(rows), no
+    synchronization when ``n`` (the rows in all, ``sizes.sum()``) is given; without it the sum is
+    read (a synchronization). On the CPU one ``repeat`` (``n`` unused). Empty segments get no row.
 
     >>> segment_ids(np.array([2, 0, 3]), n=5)
     array([0, 0, 2, 2, 2])
     """
     P = sizes.shape[0]
+    if xp is np:  # the CPU's formulation: one repeat
+        return np.repeat(np.arange(P, dtype=np.int64), sizes)
     if n is None:
         n = int(scalar(sizes.sum())) if P else 0
     marks = xp.zeros(n + 1, dtype=xp.int64)

@@ -1,0 +1,127 @@
+"""The CPU backend's formulations of the Mondrian level's steps (NumPy only).
+
+The device formulations in :mod:`kernels.mondrian` are shaped for thousands of threads and few
+synchronizations: scatters over (partition, category) cells, whole-matrix passes, no host reads.
+On the CPU those cost more than they save: a scatter over ``P x categories`` cells outgrows the
+rows once the partitions are small, and reads of NumPy values are free. The kernel takes these
+where ``xp is numpy``; each returns what its device counterpart returns, bit for bit (the
+equality tests of the two backends hold them to it).
+
+Distinct categories per segment: every row's categorical codes as bits of a few ``uint64`` words
+(:class:`CodeMasks`: each column a bit field ``1 << code``, columns packed into words), built once
+per fit; a level ORs the words of each segment (``reduceat``) and counts each field's bits. That
+is O(rows x words) at any number of segments, where a count over ``P x categories`` cells grows
+with ``P``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .segmented import segment_reduce
+
+WORD_BITS = 64
+MAX_WORDS = 4  # mask words per row at most; columns that do not fit count by a sort
+
+
+class CodeMasks:
+    """Where each categorical column's codes sit in the rows' mask words.
+
+    ``ncats``: the columns' category counts. A column of at most 64 codes takes a bit field in the
+    first word with room; a larger one whole words of its own (up to :data:`MAX_WORDS` words in
+    all). ``parts[i]``: ``(word, offset, bits)`` fields of column ``i`` (empty: counted by a sort).
+
+    >>> CodeMasks([7, 60, 2, 100]).parts
+    [[(0, 0, 7)], [(1, 0, 60)], [(0, 7, 2)], [(2, 0, 64), (3, 0, 36)]]
+    """
+
+    def __init__(self, ncats):
+        self.ncats = [int(c) for c in ncats]
+        self.parts, used = [], []
+        for c in self.ncats:
+            need = -(-c // WORD_BITS)
+            w = next((w for w, u in enumerate(used) if u + c <= WORD_BITS), len(used)) if need == 1 else len(used)
+            if w + need > MAX_WORDS:  # no room: this column is counted by a sort
+                self.parts.append([])
+                continue
+            if w == len(used):
+                used += [0] * need
+            self.parts.append([(w + i, used[w + i], min(WORD_BITS, c - i * WORD_BITS)) for i in range(need)])
+            for i in range(need):
+                used[w + i] += min(WORD_BITS, c - i * WORD_BITS)
+        self.n_words = len(used)
+
+    def words(self, K, cols):
+        """``(n_words, n)`` uint64 masks of the rows of ``K`` (row ``cols[i]``: column ``i``'s codes)."""
+        out = np.zeros((self.n_words, int(K.shape[1])), dtype=np.uint64)
+        for i, parts in enumerate(self.parts):  # a loop over columns, once per fit
+            if not parts:
+                continue
+            code = K[cols[i]].astype(np.int64)
+            for p, (w, off, bits) in enumerate(parts):
+                local = code - p * WORD_BITS
+                inside = (local >= 0) & (local < bits)
+                out[w] |= np.where(inside, np.left_shift(np.uint64(1), (np.clip(local, 0, 63) + off)
+                                                         .astype(np.uint64)), np.uint64(0))
+        return out
+
+    def counts(self, words, starts, K, cols, n_seg: int, dense: bool = False):
+        """Distinct codes of every column in every segment, int64 ``(len(cols), n_seg)``.
+
+        ``words``: the masks of the rows of ``K`` (rows contiguous per segment, ``starts``: the
+        segment contract of :mod:`kernels.segmented`; ``dense``: as :func:`reduce_at`).
+
+        >>> K = np.array([[0, 2, 2, 1, 1]], dtype=np.uint32)
+        >>> m = CodeMasks([3])
+        >>> m.counts(m.words(K, [0]), np.array([0, 3, 3]), K, [0], 3).tolist()
+        [[2, 0, 1]]
+        """
+        out = np.zeros((len(self.ncats), n_seg), dtype=np.int64)
+        if n_seg == 0:
+            return out
+        orr = reduce_at("bitwise_or", words, starts, dense) if self.n_words else None
+        for i, parts in enumerate(self.parts):  # a loop over columns, on (n_seg,) arrays
+            for w, off, bits in parts:
+                field = orr[w] >> np.uint64(off) if off else orr[w]
+                if bits < WORD_BITS:
+                    field = field & np.uint64((1 << bits) - 1)
+                out[i] += np.bitwise_count(field)
+            if not parts:
+                out[i] = _distinct_by_sort(K[cols[i]].astype(np.int64), starts, n_seg, int(K.shape[1]))
+        return out
+
+
+def reduce_at(op: str, x, starts, dense: bool):
+    """``segment_reduce(op, x, starts)`` along the last axis of ``x``; ``dense``: the caller knows
+    every segment holds a row and ``starts[0] == 0`` (then NumPy's ``reduceat`` is the contract's
+    reduction as it is, and the checks are skipped)."""
+    if dense:
+        return getattr(np, op).reduceat(x, starts, axis=-1)
+    return segment_reduce(op, x, starts, np, axis=-1)
+
+
+def extremes(K, starts, rows, n_seg: int, dense: bool):
+    """Segment minima and maxima ``(d, n_seg)`` of the rows ``rows`` of ``K`` (the others hold 0).
+
+    The spans read the extremes of numeric and hierarchy columns only; a categorical column's
+    single value is told by its distinct count, so its keys are not reduced. ``dense``: as
+    :func:`reduce_at`.
+    """
+    d = int(K.shape[0])
+    mn = np.zeros((d, n_seg), dtype=K.dtype)
+    mx = np.zeros((d, n_seg), dtype=K.dtype)
+    for j in rows:  # a loop over columns: one contiguous row each, no copy
+        mn[j] = reduce_at("minimum", K[j], starts, dense)
+        mx[j] = reduce_at("maximum", K[j], starts, dense)
+    return mn, mx
+
+
+def _distinct_by_sort(code, starts, n_seg: int, n: int):
+    """Distinct codes per segment by one sort of ``(segment, code)`` keys."""
+    first = int(starts[0])  # rows before the first segment belong to none
+    sizes = np.diff(np.append(starts, n))
+    seg = np.repeat(np.arange(n_seg, dtype=np.int64), sizes)
+    key = np.sort((seg << 32) | code[first:])
+    new = np.ones(key.shape[0], dtype=bool)
+    new[1:] = key[1:] != key[:-1]
+    return np.bincount(key[new] >> 32, minlength=n_seg).astype(np.int64, copy=False)
