@@ -250,6 +250,8 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
             gid, n_ec = dense_ids_x(g)
         else:
             gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
+        if xp is np and int(n_ec) == n:  # every tuple already distinct: more columns keep them so
+            return summary
     n_ec = int(to_scalar(n_ec))
     if n_ec == n:
         return summary
