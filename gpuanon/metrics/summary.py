@@ -255,6 +255,7 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
         else:
             gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
         if xp is np and int(n_ec) == n:  # every tuple already distinct: more columns keep them so
+            to_scalar(n_ec)  # the one read of the count (a CPU run's report counts what would cross)
             return summary
     n_ec = int(to_scalar(n_ec))
     if n_ec == n:
