@@ -53,6 +53,11 @@ class ClassStats:
         self._cache: dict = {}
 
     @property
+    def row_class(self):
+        """Class id of each kept row, in input order (made when read: the labels of the kept rows)."""
+        return self.class_ids[self.row_pos]
+
+    @property
     def n(self) -> int:
         """Number of classes (distinct labels among the kept rows)."""
         return int(self.starts.shape[0])
