@@ -47,11 +47,15 @@ class ClassStats:
         self.n_classes = n_classes
         self.kept = kept
         self.n_kept = int(kept.shape[0])
-        self.row_class = lab  # class id of each kept row, in original row order
         pos_of_id = xp.zeros(max(n_classes, 1), dtype=xp.int64)
         pos_of_id[self.class_ids] = xp.arange(self.class_ids.shape[0], dtype=xp.int64)
         self.row_pos = pos_of_id[lab]  # class position (0..#classes-1) of each kept row, input order
         self._cache: dict = {}
+
+    @property
+    def row_class(self):
+        """Class id of each kept row, in input order (made when read: the labels of the kept rows)."""
+        return self.class_ids[self.row_pos]
 
     @property
     def n(self) -> int:

@@ -128,12 +128,22 @@ def _counts(idx, length: int, xp, weights=None):
     return out
 
 
+def _pairs(pair, n_pairs: int, xp):
+    """The distinct (class, sensitive value) pairs ``pair`` (``class * m + code``, below ``n_pairs``)
+    in increasing order and their rows: ``unique`` with counts; on the CPU, when there are no more
+    possible pairs than a few per row, one count of every pair (no sort of the rows), the same arrays."""
+    if xp is np and n_pairs <= 4 * pair.shape[0]:
+        cnt = np.bincount(pair, minlength=n_pairs)
+        u = np.flatnonzero(cnt)
+        return u, cnt[u]
+    return xp.unique(pair, return_counts=True)
+
+
 def _distances(gid, n_cls, sa_codes, q, kind, xp=np, ordered_chunk=1 << 24):
     m = q.shape[0]
     counts = _counts(gid, n_cls, xp).astype(xp.float64)
     if kind in ("equal", "kl"):
-        pair = gid * m + sa_codes
-        u, cnt = xp.unique(pair, return_counts=True)
+        u, cnt = _pairs(gid * m + sa_codes, n_cls * m, xp)
         g, v = u // m, u % m
         p = cnt / counts[g]
         if kind == "equal":
@@ -178,7 +188,7 @@ def _check(gid, n_cls: int, n: int, sa_codes, q, sensitive, *, k, l, l_kind, c, 
     n_sa_missing = 0
     if sa_codes is not None and n:
         m = int(q.shape[0])
-        pair_u, pair_cnt = xp.unique(gid * m + sa_codes, return_counts=True)
+        pair_u, pair_cnt = _pairs(gid * m + sa_codes, n_cls * m, xp)
         g = pair_u // m
         if sa_missing is None:
             known_size = sizes

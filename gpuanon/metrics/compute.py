@@ -82,18 +82,18 @@ def label_entropy_coefficients(summary: ClassSummary) -> dict:
     th = summary.target_hist
     xp = get_namespace(th)
     nt = th.shape[1]
-    gids = [xp.asarray(col.generalized_ids()) for col in summary.columns]
-    full = [i for i, g in enumerate(gids) if g.shape[0]]
-    if xp is np:
-        lengths = {i: int(gids[i].max()) + 1 for i in full}
+    if xp is np:  # one column's ids at a time (made from its keys when the summary keeps no ids)
+        gids = lengths = None
     else:  # every column's number of labels in one read
+        gids = [xp.asarray(col.generalized_ids()) for col in summary.columns]
+        full = [i for i, g in enumerate(gids) if g.shape[0]]
         lengths = dict(zip(full, to_host(xp.stack([gids[i].max() + 1 for i in full])).tolist() if full else []))
     r = _Reads(xp)
     handles = {}
     for i, col in enumerate(summary.columns):  # a loop over columns
-        gid = gids[i]
+        gid = np.asarray(col.generalized_ids()) if gids is None else gids[i]
         if gid.shape[0]:
-            n_lab = int(lengths[i])
+            n_lab = int(gid.max()) + 1 if lengths is None else int(lengths[i])
             joint = xp.stack([scatter_sum(gid, th[:, t].astype(xp.float64), n_lab, xp) for t in range(nt)], axis=1)
         else:
             joint = xp.zeros((0, nt))

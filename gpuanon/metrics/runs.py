@@ -30,6 +30,12 @@ def runs(sorted_keys, xp):
     new = xp.ones(n, dtype=bool)
     new[1:] = sorted_keys[1:] != sorted_keys[:-1]
     start = xp.nonzero(new)[0]
+    if xp is np:  # the counts written in place: no column-long concatenated copy of the starts
+        del new
+        counts = np.empty(start.shape[0], dtype=np.int64)
+        np.subtract(start[1:], start[:-1], out=counts[:-1])
+        counts[-1] = n - start[-1]
+        return sorted_keys[start], counts
     return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
 
 

@@ -194,7 +194,9 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
         gen_key = (kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64)
-        gen, _ = dense_ids_x(gen_key)
+        # the CPU keeps the keys only (the ids, the same, are made from them when read: a class's
+        # int64 less on every column held until the metrics are done)
+        gen = None if xp is np else dense_ids_x(gen_key)[0]
         width = None if c.exact is None else exact_widths(c.exact, kmin, kmax, xp)
         return ColumnSummary(c.name, "numeric", xp.zeros(0, dtype=xp.int64), st.u_raw, st.h_x, lo=lo, hi=hi,
                              dom_range=c.global_range, gt_h=gt_h, gen_id=gen, gen_key=gen_key, width=width,
@@ -243,13 +245,18 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
     n = int(sizes.shape[0])
     if n == 0 or not summary.columns:
         return summary
-    gid = None
-    for col in summary.columns:  # a loop over columns; on a device no read until the last
+    gid, made = None, {}
+    for i, col in enumerate(summary.columns):  # a loop over columns; on a device no read until the last
         g = xp.asarray(col.generalized_ids()).astype(xp.int64)
+        if col.gen_id is None and col.gen_key is not None:
+            made[i] = g  # ids made from the keys: kept for the merged classes (the same ids as before)
         if gid is None:
             gid, n_ec = dense_ids_x(g)
         else:
             gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
+        if xp is np and int(n_ec) == n:  # every tuple already distinct: more columns keep them so
+            to_scalar(n_ec)  # the one read of the count (a CPU run's report counts what would cross)
+            return summary
     n_ec = int(to_scalar(n_ec))
     if n_ec == n:
         return summary
@@ -266,7 +273,7 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
         cell = (gid[:, None] * nt + xp.arange(nt, dtype=xp.int64)[None, :]).reshape(-1)
         thist = count_values(cell, n_ec * nt, xp, weights=th.astype(xp.int64).reshape(-1)).reshape(n_ec, nt)
     cols = []
-    for col in summary.columns:
+    for i, col in enumerate(summary.columns):
         c = ColumnSummary(col.name, col.kind, col.counts, col.u_before, col.h_bits, dom_range=col.dom_range,
                           sets=col.sets, height=col.height, domain_counts=col.domain_counts,
                           joint_before=col.joint_before, joint_after=col.joint_after, binned=col.binned)
@@ -274,6 +281,8 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
             v = getattr(col, f)
             if v is not None:
                 setattr(c, f, v[first])
+        if i in made:
+            c.gen_id = made[i][first]
         cols.append(c)
     return ClassSummary(merged, thist, cols, summary.n_in, summary.n_suppressed, summary.target_counts_before,
                         summary.notes)
