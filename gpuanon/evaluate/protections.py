@@ -146,7 +146,8 @@ class MondrianSpec(Protection):
         k = self._k(train, kw)
         hier = kw.pop("hierarchies", None)
         return Mondrian(k=k, quasi_identifiers=setup.qi, sensitive=setup.sensitive, target=setup.target,
-                        identifiers=setup.identifiers, numeric=setup.numeric, categorical=setup.categorical,
+                        identifiers=setup.identifiers, numeric=[c for c in setup.numeric or [] if c in setup.qi],
+                        categorical=[c for c in setup.categorical or [] if c in setup.qi],  # kinds of QIs only
                         output_format="minmax", backend=setup.backend, progress=False,
                         max_suppression=kw.pop("max_suppression", setup.max_suppression), hierarchies=hier, **kw)
 
