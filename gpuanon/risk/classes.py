@@ -321,10 +321,10 @@ def _weights(frame, weights, qi, xp):
         name = "weights"
     if int(w.shape[0]) != len(frame):
         raise InputError(f"{name} has {int(w.shape[0])} values for {len(frame)} rows; give one weight per row")
-    bad = int((np.isnan(w) | (w < 0)).sum())
+    bad = int((~np.isfinite(w) | (w < 0)).sum())
     if bad:
-        raise InputError(f"{name} has {bad} missing, non-numeric or negative value(s); sampling weights "
-                         f"must be numbers >= 0 (fill or drop those rows)")
+        raise InputError(f"{name} has {bad} missing, non-numeric, infinite or negative value(s); sampling weights "
+                         f"must be finite numbers >= 0 (fill or drop those rows)")
     return w if xp is np else to_device(w, xp)
 
 
