@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import is_device_frame, to_device, to_host, to_scalar
-from ..errors import InputError
+from ..errors import InputError, shown
 
 SUPPRESSED = "*"
 _LIMIT = 1 << 62
@@ -375,7 +375,7 @@ def _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp) -> C
     if absent:
         first = sample.iloc[int(np.flatnonzero(F[s_inv] == 0)[0])].tolist()
         raise InputError(f"population table does not contain {absent} of the sample's QI combinations "
-                         f"(first: {first}); it must be the superset the sample was drawn from")
+                         f"(first: {shown(first)}); it must be the superset the sample was drawn from")
     if (F < sizes).any():
         raise InputError("population table has fewer rows than the sample for some QI combination; it must be "
                          "the superset the sample was drawn from (sample rows included)")
