@@ -36,3 +36,23 @@ class VerificationError(GpuanonError):
     """The independent check of an output failed: nothing is written."""
 
     exit_code = 3
+
+
+def shown(value) -> str:
+    """A value (or a list of them) as a message shows it: numbers as written, without the numpy type
+    around them, text quoted.
+
+    >>> import numpy as np
+    >>> shown(np.int64(73)), shown(np.float64(-8491.33)), shown("a b"), shown([np.int64(73), "Bachelors"])
+    ('73', '-8491.33', "'a b'", "73, 'Bachelors'")
+    """
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value)
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, (bool, int, float, str, bytes)) or value is None:
+        return repr(value)
+    return repr(str(value))  # dates and the like: their text

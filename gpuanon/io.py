@@ -327,13 +327,31 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        tbl = frame_to_arrow(df) if device else pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
+        tbl = frame_to_arrow(df) if device else _host_arrow_table(df, nested)
         tbl = _nested_types(df, tbl, nested)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
             meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
             tbl = tbl.replace_schema_metadata(meta)
         pq.write_table(tbl, tmp)
+
+
+def _host_arrow_table(df, nested: dict):
+    """A pandas frame as an Arrow table; a nested column Arrow cannot infer from its Python values (a map,
+    whose entries pandas holds as lists of tuples) is built with the Arrow type noted when it was read."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    try:
+        return pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError):
+        if not nested:
+            raise
+    names = [c for c in df.columns if c in nested]
+    tbl = pa.Table.from_pandas(mixed_as_text(df.drop(columns=names)), preserve_index=False)
+    for name in names:
+        col = pa.array(frame_to_host(df[[name]])[name].tolist(), type=nested[name])
+        tbl = tbl.add_column(list(df.columns).index(name), name, col)
+    return tbl
 
 
 def _nested_types(df, tbl, types: dict):

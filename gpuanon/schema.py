@@ -201,6 +201,15 @@ class Schema:
             raise SchemaError(f"sensitive attribute '{sensitive}' is also a quasi-identifier; give it one role")
         if sensitive is not None and sensitive in ids:
             raise SchemaError(f"sensitive attribute '{sensitive}' is also an identifier; identifiers are dropped")
+        if target is not None and target in ids:
+            raise SchemaError(f"target '{target}' is also an identifier; identifiers are dropped: leave it out of "
+                              f"--identifiers, or name another --target")
+        for kind, names in (("numeric", numeric), ("categorical", categorical)):
+            stray = [c for c in names if c not in qis]
+            if stray:
+                raise SchemaError(f"column '{stray[0]}' is declared {kind} (--{kind} {stray[0]}) but is not a "
+                                  f"quasi-identifier, and a declared kind has effect only on quasi-identifiers; add "
+                                  f"it to --qi, or leave it out of --{kind}")
         both = set(numeric) & set(categorical)
         if both:
             raise SchemaError(f"column '{sorted(both)[0]}' is declared both numeric and categorical; pick one")

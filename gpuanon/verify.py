@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .backend import to_host, to_scalar
+from .errors import shown
 
 TOLERANCE = 1e-9
 
@@ -274,7 +275,7 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
         sa_codes = np.where(sa_miss, m - 1, pd.Index(support).get_indexer(sa))
         if (sa_codes < 0).any():
             bad = sa[sa_codes < 0].iloc[0]
-            failures.append(f"sensitive value {bad!r} is not in the reference table")
+            failures.append(f"sensitive value {shown(bad)} is not in the reference table")
             sa_codes = np.where(sa_codes < 0, 0, sa_codes)
         q = np.bincount(ref_codes, minlength=m) / len(ref)
         sa_codes = sa_codes.astype(np.int64)

@@ -201,7 +201,7 @@ def test_protection_texts():
     assert parse_protection({"k": 4, "t": 0.3}).name == "k=4,t=0.3"
     assert parse_protection({"kind": "distpab", "noise": 0.1}).name == "distpab,noise=0.1"
     assert [p.name for p in parse_protections("raw;k=3;k=3,t=0.2")] == ["raw", "k=3", "k=3,t=0.2"]
-    for bad, msg in (("k=x", "not a int"), ("z=3", "unknown option 'z'"), ("l=2", "has no k"),
+    for bad, msg in (("k=x", "not a whole number; write e.g. k=10"), ("z=3", "unknown option 'z'"), ("l=2", "has no k"),
                      ("distpab,k=3", "unknown DISTPAB option 'k'"), ("raw,k=2", "takes no options"),
                      ("raw;raw", "given twice"), ("", "no protections")):
         with pytest.raises(InputError, match=msg):

@@ -104,7 +104,9 @@ def test_hierarchy_hint_example_uses_one_separator(table, tmp_path):
 
 @pytest.mark.slow
 def test_one_entity_is_singular(table, tmp_path):
-    r = run_cli("perturb", str(table), "--features", "age", "--entities", "1", "--centralized",
+    two = tmp_path / "two.csv"  # DISTPAB rotates two features at least
+    pd.read_csv(table).assign(height=np.linspace(150.0, 190.0, 60)).to_csv(two, index=False)
+    r = run_cli("perturb", str(two), "--features", "age,height", "--entities", "1", "--centralized",
                 "--out", str(tmp_path / "p.csv"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "1 entity)" in r.stderr and "1 entities" not in r.stderr, r.stderr

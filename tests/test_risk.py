@@ -197,9 +197,9 @@ def test_bad_input_one_line_errors(kw, words):
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("w", [[-1] + [1] * 11, [None] + [1] * 11])
+@pytest.mark.parametrize("w", [[-1] + [1] * 11, [None] + [1] * 11, [float("inf")] + [1] * 11])
 def test_bad_weights(w):
-    with pytest.raises(InputError, match="must be numbers >= 0"):
+    with pytest.raises(InputError, match="must be finite numbers >= 0"):
         assess(HAND.assign(w=w), ["a", "z"], weights="w")
 
 

@@ -19,12 +19,44 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import PrivacyError
+from ..errors import PrivacyError, SchemaError
 
 L_KINDS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("equal", "ordered", "kl")
 T_DISTANCE_CHOICES = ("auto",) + T_DISTANCES
 TOL = 1e-9
+
+
+def check_criteria_values(l, l_kind: str, c, t, t_distance: str) -> None:
+    """The l / c / t parameters, as ``anonymize`` and ``check`` take them: SchemaError naming the
+    parameter and the fix (``c`` other than 1 asks for recursive (c, l)-diversity, and only there has
+    it an effect).
+
+    >>> check_criteria_values(2, "distinct", 3.0, None, "auto")
+    Traceback (most recent call last):
+    ...
+    gpuanon.errors.SchemaError: c = 3 applies to recursive (c, l)-diversity only; add --l-kind recursive (with --l 2 or more), or leave --c out
+    """
+    if isinstance(l, bool) or not isinstance(l or 0, (int, np.integer)) or (l or 0) < 0:
+        raise SchemaError(f"l must be an integer >= 0, got {l!r}; use l >= 2 for l-diversity, or 0 to turn it off")
+    if l == 1:
+        raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
+    if l_kind not in L_KINDS:
+        raise SchemaError(f"l_kind '{l_kind}' is not one of {', '.join(L_KINDS)}")
+    if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) or not (
+            math.isfinite(c) and c > 0):
+        raise SchemaError(f"c must be a finite number > 0, got {c!r}; recursive (c, l)-diversity asks the most "
+                          f"frequent value to have fewer than c times the rows of the rarer ones, e.g. --c 3")
+    if float(c) != 1.0 and (l_kind != "recursive" or not l):
+        raise SchemaError(f"c = {float(c):g} applies to recursive (c, l)-diversity only; add --l-kind recursive "
+                          f"(with --l 2 or more), or leave --c out")
+    if t is not None:
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not (
+                0 < float(t) <= 1 or t_distance == "kl" and math.isfinite(t) and t > 0):
+            raise SchemaError(f"t must be a number in (0, 1], got {t!r}; e.g. --t 0.2 (only the KL distance "
+                              f"takes t above 1)")
+    if t_distance not in T_DISTANCE_CHOICES:
+        raise SchemaError(f"t_distance '{t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
 
 
 def sa_distance(hist, q, kind: str, xp=np):

@@ -19,8 +19,8 @@ import numpy as np
 from ..backend import to_host, to_scalar
 from ..errors import PrivacyError, SchemaError
 from ..hierarchy import hierarchy_plan, leaf_orders
-from .criteria import (L_KINDS, T_DISTANCE_CHOICES, T_DISTANCES, Criteria, blocks_reason, check_suppression,
-                       missing_code, resolve_t_distance, whole_table_error)
+from .criteria import (Criteria, blocks_reason, check_criteria_values, check_suppression, missing_code,
+                       resolve_t_distance, whole_table_error)
 from .generalize import FORMATS
 
 MODES = ("strict", "relaxed")
@@ -36,17 +36,7 @@ def check_parameters(est, n_rows: int) -> None:
     """The estimator's parameters that need no schema, checked against a table of ``n_rows`` rows."""
     k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
     check_k(k, n_rows)
-    _check_int("l", est.l or 0, 0, "use l >= 2 for l-diversity, or 0 to turn it off")
-    if est.l == 1:
-        raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
-    if est.l_kind not in L_KINDS:
-        raise SchemaError(f"l_kind '{est.l_kind}' is not one of {', '.join(L_KINDS)}")
-    t = est.t
-    if t is not None:
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < float(t) <= 1 or est.t_distance == "kl" and t > 0):
-            raise SchemaError(f"t must be a number in (0, 1], got {t!r}; e.g. --t 0.2")
-    if est.t_distance not in T_DISTANCE_CHOICES:
-        raise SchemaError(f"t_distance '{est.t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
+    check_criteria_values(est.l, est.l_kind, est.c, est.t, est.t_distance)
     if est.mode not in MODES:
         raise SchemaError(f"mode '{est.mode}' is not one of strict, relaxed")
     if est.output_format not in FORMATS:

@@ -74,8 +74,6 @@ def _frontier(args) -> int:
         raise InputError(f"--draws must be at least 1, got {args.draws}")
     if args.svm_rows < 0:
         raise InputError(f"--svm-rows must be >= 0 (0: every row), got {args.svm_rows}")
-    if not 0 < args.known_fraction <= 1:
-        raise InputError(f"--known-fraction must be in (0, 1], got {args.known_fraction}")
     res = run_frontier(args.dataset, noise=noise, rows=args.rows, random_state=args.seed, folds=args.folds,
                        draws=args.draws, svm_max_rows=args.svm_rows or None, known_fraction=args.known_fraction,
                        backend=args.backend, progress=log.info)
@@ -107,6 +105,8 @@ def run(args) -> int:
     from .common import command_outputs, reader_options  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
 
+    if not 0 < args.known_fraction <= 1:  # both modes: the known input-output attack's share of the rows
+        raise InputError(f"--known-fraction must be in (0, 1], got {args.known_fraction:g}; e.g. --known-fraction 0.1")
     if args.frontier:
         return _frontier(args)
     stray = [o for o, v in (("--out", args.out), ("--png", args.png)) if v]

@@ -30,7 +30,7 @@ def add_parser(sub):
 def run(args) -> int:
     import pandas as pd  # noqa: PLC0415
 
-    from ..anonymize.criteria import resolve_t_distance  # noqa: PLC0415
+    from ..anonymize.criteria import check_criteria_values, resolve_t_distance  # noqa: PLC0415
     from ..datasets import load_table  # noqa: PLC0415
     from ..cells import resolve_qi_columns  # noqa: PLC0415
     from ..schema import suggest  # noqa: PLC0415
@@ -39,6 +39,10 @@ def run(args) -> int:
     from .common import command_outputs  # noqa: PLC0415
 
     outputs = command_outputs(args, [("--report", args.report, False)])
+    check_criteria_values(args.l, args.l_kind, args.c, args.t, args.t_distance)  # as anonymize takes them
+    if args.target and not args.original:
+        raise InputError(f"--target {args.target} scores the information loss against --original; add --original "
+                         f"ORIGINAL.csv, or leave --target out")
     df, roles, source = read_input(args, checked=False)  # a published table: generalized cells are text
     qi = args.qi or ",".join(roles.get("quasi_identifiers", []))
     if not qi:

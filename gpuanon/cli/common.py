@@ -41,6 +41,9 @@ def hierarchy_spec(args):
         if "=" not in str(pair):
             raise InputError(f"--hierarchy '{pair}' is not COLUMN=FILE.csv; write e.g. --hierarchy zip=zip.csv")
         col, path = str(pair).split("=", 1)
+        if col.strip() in spec:
+            raise InputError(f"--hierarchy names column '{col.strip()}' twice ({spec[col.strip()]} and {path.strip()});"
+                             f" give one hierarchy file per column")
         spec[col.strip()] = path.strip()
     auto = args.hierarchies
     if auto:
@@ -118,6 +121,7 @@ def read_input(args, device_ok: bool = False, pass_through: bool = False, checke
     if not inp and not ds:
         raise InputError("no input: give a CSV / Parquet file or --dataset adult")
     refuse_rows_with_file(args)
+    refuse_target_identifier(args)
     if ds:
         refuse_reader_options_with_dataset(args)
         df, roles = get_dataset(ds, rows=args.rows, seed=args.seed)
@@ -152,6 +156,14 @@ def refuse_rows_with_file(args) -> None:
                          "--rows out (or cut the file to the rows you want)")
 
 
+def refuse_target_identifier(args) -> None:
+    """``--target`` naming one of ``--identifiers``: identifiers are dropped, the target would be too."""
+    target = str(getattr(args, "target", None) or "").strip()
+    if target and target in (split_list(getattr(args, "identifiers", None)) or []):
+        raise InputError(f"--target {target} is also one of --identifiers, which are dropped; leave it out of "
+                         f"--identifiers, or name another --target")
+
+
 def refuse_reader_options_with_dataset(args) -> None:
     """``--sep``, ``--na-values`` and ``--dates`` read a CSV / TSV file; with ``--dataset`` they would be ignored."""
     if getattr(args, "dataset", None):
@@ -168,8 +180,11 @@ def with_target_expr(df, roles, args):
     import pandas as pd  # noqa: PLC0415
 
     expr = getattr(args, "target_expr", None)
-    if not expr:
+    if expr is None:
         return df, roles
+    if not str(expr).strip():
+        raise InputError("--target-expr is empty; give an expression over the columns, e.g. --target-expr "
+                         "\"delay > 15\", or leave it out")
     name = args.target or "target"
     if name in df.columns:
         raise InputError(f"--target-expr would write column '{name}', which the table already has; name the "

@@ -41,7 +41,12 @@ def load_config(path: str, keys) -> dict:
             raw = tomllib.load(f)
     except FileNotFoundError:
         raise InputError(f"cannot read config '{path}': no such file; check the path") from None
-    except tomllib.TOMLDecodeError as exc:
+    except IsADirectoryError:
+        raise InputError(f"cannot read config '{path}': it is a folder; give a TOML file, e.g. --config job.toml"
+                         ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read config '{path}': {exc.strerror or exc}; check the path") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"config '{path}' is not valid TOML ({exc}); fix the file") from None
     keys = keys if isinstance(keys, dict) else set(keys)
     cfg = {}
@@ -50,6 +55,10 @@ def load_config(path: str, keys) -> dict:
         if k not in keys:
             raise InputError(f"config '{path}': unknown key '{key}'; known keys: {', '.join(sorted(keys))}")
         if k == "hierarchy":
+            if not isinstance(val, (str, list)) or not all(isinstance(v, str) for v in ([val] if isinstance(val, str)
+                                                                                        else val)):
+                raise InputError(f"config '{path}': {key} = {val!r} is not COLUMN=FILE.csv text (or a list of them); "
+                                 f"write e.g. {key} = [\"zip=zip.csv\"]")
             val = [val] if isinstance(val, str) else list(val)
         elif isinstance(val, list):
             val = ",".join(map(str, val))
@@ -60,6 +69,8 @@ def load_config(path: str, keys) -> dict:
 
 
 _KINDS = {int: ("a whole number", "5"), float: ("a number", "0.2")}
+_TEXT_EXAMPLES = {"qi": "age,zip", "sensitive": "disease", "target": "income", "identifiers": "name",
+                  "numeric": "age", "categorical": "zip", "dates": "admitted", "input": "data.csv", "out": "anon.csv"}
 
 
 def _checked(path: str, key: str, val, action):
@@ -80,8 +91,8 @@ def _checked(path: str, key: str, val, action):
         if isinstance(num, bool) or not isinstance(num, (int, float)) or (kind is int and not float(num).is_integer()):
             bad(*_KINDS[kind])
         val = kind(num)
-    elif isinstance(val, bool) or not isinstance(val, (str, int, float, list)):
-        bad("text", '"..."')
+    elif not isinstance(val, (str, list)):  # a text option (column names, paths): a number is not one
+        bad("text", f'"{_TEXT_EXAMPLES.get(key.replace("_", "-"), "...")}"')
     if action.choices is not None and val not in action.choices:
         bad(f"one of {', '.join(map(str, action.choices))}", f'"{next(iter(action.choices))}"')
     return val

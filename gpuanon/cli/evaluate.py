@@ -55,7 +55,7 @@ def run(args) -> int:
     if not target:
         raise InputError("no target column given; pass --target COLUMN")
     qi = split_list(args.qi) or roles.get("quasi_identifiers")
-    ev = run_evaluation(df, args.protections or DEFAULT_PROTECTIONS, args.models, quasi_identifiers=qi,
+    ev = run_evaluation(df, DEFAULT_PROTECTIONS if args.protections is None else args.protections, args.models, quasi_identifiers=qi,
                         target=target, sensitive=args.sensitive or roles.get("sensitive"),
                         identifiers=split_list(args.identifiers), numeric=split_list(args.numeric),
                         categorical=split_list(args.categorical), test_size=args.test_size,

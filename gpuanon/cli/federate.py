@@ -82,7 +82,7 @@ def run(args) -> int:
                       max_suppression=args.max_suppression, positive=args.positive, test_mapping=args.test_mapping,
                       class_weight=args.class_weight, sep=args.sep, na_values=split_list(args.na_values),
                       dates=split_list(args.dates))
-    if args.compare:
+    if args.compare is not None:  # an empty list is refused, not read as no --compare
         from ..federated.compare import compare, format_table  # noqa: PLC0415
 
         doc = compare(cfg, args.compare, runtime=args.runtime, gpus_per_client=args.gpus_per_client,

@@ -11,6 +11,9 @@ from .options import Parser, add_input, add_quiet
 
 log = logging.getLogger("gpuanon")
 
+#: the most distinct values ``hierarchy build`` writes a frequency hierarchy of
+MAX_LEAVES = 200
+
 
 def add_parser(sub):
     h = sub.add_parser("hierarchy", help="build generalization hierarchies for people to read and edit")
@@ -49,6 +52,14 @@ def run(args) -> int:
             raise InputError("a frequency hierarchy needs a target column; pass --target COL")
         if target not in df.columns:
             raise InputError(f"target '{target}' is not in {source}{suggest(target, list(df.columns))}")
+        if target == args.column:
+            raise InputError(f"--target {target} is the --column itself; a frequency hierarchy groups a column's "
+                             f"values by how another column (the target) is distributed: name another --target")
+        n_values = int(df[args.column].nunique())
+        if n_values > MAX_LEAVES:  # a file for people to read: one line per value, the groups' labels list them
+            raise InputError(f"--column {args.column} has {n_values:,} distinct values, more than the {MAX_LEAVES} a "
+                             f"frequency hierarchy lists readably; a numeric column needs none (Mondrian cuts it into "
+                             f"intervals), code-like text takes --kind masking, or group the values first")
         try:
             h = frequency_hierarchy(df[args.column], df[target], rho_value(args.rho), name=args.column)
         except ValueError as exc:

@@ -70,6 +70,10 @@ def run(args) -> int:
                 else _default_features(df, label, passengers, exclude))
     if not features:
         raise InputError("no numeric feature columns to perturb; pass --features COL1,COL2,...")
+    entities = 1 if args.centralized else args.entities
+    if entities > len(df) // 2:  # every entity holds rows of its own, two at least
+        raise InputError(f"--entities {entities} is more than the {plural(len(df), 'row')} can fill with at least 2 rows "
+                         f"each; give --entities {max(len(df) // 2, 1)} or fewer")
     if args.write_row_id:
         if "row_id" in df.columns:
             raise InputError("the input already has a column 'row_id'; rename it to use --write-row-id")

@@ -100,6 +100,10 @@ def run(args) -> int:
     before = None
     if args.original:
         orig = load_table(args.original, **reader_options(args, checked=False))
+        if len(orig) < len(df):
+            raise InputError(f"--original '{args.original}' has {plural(len(orig), 'row')}, fewer than the "
+                             f"{len(df):,} of the table; an anonymized table has at most its original's rows: give "
+                             f"the table it was made from as --original")
         ocols = _columns(names, orig, f"--original '{args.original}'")
         okw = dict(kw)
         if args.weights is not None and args.weights not in orig.columns:
@@ -110,6 +114,8 @@ def run(args) -> int:
             okw["sampling_fraction"] = None
         before = assess(orig, ocols, backend=args.backend, **okw).to_dict()
     report = {"input": source, "original": args.original, "risk": doc, "risk_original": before}
+    lines = ([*summary_lines(before, "before: "), *summary_lines(doc, "after:  ")] if before is not None
+             else summary_lines(doc))  # before any output is written
     with outputs.writing() as w:
         if args.report:
             w.json("--report", report)
@@ -122,12 +128,6 @@ def run(args) -> int:
             w.text("--html", render_risk_html(before, doc, header=f"{source_name(source)}" + (
                 f" against the original {source_name(args.original)}" if args.original else ""),
                 threshold=args.threshold))
-    if before is not None:
-        for line in summary_lines(before, "before: "):
-            print(line)
-        for line in summary_lines(doc, "after:  "):
-            print(line)
-    else:
-        for line in summary_lines(doc):
-            print(line)
+    for line in lines:
+        print(line)
     return 0

@@ -41,13 +41,19 @@ def _int_list(text: str, name: str) -> list[int]:
     text = (text or "").strip()
     if not text:
         return []
+    rng = "-" in text and "," not in text
     try:
-        if "-" in text and "," not in text:
-            a, b = text.split("-", 1)
-            return list(range(int(a), int(b) + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
+        vals = [int(v) for v in (text.split("-", 1) if rng else text.split(",")) if v.strip()]
     except ValueError:
         raise InputError(f"--{name} '{text}' is not a list of integers; write e.g. 3-15 or 3,5,10") from None
+    if not rng:
+        return vals
+    if len(vals) != 2:
+        raise InputError(f"--{name} '{text}' is not a list of integers; write e.g. 3-15 or 3,5,10")
+    if vals[0] > vals[1]:  # an empty range would run no grid point of it
+        raise InputError(f"--{name} '{text}' is an empty range (from {vals[0]} down to {vals[1]}); write the smaller "
+                         f"first, e.g. {vals[1]}-{vals[0]}")
+    return list(range(vals[0], vals[1] + 1))
 
 
 def _float_list(text: str, name: str) -> list[float]:

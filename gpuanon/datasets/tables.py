@@ -175,6 +175,12 @@ def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: Col
     names = _header(p, sep, encoding)
     _refuse_duplicate_names(p, names)
     names = [n.lstrip(" ") for n in names]
+    absent = sorted(set(types.dates) - set(names)) if types is not None else []
+    if absent:  # a declared date column the file does not have would be ignored
+        from ..schema import suggest  # noqa: PLC0415
+
+        raise InputError(f"--dates {absent[0]}: {p!r} has no column '{absent[0]}'{suggest(absent[0], names)}; name "
+                         f"a column of the file, or leave it out of --dates")
     na = tuple(v for v in (na_values or ()) if v != "")
     table = pcsv.read_csv(
         p,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
+from ..errors import InputError, SchemaError, shown
 from .features import FeatureSpace
 from .models import (MODEL_NAMES, MODEL_TITLES, SCALED_MODELS, SCORE_COLUMNS, classification_scores, make_model,
                      parse_models, predict_scores, prepare_features)
@@ -88,7 +88,7 @@ def stratified_split(df: pd.DataFrame, target: str, test_size: float = 0.3, rand
         raise SchemaError(f"target column '{target}' has a single value; a classifier needs two or more")
     counts = np.bincount(y, minlength=len(classes))
     if counts.min() < 2:
-        raise SchemaError(f"target value {classes[int(np.argmin(counts))]!r} occurs once; a stratified split needs "
+        raise SchemaError(f"target value {shown(classes[int(np.argmin(counts))])} occurs once; a stratified split needs "
                           "at least two rows of every class")
     tr, te = train_test_split(np.arange(len(df)), test_size=float(test_size), stratify=y,
                               random_state=int(random_state))

@@ -146,7 +146,8 @@ class MondrianSpec(Protection):
         k = self._k(train, kw)
         hier = kw.pop("hierarchies", None)
         return Mondrian(k=k, quasi_identifiers=setup.qi, sensitive=setup.sensitive, target=setup.target,
-                        identifiers=setup.identifiers, numeric=setup.numeric, categorical=setup.categorical,
+                        identifiers=setup.identifiers, numeric=[c for c in setup.numeric or [] if c in setup.qi],
+                        categorical=[c for c in setup.categorical or [] if c in setup.qi],  # kinds of QIs only
                         output_format="minmax", backend=setup.backend, progress=False,
                         max_suppression=kw.pop("max_suppression", setup.max_suppression), hierarchies=hier, **kw)
 
@@ -239,8 +240,10 @@ def _value(key: str, text: str, typ):
     try:
         v = typ(text)
     except ValueError:
-        raise InputError(f"protection option '{key}={text}' is not a {typ.__name__}; write e.g. "
-                         f"{'k=10' if typ is int else 't=0.2'}") from None
+        what = "a whole number" if typ is int else "a number" if typ is float else f"a {typ.__name__}"
+        example = {"k": "k=10", "l": "l=2", "t": "t=0.2", "c": "c=3", "rho": "rho=10", "noise": "noise=0.3",
+                   "seed": "seed=0", "max_suppression": "max_suppression=0.01"}.get(key, f"{key}=3")
+        raise InputError(f"protection option '{key}={text}' is not {what}; write e.g. {example}") from None
     if typ is float and key == "rho" and float(v).is_integer():
         v = int(v)
     return v
@@ -312,7 +315,7 @@ def parse_protections(spec: str | Iterable) -> list[Protection]:
     """A list of protections from ``'raw;k=3;k=3,l=2'`` or an iterable of texts / dicts."""
     items = [s for s in str(spec).split(";") if s.strip()] if isinstance(spec, str) else list(spec)
     if not items:
-        raise InputError("no protections given; write e.g. 'raw;k=3;k=10'")
+        raise InputError("no protections given (an empty list); write e.g. --protections 'raw;k=3;k=10'")
     out = [parse_protection(s) for s in items]
     names = [p.name for p in out]
     dup = sorted({n for n in names if names.count(n) > 1})

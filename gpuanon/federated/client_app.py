@@ -89,7 +89,8 @@ def protect(cfg: dict, rows):
     k = int(len(rows)) if prot.kind == "suppress" else kw.pop("k")
     m = Mondrian(k=k, quasi_identifiers=cfg["qi"], sensitive=cfg.get("sensitive") or cfg["target"],
                  target=cfg["target"], identifiers=cfg.get("identifiers") or None,
-                 numeric=cfg.get("numeric") or None, categorical=cfg.get("categorical") or None,
+                 numeric=[c for c in cfg.get("numeric") or [] if c in cfg["qi"]],  # the QIs' kinds only
+                 categorical=[c for c in cfg.get("categorical") or [] if c in cfg["qi"]],
                  output_format="minmax", backend="cpu", progress=False,
                  max_suppression=kw.pop("max_suppression", cfg.get("max_suppression", 0.01)),
                  hierarchies=kw.pop("hierarchies", None), **kw)

@@ -90,13 +90,13 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
 
     t0 = time.perf_counter()
     prots = [p.name for p in parse_protections(protections)]
+    if centralized_baseline not in ("raw", "all", "none"):  # before any run
+        raise InputError(f"centralized baseline '{centralized_baseline}' is not one of raw, all, none")
     runs = {}
     for prot in prots:
         log.info("federated run: protection %s, %d silos (%s)", prot, cfg["silos"], cfg["split"])
         runs[prot] = run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
                                    warn=False)
-    if centralized_baseline not in ("raw", "all", "none"):
-        raise InputError(f"centralized baseline '{centralized_baseline}' is not one of raw, all, none")
     cent_prots = {"raw": ["raw"], "all": prots, "none": []}[centralized_baseline]
     t1 = time.perf_counter()
     cent = centralized(cfg, cent_prots) if cent_prots else {}

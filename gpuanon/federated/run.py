@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -57,6 +58,9 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
         raise InputError("--rounds and --local-epochs must be at least 1")
     if str(split).lower() not in SPLITS:
         raise InputError(f"--split must be one of {', '.join(SPLITS)}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha > 0):
+        raise InputError(f"--alpha must be a positive number (the Dirichlet concentration of --split dirichlet), "
+                         f"got {alpha:g}; e.g. --alpha 0.5")
     if test_mapping and prot.kind not in ("mondrian",):
         raise InputError("--test-mapping applies to a Mondrian protection (k=...)")
     spec = model_spec(model, learning_rate, batch_size, momentum, class_weight)
@@ -78,8 +82,10 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
     """Flower's simulation runtime: one virtual SuperNode per silo (Ray actors), the ServerApp in this
     process. Returns the server's report.
 
-    ``cpus_per_client``: Ray's CPU share of each client; by default ``min(1, cores / silos)``, so every
-    silo trains at once (each client's PyTorch uses one thread)."""
+    ``cpus_per_client``: Ray's CPU share of each client; by default 1 (each client's PyTorch uses one
+    thread), so at most as many silos train at once as there are cores: Ray starts one worker process
+    per concurrent client, and more of them than cores only share the cores (the server takes the
+    replies sorted by silo, so the result is the same)."""
     from flwr.simulation import run_simulation as flwr_run_simulation  # noqa: PLC0415
 
     from .client_app import app as client_app  # noqa: PLC0415
@@ -92,7 +98,7 @@ def run_simulation(cfg: dict, gpus_per_client: float = 0.0, cpus_per_client: flo
             c["device"] = "cuda"
         ncpu = os.cpu_count() or 1
         if cpus_per_client is None:
-            cpus_per_client = min(1.0, ncpu / max(int(c["silos"]), 1))
+            cpus_per_client = 1.0
         backend_config = {"client_resources": {"num_cpus": float(min(cpus_per_client, ncpu)),
                                                "num_gpus": float(gpus_per_client)},
                           "init_args": {"num_cpus": ncpu, "include_dashboard": False, "log_to_driver": verbose,
@@ -123,7 +129,9 @@ def run_federated(cfg: dict, runtime: str = "simulation", gpus_per_client: float
     """One federated run; the report gets ``warnings`` (logged with ``warn``) when the global model
     predicts one class (:mod:`.diagnose`)."""
     from .diagnose import note_one_class  # noqa: PLC0415
+    from .experiment import plan  # noqa: PLC0415
 
+    plan(cfg)  # the table read and split here first: its errors (silos, alpha, target) before any simulation
     if runtime == "simulation":
         doc = run_simulation(cfg, gpus_per_client=gpus_per_client, **kw)
     elif runtime == "deployment":

@@ -38,12 +38,14 @@ def split_silos(y, n_silos: int, split: str = "iid", alpha: float = 0.5, seed: i
     if n_silos < 1:
         raise InputError(f"silos must be at least 1, got {n_silos}")
     if n_silos * max(min_rows, 1) > len(y):
-        raise InputError(f"{len(y)} training rows cannot fill {n_silos} silos of at least {min_rows} rows")
+        raise InputError(f"--silos {n_silos} is more than the {len(y)} training rows can fill with at least {min_rows} "
+                         f"rows each; give --silos {max(len(y) // max(min_rows, 1), 1)} or fewer")
     split = str(split).lower()
     if split not in SPLITS:
         raise InputError(f"split '{split}' is not one of {', '.join(SPLITS)}")
     if split == "dirichlet" and not (np.isfinite(alpha) and alpha > 0):
-        raise InputError(f"the Dirichlet alpha must be a positive number, got {alpha}")
+        raise InputError(f"--alpha must be a positive number (the Dirichlet concentration), got {alpha}; e.g. "
+                         f"--alpha 0.5")
     rng = np.random.default_rng(int(seed))
     _, codes = np.unique(y, return_inverse=True)
     by_class = [rng.permutation(np.flatnonzero(codes == c)) for c in range(int(codes.max()) + 1)]

@@ -136,6 +136,9 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
         for c in names:
             if c not in cols:
                 raise SchemaError(f"{role} column '{c}' is not a column{suggest(c, cols)}")
+    if len(feats) < 2:  # one column has no plane to rotate in: only noise and a shift would be left
+        raise SchemaError(f"DISTPAB rotates the features together and needs at least 2 of them, got 1 ('{feats[0]}'); "
+                          f"pass two or more numeric columns (--features {feats[0]},OTHER)")
     dup = sorted({str(c) for c in feats if feats.count(c) > 1})
     if dup:
         raise SchemaError(f"feature column(s) {', '.join(map(repr, dup))} listed more than once")

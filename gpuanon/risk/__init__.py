@@ -109,6 +109,11 @@ def records_at_risk_curve(histogram: dict, thresholds=None) -> dict:
             "records_at_risk": [float((sizes * counts)[1.0 / sizes > t].sum() / n) if n else 0.0 for t in thresholds]}
 
 
+#: the largest population size the models take: more than the world's people, and Zayatz's hypergeometric
+#: probabilities (scipy) take time linear in N (about 4 s at this size, hours at 1e14)
+MAX_POPULATION = 10 ** 10
+
+
 def _population_size(n: int, population, sampling_fraction) -> int | None:
     if population is not None and sampling_fraction is not None:
         raise InputError("give a population size or a sampling fraction, not both")
@@ -117,12 +122,26 @@ def _population_size(n: int, population, sampling_fraction) -> int | None:
         if not (0 < f <= 1) or math.isnan(f):
             raise InputError(f"sampling fraction {sampling_fraction} is outside (0, 1]; give e.g. "
                              f"--sampling-fraction 0.01")
+        if n / f > MAX_POPULATION:
+            raise InputError(f"sampling fraction {sampling_fraction} makes a population of {n / f:.3g} (n / f for "
+                             f"{n:,} rows), above the {MAX_POPULATION:,} the population models take; give the "
+                             f"fraction the table was sampled with, e.g. --sampling-fraction 0.01")
         return int(round(n / f))  # as ARXPopulationModel rounds n / f
     if population is not None:
-        N = int(population)
-        if N != float(population) or N < n:
-            raise InputError(f"population size {population} is below the {n:,} rows counted (or not whole); "
-                             f"give the size of the population the table was drawn from (>= {n:,})")
+        try:
+            N = int(population)
+            whole = N == float(population)
+        except (OverflowError, ValueError):  # inf, nan
+            N, whole = 0, False
+        if not whole or N < 1:
+            raise InputError(f"population size {population} is not a whole number >= 1; give the size of the "
+                             f"population the table was drawn from, e.g. --population 1000000")
+        if N > MAX_POPULATION:
+            raise InputError(f"population size {population} is above the {MAX_POPULATION:,} the population models "
+                             f"take; give the size of the population the table was drawn from")
+        if N < n:
+            raise InputError(f"population size {population} is below the {n:,} rows counted; give the size of the "
+                             f"population the table was drawn from (>= {n:,})")
         return N
     return None
 
@@ -230,6 +249,8 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
     qi = list(quasi_identifiers)
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
+    if not len(frame):
+        raise InputError("the table has no rows (a header only): there is no risk to measure; give a table with rows")
     _population_size(0, population, sampling_fraction)  # the option errors before any work
     if isinstance(weights, str) and weights in qi:
         raise InputError(f"weights column '{weights}' is also a quasi-identifier; name another column "

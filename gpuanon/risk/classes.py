@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import is_device_frame, to_device, to_host, to_scalar
-from ..errors import InputError
+from ..errors import InputError, shown
 
 SUPPRESSED = "*"
 _LIMIT = 1 << 62
@@ -400,10 +400,10 @@ def _weights(frame, weights, qi, xp):
         name = "weights"
     if int(w.shape[0]) != len(frame):
         raise InputError(f"{name} has {int(w.shape[0])} values for {len(frame)} rows; give one weight per row")
-    bad = int((np.isnan(w) | (w < 0)).sum())
+    bad = int((~np.isfinite(w) | (w < 0)).sum())
     if bad:
-        raise InputError(f"{name} has {bad} missing, non-numeric or negative value(s); sampling weights "
-                         f"must be numbers >= 0 (fill or drop those rows)")
+        raise InputError(f"{name} has {bad} missing, non-numeric, infinite or negative value(s); sampling weights "
+                         f"must be finite numbers >= 0 (fill or drop those rows)")
     return w if xp is np else to_device(w, xp)
 
 
@@ -454,7 +454,7 @@ def _with_population(frame, qi, keep, n_rows, n_supp, population_table, xp) -> C
     if absent:
         first = sample.iloc[int(np.flatnonzero(F[s_inv] == 0)[0])].tolist()
         raise InputError(f"population table does not contain {absent} of the sample's QI combinations "
-                         f"(first: {first}); it must be the superset the sample was drawn from")
+                         f"(first: {shown(first)}); it must be the superset the sample was drawn from")
     if (F < sizes).any():
         raise InputError("population table has fewer rows than the sample for some QI combination; it must be "
                          "the superset the sample was drawn from (sample rows included)")
