@@ -116,6 +116,28 @@ def extremes(K, starts, rows, n_seg: int, dense: bool):
     return mn, mx
 
 
+def finish_small(src, sizes, perm, min_size: int, labels, first_rows: list, n_parts: int):
+    """Finish the children smaller than ``min_size`` (never cut: the next level would finish them)
+    at the regroup, so that their rows leave the key matrix one level early.
+
+    ``src``: the regroup's new order of the rows, ``sizes``: the children's sizes in that order,
+    ``perm``: the original row of each current row. Writes the finished children's ids
+    ``n_parts, n_parts + 1, ...`` into ``labels`` and their first original rows into ``first_rows``
+    (the kernel numbers partitions by those at the end). Returns ``src`` and ``sizes`` of the
+    children left and the new partition count. When no child or every child is small, nothing is
+    finished here (the next level finishes them as before, so the level count is unchanged).
+    """
+    small = sizes < min_size
+    n_small = int(np.count_nonzero(small))
+    if n_small == 0 or n_small == sizes.shape[0]:
+        return src, sizes, n_parts
+    in_small = np.repeat(small, sizes)  # each row of the new order: in a small child
+    fsizes = sizes[small]
+    labels[perm[src[in_small]]] = n_parts + np.repeat(np.arange(n_small, dtype=np.int64), fsizes)
+    first_rows.append(perm[src[(np.cumsum(sizes) - sizes)[small]]])  # rows keep their order per child
+    return src[~in_small], sizes[~small], n_parts + n_small
+
+
 def _distinct_by_sort(code, starts, n_seg: int, n: int):
     """Distinct codes per segment by one sort of ``(segment, code)`` keys."""
     first = int(starts[0])  # rows before the first segment belong to none

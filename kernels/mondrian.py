@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, extremes
+from .cpu import CodeMasks, extremes, finish_small
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -433,10 +433,7 @@ def mondrian_partition(
                 nleft = xp.where(use_lt, lt, le)
                 left = _goes_left(v, med, use_lt, loc, xp)
             nright = psizes - nleft
-            if needs_hist:
-                hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit)
-            else:
-                hl = hr = None
+            hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit) if needs_hist else (None, None)
             ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
             cut[pend] = ok  # pending partitions are not cut yet
             go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
@@ -456,6 +453,8 @@ def mondrian_partition(
             break
         csizes = sizes[cidx]
         src, new_sizes = _regroup(*_ranges(starts[cidx], csizes, xp, cut_rows), csizes, go_left, xp)
+        if xp is np:  # the CPU: children too small to cut are final now; their keys are not regrouped
+            src, new_sizes, n_parts = finish_small(src, new_sizes, perm, 2 * k, labels, first_rows, n_parts)
         perm = perm[src]
         if K is keys:
             K = xp.take(K, src, axis=1)
