@@ -54,11 +54,13 @@ def test_perturb_then_attack(tmp_path, mode):
 @pytest.mark.slow
 def test_perturb_errors(tmp_path):
     p = tmp_path / "in.csv"
-    pd.DataFrame({"a": [1.0, 2, 3, 4], "b": ["x", "y", "x", "y"], "y": [0, 1, 0, 1]}).to_csv(p, index=False)
+    # 8 rows: enough for the default 4 entities of 2 rows each, so the feature check is what refuses
+    pd.DataFrame({"a": [1.0, 2, 3, 4, 5, 6, 7, 8], "c": [2.0, 1, 4, 3, 6, 5, 8, 7], "b": ["x", "y"] * 4,
+                  "y": [0, 1] * 4}).to_csv(p, index=False)
     r = run("perturb", p, "--features", "a,b", "--label", "y", "--out", tmp_path / "o.csv")
     assert r.returncode == 2 and "'b'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o.csv").exists()
-    r = run("perturb", p, "--features", "a", "--label", "y", "--entities", "0", "--out", tmp_path / "o.csv")
+    r = run("perturb", p, "--features", "a,c", "--label", "y", "--entities", "0", "--out", tmp_path / "o.csv")
     assert r.returncode == 2 and "--entities" in r.stderr
     no_id = tmp_path / "noid.csv"
     pd.DataFrame({"a": [1.0, 2]}).to_csv(no_id, index=False)

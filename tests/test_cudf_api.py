@@ -379,6 +379,7 @@ def test_only_backend_calls_cudf():
     found = []
     for folder in ("gpuanon", "kernels", "bench", "tests"):
         for path in sorted((REPO / folder).rglob("*.py")):
-            if path != BACKEND:
+            # hidden folders (bench/.ab: other revisions exported by bench/ab.py) are not this tree's code
+            if path != BACKEND and not any(part.startswith(".") for part in path.relative_to(REPO).parts):
                 found += _cudf_chains_in(path)
     assert not found, "cuDF is called outside gpuanon/backend.py:\n" + "\n".join(found)
