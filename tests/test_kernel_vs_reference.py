@@ -83,7 +83,8 @@ def problems(draw, max_rows=70):
     use_l = draw(st.booleans())
     l = draw(st.integers(2, 3)) if use_l else 0
     l_kind = draw(st.sampled_from(["distinct", "entropy", "recursive"]))
-    c = draw(st.sampled_from([1.0, 2.0, 3.5]))
+    # c other than 1 is refused unless recursive (c, l)-diversity is asked (anonymize/criteria.py)
+    c = draw(st.sampled_from([1.0, 2.0, 3.5])) if (l and l_kind == "recursive") else 1.0
     use_t = draw(st.booleans())
     t_distance = draw(st.sampled_from(["equal", "ordered", "kl"]))
     t = draw(st.floats(0.05, 1.0 if t_distance != "kl" else 2.0)) if use_t else None
