@@ -9,6 +9,11 @@ JSON document (and writes it to ``--out``)::
 
     python bench/device_counts.py --rows 200000 2000000 --out bench/results/device_double_counts.json
 
+``--device-resident`` feeds the fit a frame already on the device (the cuDF double of
+``tests/cudf_double.py``, as after ``cudf.read_parquet``) and also prints the report's copies per
+stage and direction (``transfers_per_stage``) and how often the row data crossed each way
+(``row_crossings``: bytes moved in that direction / the input's QI bytes).
+
 Re-run it after a change to the device code to see its counts move.
 """
 
@@ -23,6 +28,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
+from cudf_double import CudfDouble, device_frame_of  # noqa: E402
 from cupy_double import DeviceDouble  # noqa: E402
 
 from gpuanon import Mondrian  # noqa: E402
@@ -33,10 +39,15 @@ from gpuanon.datasets import HEPMASS_FEATURES, make_hepmass  # noqa: E402
 KNOWN_FAULTS = ()
 
 
-def counts(n_rows: int, k: int = 10, seed: int = 0) -> dict:
-    """One fit_transform on the double: its counts, the report's transfers and the partition info."""
+def counts(n_rows: int, k: int = 10, seed: int = 0, resident: bool = False) -> dict:
+    """One fit_transform on the double: its counts, the report's transfers and the partition info
+    (``resident``: from a device-resident frame, the cuDF double's)."""
     df = make_hepmass(n_rows, random_state=seed)
     dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+    qi_bytes = int(df[list(HEPMASS_FEATURES)].memory_usage(index=False).sum())
+    if resident:
+        dev.cudf = CudfDouble(dev)
+        df = device_frame_of(df, dev)
     t = time.perf_counter()
     with B.use_device_module(dev):
         m = Mondrian(k=k, quasi_identifiers=list(HEPMASS_FEATURES), sensitive="label", output_format="minmax",
@@ -54,16 +65,33 @@ def counts(n_rows: int, k: int = 10, seed: int = 0) -> dict:
             "implicit_sync_sites": s["implicit_sites"], "escaped_sites": s["escaped_sites"],
             "kernel_faults": s["kernel_faults"],
             "report_transfers": {"syncs": tr["syncs"], "calls": tr["calls"], "bytes": tr["bytes"],
-                                 "syncs_per_stage": {st: v.get("syncs", 0) for st, v in tr["stages"].items()}}}
+                                 "syncs_per_stage": {st: v.get("syncs", 0) for st, v in tr["stages"].items()}},
+            **(resident_counts(dev, tr, qi_bytes) if resident else {})}
+
+
+def resident_counts(dev, tr: dict, qi_bytes: int) -> dict:
+    """The copies of a device-resident run: per stage and direction, and the row data's crossings."""
+    cudf = {}
+    for (st, what), n in sorted(getattr(dev.stats, "cudf_calls", {}).items()):
+        cudf.setdefault(st, {})[what] = n
+    return {"device_resident": True, "input_qi_bytes": qi_bytes,
+            "transfers_per_stage": {st: {d: v[d] for d in ("to_host", "to_device") if d in v}
+                                    for st, v in tr["stages"].items()},
+            "row_crossings": {"to_host": round(tr["to_host_bytes"] / qi_bytes, 3),
+                              "to_device": round(tr["to_device_bytes"] / qi_bytes, 3)},
+            "cudf_calls_per_stage": cudf}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000])
     ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--device-resident", action="store_true",
+                    help="the input frame starts on the device (the cuDF double's), as a cuDF frame would")
     args = ap.parse_args(argv)
-    res = {"what": "device operations and syncs of one HEPMASS-shaped fit_transform on the CuPy double",
-           "runs": [counts(n) for n in args.rows]}
+    res = {"what": "device operations and syncs of one HEPMASS-shaped fit_transform on the CuPy double"
+                   + (", from a device-resident input frame" if args.device_resident else ""),
+           "runs": [counts(n, resident=args.device_resident) for n in args.rows]}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:

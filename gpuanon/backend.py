@@ -314,14 +314,14 @@ def gpu_usable() -> bool:
 # ---------------------------------------------------------------------------------------------
 
 def is_device_frame(obj: Any) -> bool:
-    """True for a cuDF DataFrame or Series (without importing cuDF)."""
-    return type(obj).__module__.split(".")[0] == "cudf"
+    """True for a cuDF DataFrame or Series (without importing cuDF), or the tests' cuDF double's."""
+    return type(obj).__module__.split(".")[0] in ("cudf", "cudf_double")
 
 
 def cudf_module() -> ModuleType | None:
-    """cuDF when it is installed and a GPU is usable, else None."""
-    if not gpu_usable() or _DEVICE[0] is not None:
-        return None
+    """cuDF when it is installed and a GPU is usable, else None (a test's device double: its ``cudf``)."""
+    if _DEVICE[0] is not None or not gpu_usable():
+        return getattr(_DEVICE[0], "cudf", None)
     try:
         import cudf  # noqa: PLC0415
     except Exception:
