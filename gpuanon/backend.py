@@ -383,8 +383,8 @@ def device_column(values, categories=None):
 
 def device_matrix(df, columns, dtype):
     """The ``columns`` of a cuDF frame as one CuPy ``(rows, len(columns))`` array of ``dtype``,
-    built on the device (``DataFrame.to_cupy``: no host trip, nothing counted)."""
-    return df[list(columns)].to_cupy(dtype=dtype)
+    built on the device (``DataFrame.to_cupy``: no host trip, nothing counted; nulls as NaN)."""
+    return df[list(columns)].to_cupy(dtype=dtype, na_value=np.nan if np.dtype(dtype).kind == "f" else None)
 
 
 def device_frame(columns: dict):

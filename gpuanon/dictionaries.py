@@ -196,8 +196,9 @@ class Chunk:
     pattern: Any = None  # host int64: each row's missing pattern, a row of ``profile.missing[1]``
 
 
-def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False) -> tuple[Profile, Chunk]:
-    """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device).
+def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=None) -> tuple[Profile, Chunk]:
+    """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device;
+    ``device``: ``{numeric QI: its values on the device}`` of a device-resident input, keyed there).
 
     ``check``: refuse non-numeric or infinite values in numeric QIs (a cluster validated its schema
     on a sample only; one process on the whole table).
@@ -220,7 +221,7 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False) -> tuple
             chunk.codes[j] = codes
             prof.columns[name] = {"values": values, "counts": counts}
             continue
-        col, miss = _profile_numeric(name, s, xp, chunk, j, check)
+        col, miss = _profile_numeric(name, s, xp, chunk, j, check, (device or {}).get(name))
         prof.columns[name] = col
         if col["n_missing"]:
             miss_cols.append(j)
@@ -236,7 +237,7 @@ def _factorize(s: pd.Series):
     return codes.astype(np.int64, copy=False), list(uniques)
 
 
-def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
+def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool, on_device=None):
     """A numeric QI's profile and missing mask; its keys (ranks among its values) into ``chunk.keys[j]``."""
     ex = exact_of(s, name)
     if ex is not None:  # integers beyond 2**53, dates and times: ranked exactly
@@ -253,12 +254,12 @@ def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
     miss = np.isnan(arr)
     if check:
         _check_numeric(name, raw, s, arr, miss)
-    nm, n = int(miss.sum()), arr.shape[0]
-    uniq = None
+    nm, n, uniq = int(miss.sum()), arr.shape[0], None
+    x = to_device(arr, xp) if on_device is None else on_device  # a device-resident input: keyed where it is
     if arr.dtype == np.float32:
-        chunk.keys[j] = float32_keys(to_device(arr, xp), xp)
+        chunk.keys[j] = float32_keys(x, xp)
     else:
-        chunk.keys[j], chunk.uniq_x[j] = rank_keys(to_device(arr, xp), xp)
+        chunk.keys[j], chunk.uniq_x[j] = rank_keys(x, xp)
         uniq = to_host(chunk.uniq_x[j])
     lo = float(np.nanmin(arr)) if nm < n else float("nan")
     hi = float(np.nanmax(arr)) if nm < n else float("nan")

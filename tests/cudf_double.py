@@ -105,11 +105,13 @@ class Series(_Obj):
         _count(self._dev, "to_pandas")
         return self._s.copy()
 
-    def to_cupy(self, dtype=None):
+    def to_cupy(self, dtype=None, copy=False, na_value=None):
         _count(self._dev, "to_cupy")
         if isinstance(self._s.dtype, pd.CategoricalDtype) or self._s.dtype == object:
             raise DeviceDoubleError("to_cupy() of a non-numeric column")
-        a = self._s.to_numpy(dtype=dtype, na_value=np.nan if self._s.dtype.kind == "f" else None)
+        if self._s.isna().to_numpy().any() and na_value is None:
+            raise DeviceDoubleError("to_cupy() of a column with nulls needs na_value (cuDF refuses)")
+        a = self._s.to_numpy(dtype=dtype, na_value=na_value)
         return DArray(np.array(a, copy=True))
 
     def take(self, indices):
@@ -198,9 +200,11 @@ class DataFrame(_Obj):
         _count(self._dev, "to_arrow")
         return pa.Table.from_pandas(self._f, preserve_index=preserve_index)
 
-    def to_cupy(self, dtype=None):
+    def to_cupy(self, dtype=None, copy=False, na_value=None):
         _count(self._dev, "to_cupy")
-        return DArray(np.array(self._f.to_numpy(dtype=dtype), copy=True))
+        if self._f.isna().to_numpy().any() and na_value is None:
+            raise DeviceDoubleError("to_cupy() of columns with nulls needs na_value (cuDF refuses)")
+        return DArray(np.array(self._f.to_numpy(dtype=dtype, na_value=na_value), copy=True))
 
     def take(self, indices):
         _count(self._dev, "take")

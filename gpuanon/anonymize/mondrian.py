@@ -215,7 +215,7 @@ class Mondrian(Estimator):
         t1 = time.perf_counter()
         orders = Plan.leaf_orders(plan)
         with count_transfers(log_=transfers), self._stage("encode"):
-            table = encode(host, schema, be.xp, orders=orders)
+            table = encode(host, schema, be.xp, orders=orders, device_frame=df if host is not df else None)
         return self._partition_encoded(schema, table, be, time.perf_counter() - t1, plan, transfers, mark)
 
     #: a stage that takes at least this long says so in one log line when it ends

@@ -1,0 +1,93 @@
+"""A device-resident input (a cuDF frame; here the cuDF double of tests/cudf_double.py on the CuPy
+double) on the GPU backend: the output equals the CPU's from the same pandas frame, and the row data
+crosses the bus at most once each way in all, counted by the report's ``transfers``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("cupy", reason="the device double reads CuPy's API from the cupy-cuda12x wheel")
+
+from cudf_double import CudfDouble, DeviceDoubleError, device_frame_of  # noqa: E402
+from cupy_double import DeviceDouble  # noqa: E402
+from gpuanon import Mondrian  # noqa: E402
+from gpuanon import backend as B  # noqa: E402
+from gpuanon.datasets import HEPMASS_FEATURES, make_hepmass  # noqa: E402
+
+
+def _mixed(n: int = 6000, seed: int = 3) -> pd.DataFrame:
+    """float32, float64 with missing values, int32, int16 and a text QI; a text sensitive attribute."""
+    rng = np.random.default_rng(seed)
+    f64 = rng.normal(50, 10, n).round(2)
+    f64[rng.random(n) < 0.05] = np.nan
+    return pd.DataFrame({"a": rng.normal(0, 1, n).astype(np.float32), "b": f64,
+                         "c": rng.integers(-500, 500, n).astype(np.int32), "d": rng.integers(0, 40, n).astype(np.int16),
+                         "job": rng.choice(np.array(["x", "y", "z", "w"], dtype=object), n),
+                         "dis": rng.choice(np.array(["flu", "cold", "none"], dtype=object), n)})
+
+
+def _fit_resident(df: pd.DataFrame, **kw):
+    """The fit on the CPU from ``df``, and on the double from ``df`` resident on its device."""
+    mc = Mondrian(backend="cpu", progress=False, **kw)
+    oc = mc.fit_transform(df)
+    dev = DeviceDouble()
+    dev.cudf = CudfDouble(dev)
+    with B.use_device_module(dev):
+        src = device_frame_of(df, dev)
+        assert B.is_device_frame(src) and B.cudf_module() is dev.cudf
+        mg = Mondrian(backend="gpu", progress=False, **kw)
+        og = mg.fit_transform(src)
+        assert B.is_device_frame(og)
+        host = B.frame_to_host(og)
+        labels = mg.labels_
+    return mc, oc, mg, host, labels, dev
+
+
+def _same(mc, oc, mg, og, labels, dev):
+    np.testing.assert_array_equal(mc.labels_, labels)
+    pd.testing.assert_frame_equal(oc.reset_index(drop=True), og.reset_index(drop=True))
+    assert mc.metrics_ == mg.metrics_ or pd.Series(mc.metrics_).equals(pd.Series(mg.metrics_))
+    s = dev.stats.summary()
+    assert s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]
+
+
+@pytest.mark.parametrize("fmt", ["minmax", "mean", "range"])
+def test_mixed_columns_equal_the_cpu(fmt):
+    df = _mixed()
+    mc, oc, mg, og, labels, dev = _fit_resident(df, k=5, l=2, quasi_identifiers=["a", "b", "c", "d", "job"],
+                                                sensitive="dis", output_format=fmt)
+    _same(mc, oc, mg, og, labels, dev)
+    enc = mg.report_["transfers"]["stages"]["encode"].get("to_device", {"bytes": 0})
+    # the plain numeric QIs are keyed where they are: only the text QI's keys (uint32), the SA codes
+    # (int32) and the missing-value blocks (int64) go up
+    assert enc["bytes"] == len(df) * (4 + 4 + 8), enc
+    assert dev.stats.cudf_calls[("encode", "to_cupy")] == 2  # one matrix per dtype: float32; float64 and ints
+
+
+def test_hepmass_minmax_row_data_crosses_at_most_once_each_way():
+    n = 120_000  # above the text cross-check's 100,000 rows, as at 2M
+    df = make_hepmass(n, random_state=0)
+    qi = list(HEPMASS_FEATURES)
+    mc, oc, mg, og, labels, dev = _fit_resident(df, k=10, quasi_identifiers=qi, sensitive="label",
+                                                output_format="minmax")
+    _same(mc, oc, mg, og, labels, dev)
+    tr = mg.report_["transfers"]
+    row_bytes = int(df[qi].memory_usage(index=False).sum())
+    assert tr["to_host_bytes"] <= 1.05 * row_bytes, tr
+    assert tr["to_device_bytes"] <= 0.05 * row_bytes, tr  # the SA codes only: the QIs never go up
+    assert "to_host" not in tr["stages"].get("output", {}), tr["stages"]["output"]
+    assert dev.stats.cudf_calls[("output", "Series(array)")] == 2 * len(qi)  # one gather per column
+
+
+def test_the_double_refuses_a_host_read_of_a_device_frame():
+    dev = DeviceDouble()
+    dev.cudf = CudfDouble(dev)
+    src = device_frame_of(pd.DataFrame({"a": [1.0, 2.0]}), dev)
+    with pytest.raises(DeviceDoubleError):
+        np.asarray(src["a"])
+    with pytest.raises(DeviceDoubleError):
+        src["a"].to_numpy()
+    with pytest.raises(DeviceDoubleError):
+        dev.cudf.DataFrame(pd.DataFrame({"a": [1.0]}))  # an uncounted upload
