@@ -292,6 +292,28 @@ def _finished_and_cut(cut, n_fin: int, xp):
     return by_cut[:n_fin], by_cut[n_fin:]
 
 
+def _regroup_keys(K, spare, keys, src, xp):
+    """``(K's columns in the order src, the spare buffer)``: the key matrix of the next level.
+
+    ``keys`` (the caller's) is never written: the first regroup takes into a new matrix. After that,
+    the CPU regroups in place, one row at a time (no second copy of the key matrix); a device takes
+    all rows at once into a second buffer (flat, allocated once at the size of the first regroup),
+    and the two buffers swap: one launch a level instead of one a column.
+    """
+    d, m = K.shape[0], src.shape[0]
+    if K is keys:
+        return xp.take(K, src, axis=1), spare
+    if xp is np:
+        for j in range(d):  # a loop over columns
+            K[j, :m] = K[j][src]
+        return K[:, :m], spare
+    if spare is None:
+        spare = xp.empty(d * m, dtype=K.dtype)
+    out = spare[: d * m].reshape(d, m)
+    xp.take(K, src, axis=1, out=out)
+    return out, K.reshape(-1)  # K is whole (a take's result or a whole view of a buffer): its storage is free now
+
+
 def _regroup(crows, cloc, cofs, csizes, go_left, xp):
     """Where each cut partition's rows go: its left child's rows, then its right child's, each in
     their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes."""
@@ -386,7 +408,7 @@ def mondrian_partition(
     first_rows = []
     n_parts = 0
     levels = attempts = 0
-    words = None
+    words = spare = None
     if xp is np:  # the rows' category masks, once (kernels.cpu)
         plan = _span_plan(col_info, n_categories, global_range, xp)
         words = plan.masks.words(keys, plan.cat)
@@ -456,13 +478,7 @@ def mondrian_partition(
         if xp is np:  # the CPU: children too small to cut are final now; their keys are not regrouped
             src, new_sizes, n_parts = finish_small(src, new_sizes, perm, 2 * k, labels, first_rows, n_parts)
         perm = perm[src]
-        if K is keys:
-            K = xp.take(K, src, axis=1)
-        else:  # regroup in place, one row at a time: no second copy of the key matrix
-            m = src.shape[0]
-            for j in range(d):
-                K[j, :m] = K[j][src]
-            K = K[:, :m]
+        K, spare = _regroup_keys(K, spare, keys, src, xp)
         if needs_hist:
             S = S[src]
         sizes = new_sizes
