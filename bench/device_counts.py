@@ -71,15 +71,15 @@ def counts(n_rows: int, k: int = 10, seed: int = 0, resident: bool = False) -> d
 
 def resident_counts(dev, tr: dict, qi_bytes: int) -> dict:
     """The copies of a device-resident run: per stage and direction, and the row data's crossings."""
-    cudf = {}
+    calls: dict = {}
     for (st, what), n in sorted(getattr(dev.stats, "cudf_calls", {}).items()):
-        cudf.setdefault(st, {})[what] = n
+        calls.setdefault(st, {})[what] = n
     return {"device_resident": True, "input_qi_bytes": qi_bytes,
             "transfers_per_stage": {st: {d: v[d] for d in ("to_host", "to_device") if d in v}
                                     for st, v in tr["stages"].items()},
             "row_crossings": {"to_host": round(tr["to_host_bytes"] / qi_bytes, 3),
                               "to_device": round(tr["to_device_bytes"] / qi_bytes, 3)},
-            "cudf_calls_per_stage": cudf}
+            "cudf_calls_per_stage": calls}
 
 
 def main(argv=None) -> int:

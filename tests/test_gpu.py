@@ -239,6 +239,26 @@ def test_cudf_frame_in_cudf_frame_out(adult, fmt):
     assert "input" in stages  # the one counted copy for encoding
 
 
+def test_cudf_parquet_hepmass_minmax_rows_cross_at_most_once_each_way(tmp_path):
+    """A Parquet file read by cuDF, 120k x 28 minmax: equal to the pandas run, the QIs keyed on the
+    device (never uploaded) and the output built there (tests/test_device_resident.py on the double)."""
+    _cudf()
+    from gpuanon.backend import read_parquet_device
+
+    df = make_hepmass(120_000, random_state=0)
+    qi = list(HEPMASS_FEATURES)
+    df.to_parquet(tmp_path / "h.parquet", index=False)
+    kw = dict(k=10, quasi_identifiers=qi, sensitive="label", output_format="minmax", progress=False)
+    ref = Mondrian(backend="cpu", **kw).fit_transform(df)
+    m = Mondrian(backend="gpu", **kw)
+    out = m.fit_transform(read_parquet_device(tmp_path / "h.parquet"))
+    assert type(out).__module__.startswith("cudf")
+    assert out.to_pandas().astype(str).equals(ref.astype(str))
+    tr, row_bytes = m.report_["transfers"], int(df[qi].memory_usage(index=False).sum())
+    assert tr["to_host_bytes"] <= 1.05 * row_bytes and tr["to_device_bytes"] <= 0.05 * row_bytes, tr
+    assert "to_host" not in tr["stages"].get("output", {}), tr["stages"]
+
+
 def test_cudf_frame_on_the_cpu_backend_and_missing_categories(adult):
     """A cuDF frame anonymized on the CPU backend comes back as cuDF (cudf.from_pandas); missing
     values of a categorical QI come out null in the device-built categorical, as on the CPU."""
