@@ -182,9 +182,9 @@ class Mondrian(Estimator):
     def fit(self, df: pd.DataFrame, y=None) -> "Mondrian":
         """Validate, encode and partition ``df``; sets ``labels_`` and ``n_classes_``.
 
-        ``df`` is a pandas or a cuDF DataFrame; a cuDF frame is validated and encoded from one
-        counted copy on the host (stage ``input``), and ``transform`` returns a cuDF frame built
-        on the device.
+        ``df`` is a pandas or a cuDF DataFrame; a cuDF frame is validated and profiled from one
+        counted copy on the host (stage ``input``), its plain numeric QIs keyed where they are on
+        the GPU backend, and ``transform`` returns a cuDF frame built on the device.
         """
         self._adopt(self.runner().fit(self, df))
         self._fitted_frame, self._fitted_shape = weakref.ref(df), (len(df), list(df.columns))
