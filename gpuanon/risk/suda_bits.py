@@ -92,6 +92,8 @@ def _marks(xp, pat, weight, m):
     p_gid = xp.zeros(g, dtype=xp.int64)
     g_mask = xp.zeros(1, dtype=xp.int64)
     g_top = xp.full(1, -1, dtype=xp.int64)
+    g_size = xp.full(1, total, dtype=xp.float64)
+    g_abs = xp.zeros(1, dtype=xp.int64)
     while p_row.shape[0]:
         p_top = g_top[p_gid]
         idx = [xp.flatnonzero(p_top < c) for c in range(m)]
@@ -110,18 +112,35 @@ def _marks(xp, pat, weight, m):
         one = is_one[rows]
         has_one = xp.bincount(rid, weights=one, minlength=n_runs) > 0
         pair = ks[starts] // kmax
-        r_mask = g_mask[pair // m] | (1 << (pair % m))
+        r_pg, r_col = pair // m, pair % m
+        # a column that does not split a class is constant on all below it: absorbed into their
+        # marks, and the child it would make (the same rows) is not searched
+        same = size == g_size[r_pg]
+        hit = xp.flatnonzero(same)
+        r_abs = g_abs | _or_by_group(xp, r_pg[hit], 1 << r_col[hit], int(g_size.shape[0]), m)
+        r_mask = g_mask[r_pg] | (1 << r_col)
         keep = has_one & (size >= 2)
-        big = keep & (size > SMALL)
+        big = keep & (size > SMALL) & ~same
         e = xp.flatnonzero(big[rid] & one)
-        marks[u_of[rows[e]] * width + r_mask[rid[e]]] = 1
-        _pair_marks(xp, marks, agree, rows, rid, starts, one, keep & ~big, u_of, width)
+        marks[u_of[rows[e]] * width + (r_mask | r_abs[r_pg])[rid[e]]] = 1
+        e = xp.flatnonzero(keep[rid] & same[rid] & one)
+        marks[u_of[rows[e]] * width + (r_mask | r_abs[r_pg])[rid[e]]] = 1
+        _pair_marks(xp, marks, agree, rows, rid, starts, one, keep & ~big & ~same, u_of, width)
         kr = xp.flatnonzero(big)
         kept = xp.flatnonzero(big[rid])
         p_row = rows[kept]
         p_gid = (xp.cumsum(big) - 1)[rid[kept]]
-        g_mask, g_top = r_mask[kr], (pair % m)[kr]
+        g_mask, g_top, g_size, g_abs = r_mask[kr], r_col[kr], size[kr], r_abs[r_pg[kr]]
     return marks, n_u, width
+
+
+def _or_by_group(xp, group, bits, n_groups, m):
+    """Bitwise OR of ``bits`` per ``group`` (0 where none)."""
+    out = xp.zeros(n_groups, dtype=xp.int64)
+    for c in range(m):
+        on = xp.flatnonzero((bits >> c) & 1)
+        out[group[on]] |= 1 << c
+    return out
 
 
 def _pair_marks(xp, marks, agree, rows, rid, starts, one, small, u_of, width):
