@@ -85,7 +85,7 @@ def _marks(xp, pat, weight, m):
         return marks, n_u, width
     marks[u_of[xp.flatnonzero(is_one)] * width] = 1  # the empty set
     agree = _packer(xp, pat, m)
-    cols = [xp.ascontiguousarray(pat[:, c]) for c in range(m)]
+    flat = xp.ascontiguousarray(pat).reshape(-1).astype(xp.int64)
     kmax = backend.to_scalar(pat.max()) + 1
     row_bits = max(g - 1, 1).bit_length()
     p_row = xp.arange(g, dtype=xp.int64)
@@ -95,13 +95,15 @@ def _marks(xp, pat, weight, m):
     g_size = xp.full(1, total, dtype=xp.float64)
     g_abs = xp.zeros(1, dtype=xp.int64)
     while p_row.shape[0]:
-        p_top = g_top[p_gid]
-        idx = [xp.flatnonzero(p_top < c) for c in range(m)]
-        rows = xp.concatenate([p_row[i] for i in idx])
-        if rows.shape[0] == 0:
+        # every entry once per column above its group's top: (entry, column) by one repeat
+        n_ext = (m - 1) - g_top[p_gid]
+        n_all = backend.to_scalar(n_ext.sum())
+        if n_all == 0:
             break
-        keys = xp.concatenate([(p_gid[i] * m + c) * kmax + cols[c][p_row[i]]
-                               for c, i in enumerate(idx)])
+        src = xp.repeat(xp.arange(p_row.shape[0], dtype=xp.int64), n_ext)
+        col = xp.arange(n_all, dtype=xp.int64) - (xp.cumsum(n_ext) - n_ext)[src] + g_top[p_gid][src] + 1
+        rows = p_row[src]
+        keys = (p_gid[src] * m + col) * kmax + flat[rows * m + col]
         ks, rows = sorted_pairs(xp, keys, rows, row_bits)
         start = xp.ones(ks.shape[0], dtype=bool)
         start[1:] = ks[1:] != ks[:-1]
