@@ -41,6 +41,7 @@ A column with values 1, 2, 3 (one row each, targets a, a, b), all three rows in 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +75,13 @@ def uncertainty_from_joint(joint) -> float:
 #: host arrays of at most this many entries get ``x log x`` from ``math.log``: the C library's
 #: ``log``, the one SciPy's ``xlogy`` and ``entr`` call, so the same bits (tests/test_metrics_speed.py
 #: compares them), without importing ``scipy.special`` (about 0.4 s of a small table's start-up)
-SMALL_LOG = 4096
+SMALL_LOG = 256
 
 
 def _small_host(x, xp) -> bool:
-    return xp is np and x.size <= SMALL_LOG and bool((x >= 0).all())  # NaN or negative: SciPy's rules
+    """A small host array while SciPy is not loaded (once it is, its vectorized loop is the faster);
+    NaN or negative entries go to SciPy's own rules."""
+    return xp is np and x.size <= SMALL_LOG and "scipy.special" not in sys.modules and bool((x >= 0).all())
 
 
 def xlogx(x, xp):
