@@ -49,7 +49,12 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
     """Warn about a QI that is entirely missing or that looks like an identifier."""
     s = df[c]
     n = len(s)
-    n_missing = int(s.isna().sum())
+    n_distinct = None
+    if s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
+        codes, uniq = pd.factorize(s, use_na_sentinel=True)
+        n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
+    else:
+        n_missing = int(s.isna().sum())
     if n and n_missing == n:
         if kind == "numeric":
             how = ("numeric" + ("" if declared else f" (its type says so, but an empty column has no type; "
@@ -77,7 +82,8 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
         v = v[~np.isnan(v)]
         if not np.all(np.isfinite(v) & (v == np.floor(v))):
             return
-    n_distinct = int(s.nunique())  # present values only (no copy of the present rows)
+    if n_distinct is None:
+        n_distinct = int(s.nunique())  # present values only (no copy of the present rows)
     if n_distinct >= IDENTIFIER_SHARE * n_present:
         _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {n_present} "
                        f"rows ({100.0 * n_distinct / n_present:.0f}%): it looks like an identifier; if it is "
