@@ -49,7 +49,12 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
     """Warn about a QI that is entirely missing or that looks like an identifier."""
     s = df[c]
     n = len(s)
-    n_missing = int(s.isna().sum())
+    n_distinct = None
+    if s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
+        codes, uniq = pd.factorize(s, use_na_sentinel=True)
+        n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
+    else:
+        n_missing = int(s.isna().sum())
     if n and n_missing == n:
         if kind == "numeric":
             how = ("numeric" + ("" if declared else f" (its type says so, but an empty column has no type; "
@@ -77,11 +82,11 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
         v = v[~np.isnan(v)]
         if not np.all(np.isfinite(v) & (v == np.floor(v))):
             return
-    present = s.dropna() if n_missing else s
-    n_distinct = int(present.nunique())
-    if n_distinct >= IDENTIFIER_SHARE * len(present):
-        _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {len(present)} "
-                       f"rows ({100.0 * n_distinct / len(present):.0f}%): it looks like an identifier; if it is "
+    if n_distinct is None:
+        n_distinct = int(s.nunique())  # present values only (no copy of the present rows)
+    if n_distinct >= IDENTIFIER_SHARE * n_present:
+        _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {n_present} "
+                       f"rows ({100.0 * n_distinct / n_present:.0f}%): it looks like an identifier; if it is "
                        f"one, pass it with --identifiers (dropped from the output) instead of --qi")
 
 
@@ -97,6 +102,9 @@ def nested_kind(col: pd.Series) -> str | None:
         name = str(dtype.pyarrow_dtype)
         return "struct" if name.startswith("struct") else "list" if "list" in name.split("<")[0] else None
     if dtype != object:
+        return None
+    first = col.iloc[0] if len(col) else None
+    if isinstance(first, str):  # the first value is present and flat: no pass over the column
         return None
     present = col.dropna()
     if not len(present):

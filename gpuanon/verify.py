@@ -72,9 +72,33 @@ def class_ids(out: pd.DataFrame, qi_columns) -> tuple[np.ndarray, int]:
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
     cols = list(qi_columns)
-    frame = out[cols]
-    gid = frame.groupby(cols, dropna=False, sort=False, observed=True).ngroup().to_numpy(dtype=np.int64)
+    gid = _coded_ids(out, cols)
+    if gid is None:
+        frame = out[cols]
+        gid = frame.groupby(cols, dropna=False, sort=False, observed=True).ngroup().to_numpy(dtype=np.int64)
     return gid, int(gid.max()) + 1
+
+
+def _coded_ids(out: pd.DataFrame, cols: list):
+    """:func:`class_ids` of columns that are all categorical or plain numbers, without the group-by's
+    machinery: each column's codes (a categorical's own; a number column factorized, missing values
+    one code) folded into a dense tuple id column by column (a loop over columns), numbered by first
+    appearance as the group-by numbers them. None for other columns."""
+    series = [out[c] for c in cols]
+    if not all(isinstance(s.dtype, pd.CategoricalDtype) or (isinstance(s.dtype, np.dtype) and s.dtype.kind in "iuf")
+               for s in series):
+        return None
+    gid = None
+    for s in series:
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            codes, m = s.cat.codes.to_numpy().astype(np.int64) + 1, len(s.cat.categories) + 1  # missing: 0
+        else:
+            codes, uniq = pd.factorize(s, sort=False, use_na_sentinel=False)
+            codes, m = codes.astype(np.int64, copy=False), len(uniq)
+        gid = codes if gid is None else pd.factorize(gid * m + codes, sort=False)[0].astype(np.int64, copy=False)
+    if len(series) == 1:
+        gid = pd.factorize(gid, sort=False)[0].astype(np.int64, copy=False)
+    return gid
 
 
 def _cell_ids(cells, xp):

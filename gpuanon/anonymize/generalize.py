@@ -42,7 +42,11 @@ def _mask_texts(masks: np.ndarray, cats: list):
     import pyarrow.compute as pc  # noqa: PLC0415
 
     n_cat = len(cats)
-    uniq, inv = np.unique(masks, axis=0, return_inverse=True)
+    if masks.shape[1] == 1:  # one word: a plain sort (unique rows of one column sort a structured view)
+        uniq, inv = np.unique(masks[:, 0], return_inverse=True)
+        uniq = uniq[:, None]
+    else:
+        uniq, inv = np.unique(masks, axis=0, return_inverse=True)
     words = np.ascontiguousarray(uniq.astype("<u8", copy=False)).view(np.uint8)  # bit b of word w: code 64 w + b
     bits = np.unpackbits(words, axis=1, bitorder="little")[:, :n_cat]
     row, code = np.nonzero(bits)  # codes in increasing order within each distinct mask

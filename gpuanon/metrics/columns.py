@@ -71,7 +71,10 @@ def value_target_chunk(key_col, target, nt: int, xp, numeric: bool = True, count
     """
     if counted is not None:
         whole = counted
-    elif xp is np or key_col.shape[0] == 0:
+    elif xp is np:  # the values seen more than once found once, for every sum over them
+        vals, counts = runs(sorted_copy(key_col, xp, 0), xp)
+        whole = (vals, counts, np.flatnonzero(counts > 1), None, None)
+    elif key_col.shape[0] == 0:
         vals, counts = runs(sorted_copy(key_col, xp, 0), xp)
         whole = (vals, counts, None, None, None)
     else:

@@ -17,6 +17,8 @@ target histogram and the position of its cell in the column's sorted distinct va
 Everything below works on NumPy or CuPy arrays alike (``xp``); the ``(|D_X|, n_targets)`` mass
 tables stay where they are made and ``entr`` (``scipy.special`` or ``cupyx.scipy.special``, through
 :func:`gpuanon.backend.special`) turns them into entropies there: one number per column comes back.
+Small host tables (:data:`SMALL_LOG` entries) take the same logarithms from ``math.log``, so a small
+table's run never imports ``scipy.special``.
 
 Examples
 --------
@@ -38,6 +40,8 @@ A column with values 1, 2, 3 (one row each, targets a, a, b), all three rows in 
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +72,49 @@ def uncertainty_from_joint(joint) -> float:
                                          else joint)))
 
 
+#: host arrays of at most this many entries get ``x log x`` from ``math.log``: the C library's
+#: ``log``, the one SciPy's ``xlogy`` and ``entr`` call, so the same bits (tests/test_metrics_speed.py
+#: compares them), without importing ``scipy.special`` (about 0.4 s of a small table's start-up)
+SMALL_LOG = 256
+
+
+def _small_host(x, xp) -> bool:
+    """A small host array while SciPy is not loaded (once it is, its vectorized loop is the faster);
+    NaN or negative entries go to SciPy's own rules."""
+    return xp is np and x.size <= SMALL_LOG and "scipy.special" not in sys.modules and bool((x >= 0).all())
+
+
+def xlogx(x, xp):
+    """``x log x`` element-wise with ``0 log 0 = 0`` (float64): ``xlogy(x, x)`` of SciPy or CuPy.
+
+    >>> xlogx(np.array([0.0, 1.0, np.e]), np).tolist()
+    [0.0, 0.0, 2.718281828459045]
+    """
+    if _small_host(x, xp):  # a loop over at most SMALL_LOG entries of a small table
+        return np.array([v * math.log(v) if v else 0.0 for v in x.reshape(-1).tolist()],
+                        dtype=np.float64).reshape(x.shape)
+    return special(xp).xlogy(x, x)
+
+
+def entr(x, xp):
+    """``-x log x`` element-wise, 0 at 0 (float64): ``entr`` of SciPy or CuPy."""
+    if _small_host(x, xp):  # a loop over at most SMALL_LOG entries of a small table
+        return np.array([-(v * math.log(v)) if v else 0.0 for v in x.reshape(-1).tolist()],
+                        dtype=np.float64).reshape(x.shape)
+    return special(xp).entr(x)
+
+
 def uncertainty_x(joint):
     """:func:`uncertainty_from_joint` as a 0-d array on the table's device (no copy)."""
     xp = get_namespace(joint)
-    entr = special(xp).entr
     q = xp.maximum(xp.asarray(joint).astype(xp.float64), 0.0)  # float sums can leave -1e-17
     if q.size == 0:
         return xp.zeros((), dtype=xp.float64)
     n = q.sum()
     p = q / xp.where(n > 0, n, 1.0)
-    h_t = entr(p.sum(axis=0)).sum()
-    h_x = entr(p.sum(axis=1)).sum()
-    h_xt = entr(p).sum()
+    h_t = entr(p.sum(axis=0), xp).sum()
+    h_x = entr(p.sum(axis=1), xp).sum()
+    h_xt = entr(p, xp).sum()
     u = xp.clip((h_t + h_x - h_xt) / xp.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
     return xp.where((h_t > 1e-15) & (n > 0), u, 0.0)
 
