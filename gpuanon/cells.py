@@ -37,7 +37,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .exact import float_values, is_time, looks_like_time, parse_exact
+from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
 SET_SEPARATOR = "|"
 
@@ -198,7 +198,7 @@ def parse_range(text: str) -> tuple[float, float]:
     t = str(text).strip()
     if looks_like_time(t):  # a date or date-time (range): epoch nanoseconds
         a, b = parse_exact(t, "time")
-        return float(a.value), float(b.value)
+        return float(time_ns(a)), float(time_ns(b))
     m = _BRACKET_RANGE.match(t) or _DASH_RANGE.match(t)
     if m:
         return float(m.group(1)), float(m.group(2))

@@ -289,13 +289,33 @@ def is_date_range(text: str) -> bool:
 
 
 
+def time_ns(ts) -> int:
+    """A ``pandas.Timestamp`` of any unit as epoch nanoseconds (a Python int, also beyond int64's
+    range: years 0001-9999 are all exact)."""
+    v = ts.asm8
+    return int(v.view(np.int64)) * (10**9 // _PER_SECOND[np.datetime_data(v.dtype)[0]])
+
+
+def times_ns(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(epoch nanoseconds as Python ints (object array), missing mask)`` of a date / time column of
+    any unit or range (Python dates too)."""
+    idx = pd.DatetimeIndex(pd.to_datetime(s))
+    miss = np.asarray(idx.isna())
+    vals = idx.asi8.astype(object) * (10**9 // _PER_SECOND[idx.unit])
+    vals[miss] = None
+    return vals, miss
+
+
 def float_values(s: pd.Series) -> np.ndarray:
     """Values of a numeric or date / time column as float64 (a time as epoch nanoseconds; NaN where
     missing): what the metrics of a user's table read."""
     if is_time(s):
         idx = pd.DatetimeIndex(pd.to_datetime(s))
-        out = idx.as_unit("ns").asi8.astype(np.float64)
-        out[idx.isna()] = np.nan
+        try:
+            out = idx.as_unit("ns").asi8.astype(np.float64)
+        except (OverflowError, ValueError):  # years beyond 1677-2262: nanoseconds beyond int64, as floats
+            out = idx.asi8.astype(np.float64) * float(10**9 // _PER_SECOND[idx.unit])
+        out[np.asarray(idx.isna())] = np.nan
         return out
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 

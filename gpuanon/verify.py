@@ -337,7 +337,7 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
 def _exact_cells(cells: pd.Series, kind: str):
     """``(lo, hi)`` object arrays (Python ints; a time as epoch nanoseconds) of published cells,
     parsed exactly (one parse per distinct cell); None where missing or unreadable (``bad``)."""
-    from .exact import parse_exact  # noqa: PLC0415
+    from .exact import parse_exact, time_ns  # noqa: PLC0415
 
     codes, uniq = pd.factorize(cells, use_na_sentinel=True)
     lo_u = np.empty(len(uniq) + 1, dtype=object)
@@ -346,7 +346,7 @@ def _exact_cells(cells: pd.Series, kind: str):
     for i, text in enumerate(uniq):  # a loop over distinct cells, not rows
         try:
             a, b = parse_exact(text, kind)
-            lo_u[i], hi_u[i] = (a.value, b.value) if kind == "time" else (a, b)
+            lo_u[i], hi_u[i] = (time_ns(a), time_ns(b)) if kind == "time" else (a, b)
         except (ValueError, TypeError):
             bad[i] = True
     return lo_u[codes], hi_u[codes], bad[codes]
@@ -355,10 +355,10 @@ def _exact_cells(cells: pd.Series, kind: str):
 def _exact_originals(s: pd.Series, kind: str) -> np.ndarray:
     """Original values as Python ints (a time as epoch nanoseconds), None where missing."""
     if kind == "time":
-        idx = pd.DatetimeIndex(pd.to_datetime(s))
-        vals = idx.as_unit("ns").asi8.astype(object)
-    else:
-        vals = s.to_numpy(dtype=object, na_value=None)
+        from .exact import times_ns  # noqa: PLC0415
+
+        return times_ns(s)[0]
+    vals = s.to_numpy(dtype=object, na_value=None)
     vals[s.isna().to_numpy()] = None
     return vals
 

@@ -34,6 +34,8 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 _LEADING_ZERO = r"^[+-]?0\d"
 _DATE = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 _ZONED = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
+_DAY = r"^\d{4}-\d{2}-\d{2}$"
+_NS_FIRST, _NS_LAST = "1677-09-22", "2262-04-10"  # whole days inside datetime64[ns]'s range
 _BOOL = {"True": True, "False": False, "TRUE": True, "FALSE": False, "true": True, "false": False}
 _EXACT = 2 ** 53
 
@@ -119,6 +121,15 @@ def _numbers(col, floats):
     return floats
 
 
+def _in_ns_range(valid) -> bool:
+    """Whether every ISO date / date-time text lies inside nanosecond timestamps' years (whole days
+    from 1677-09-22 to 2262-04-10; the text compares as the date does, zones aside)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    lo, hi = pc.min_max(valid).values()
+    return _NS_FIRST <= lo.as_py()[:10] and hi.as_py()[:10] <= _NS_LAST
+
+
 def _datetimes(name: str, valid, col, forced: bool):
     """ISO dates / date-times as a timestamp column, or None (``forced``: an error) when they are not."""
     import pyarrow as pa  # noqa: PLC0415
@@ -126,6 +137,9 @@ def _datetimes(name: str, valid, col, forced: bool):
 
     naive, zoned = pc.match_substring_regex(valid, _DATE), pc.match_substring_regex(valid, _ZONED)
     kind = pa.timestamp("ns") if _all(naive) else pa.timestamp("ns", "UTC") if _all(zoned) else None
+    if kind is not None and not _in_ns_range(valid):  # years 0001-9999: days, or microseconds
+        day_only = _all(pc.match_substring_regex(valid, _DAY))
+        kind = pa.date32() if day_only else pa.timestamp("us", kind.tz)
     why = None
     if kind is None:
         why = f"cells that are not ISO dates {_offenders(valid, pc.or_(naive, zoned), name)}"
