@@ -115,6 +115,8 @@ class _HostColumns:
         return _categorical(class_texts, self.row_pos)
 
     def values(self, per_class, dtype):
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers: NaN is missing
+            return pd.array(to_host(per_class), dtype=dtype)[self.row_pos]
         return to_host(per_class).astype(dtype)[self.row_pos]
 
     def exact(self, per_class):
@@ -143,6 +145,8 @@ class _DeviceColumns:
         return device_column(row_codes, categories=uniq)
 
     def values(self, per_class, dtype):
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers: NaN is null
+            return device_column(per_class[self.cs.row_pos]).nans_to_nulls().astype(dtype.numpy_dtype.name)
         return device_column(per_class.astype(dtype)[self.cs.row_pos])
 
     def exact(self, per_class):

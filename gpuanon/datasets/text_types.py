@@ -9,8 +9,9 @@ cells are missing unless the caller names more (``na_values``). Then each column
   (``YYYY-MM-DD``, ``YYYY-MM-DD[T ]HH:MM[:SS[.f]]``, optional ``Z`` / ``+HH:MM`` on all of them), becomes
   ``datetime64`` (UTC when the cells carry a zone);
 * a column is numeric only when every non-empty cell is a number (``12``, ``-1.50``, ``1e3``): whole
-  numbers as int64 (uint64 above int64's range; float64 when missing cells need NaN and every value
-  fits a double exactly, else pandas' nullable integers), others float64, parsed exactly. Numbers
+  numbers as int64 (uint64 above int64's range; beside missing cells pandas' nullable integers for a
+  quasi-identifier or a column declared numeric, and for values beyond a double's exact range, else
+  float64), others float64, parsed exactly. Numbers
   with leading zeros (``00501``, ``0012``; not ``0`` nor ``0.5``) keep the column as text unless it is
   declared numeric;
 * ``True`` / ``False`` columns without missing cells are booleans;
@@ -98,8 +99,9 @@ def _as_floats(col):
     return f if _all(pc.is_finite(f)) else None
 
 
-def _numbers(col, floats):
-    """Whole numbers as int64 (uint64 above int64's range), else the floats."""
+def _numbers(col, floats, keep_ints: bool = False):
+    """Whole numbers as int64 (uint64 above int64's range), else the floats; with missing cells the
+    floats too when every value fits a double, unless ``keep_ints`` (a quasi-identifier)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -112,8 +114,8 @@ def _numbers(col, floats):
                 ints = pc.cast(text, t)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not whole numbers, or out of range
                 continue
-            if ints.null_count == 0:
-                return ints
+            if ints.null_count == 0 or keep_ints:
+                return ints  # a quasi-identifier: pandas' nullable integers beside missing cells
             lo, hi = pc.min(ints).as_py(), pc.max(ints).as_py()
             if lo is None or (-_EXACT <= lo and hi <= _EXACT):
                 return floats  # NaN for the missing cells; every value exact
@@ -183,7 +185,8 @@ def _type_one(name: str, raw, types: ColumnTypes):
     floats = _as_floats(trimmed) if all(_NUMBER_RE.match(v) for v in head) else None
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
-            return _numbers(trimmed, floats) if all(_INT_RE.match(v) for v in head) else floats
+            keep = name in types.numeric or types.checked.get(name) == "quasi-identifier"
+            return _numbers(trimmed, floats, keep) if all(_INT_RE.match(v) for v in head) else floats
         return col  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
         return _bools(col, valid)
