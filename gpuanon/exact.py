@@ -253,16 +253,34 @@ def time_values(ex: Exact, ints: np.ndarray, miss: np.ndarray):
     return pd.array(idx)
 
 
-def mean_values(ex: Exact, mean_offsets: np.ndarray):
-    """Published class means: floats for integers; dates and times rounded to the unit (to the day
-    for dates)."""
-    m = np.asarray(mean_offsets, dtype=np.float64)
+def unsigned_offsets(ex: Exact) -> np.ndarray:
+    """Each value's distance from the smallest, exact (uint64)."""
+    u = ex.values.view(np.uint64) if ex.values.dtype == np.int64 else ex.values
+    return u - u[0] if u.shape[0] else np.zeros(0, dtype=np.uint64)
+
+
+def exact_means(ex: Exact, lo_sums, hi_sums, sizes, miss) -> tuple[np.ndarray, np.ndarray]:
+    """``(means, missing)`` of classes from their sums of offsets (the low and the high 32 bits of
+    each row's offset summed apart, uint64) and sizes: the rational mean rounded to the nearest whole
+    value (half to even; to the nearest day for dates) in exact integer arithmetic, so it lies inside
+    its class; in the values' dtype (int64 / uint64 epoch counts for times)."""
+    total = np.asarray(hi_sums, dtype=np.uint64).astype(object) * (1 << 32) + np.asarray(lo_sums, np.uint64).astype(object)
+    step = ex.mean_step
+    d = np.maximum(np.asarray(sizes, dtype=np.int64), 1).astype(object) * step
+    q = total // d
+    r2 = (total - q * d) * 2
+    up = (r2 > d).astype(bool) | ((r2 == d).astype(bool) & (q % 2 == 1).astype(bool))
+    q = q + up.astype(np.int64).astype(object)
+    means = np.where(miss, 0, q * step + ex.origin()).astype(ex.values.dtype)
+    return means, np.asarray(miss, dtype=bool)
+
+
+def mean_values(ex: Exact, means: np.ndarray, miss: np.ndarray):
+    """Published class means (from :func:`exact_means`): integers in the column's dtype (nullable
+    where a class is missing), dates and times in the column's unit and zone."""
     if ex.kind == "int":
-        return m + float(ex.origin())
-    miss = np.isnan(m)
-    step = ex.mean_step  # dates: the mean rounded to a whole day (the origin is a midnight)
-    ints = ex.origin() + np.round(np.where(miss, 0.0, m) / step).astype(np.int64) * step
-    return time_values(ex, ints, miss)
+        return pd.arrays.IntegerArray(means, miss) if miss.any() else means
+    return time_values(ex, means, miss)
 
 
 _INT = r"[-+]?\d+"

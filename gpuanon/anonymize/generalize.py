@@ -91,8 +91,8 @@ def class_values(cs: ClassStats, fmt: str) -> dict:
         if col.kind == "categorical" or fmt == "range":
             out[col.name] = class_texts(cs, j, fmt)
         elif fmt == "mean":
-            m = to_host(cs.numeric_mean(j))
-            out[col.name] = m if col.exact is None else mean_values(col.exact, m)
+            out[col.name] = to_host(cs.numeric_mean(j)) if col.exact is None else mean_values(col.exact,
+                                                                                             *cs.exact_mean(j))
         elif col.exact is not None:
             lo, hi = (to_host(a) for a in cs.key_minmax(j))
             out[col.name + "_min"], out[col.name + "_max"] = bound_values(col.exact, lo), bound_values(col.exact, hi)
@@ -242,7 +242,7 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
                 new_cols[col.name] = build.text(class_text_array(cs, j, fmt, mm))
             elif col.exact is not None:  # integers beyond 2**53, dates and times: exact values
                 if fmt == "mean":
-                    new_cols[col.name] = build.exact(mean_values(col.exact, to_host(cs.numeric_mean(j))))
+                    new_cols[col.name] = build.exact(mean_values(col.exact, *cs.exact_mean(j)))
                 else:
                     lo, hi = (bound_values(col.exact, to_host(a), df[col.name].dtype) for a in cs.key_minmax(j))
                     new_cols[col.name + "_min"], new_cols[col.name + "_max"] = build.exact(lo), build.exact(hi)

@@ -7,7 +7,9 @@ cells are missing unless the caller names more (``na_values``). Then each column
 * a column declared categorical stays text (leading spaces dropped, as everywhere);
 * a column forced to dates (``dates``), or whose every non-empty cell is an ISO date or date-time
   (``YYYY-MM-DD``, ``YYYY-MM-DD[T ]HH:MM[:SS[.f]]``, optional ``Z`` / ``+HH:MM`` on all of them), becomes
-  ``datetime64`` (UTC when the cells carry a zone);
+  dates (Arrow ``date32``, Python dates in pandas, any year 0001-9999) when every cell is a day, else
+  ``datetime64`` (UTC when the cells carry a zone; nanoseconds, or microseconds when a year lies
+  outside 1677-2262);
 * a column is numeric only when every non-empty cell is a number (``12``, ``-1.50``, ``1e3``): whole
   numbers as int64 (uint64 above int64's range; beside missing cells pandas' nullable integers for a
   quasi-identifier or a column declared numeric, and for values beyond a double's exact range, else
@@ -139,9 +141,10 @@ def _datetimes(name: str, valid, col, forced: bool):
 
     naive, zoned = pc.match_substring_regex(valid, _DATE), pc.match_substring_regex(valid, _ZONED)
     kind = pa.timestamp("ns") if _all(naive) else pa.timestamp("ns", "UTC") if _all(zoned) else None
-    if kind is not None and not _in_ns_range(valid):  # years 0001-9999: days, or microseconds
-        day_only = _all(pc.match_substring_regex(valid, _DAY))
-        kind = pa.date32() if day_only else pa.timestamp("us", kind.tz)
+    if kind is not None and kind.tz is None and _all(pc.match_substring_regex(valid, _DAY)):
+        kind = pa.date32()  # dates: days, any year 0001-9999 (pandas holds Python dates)
+    elif kind is not None and not _in_ns_range(valid):  # years beyond 1677-2262: microseconds
+        kind = pa.timestamp("us", kind.tz)
     why = None
     if kind is None:
         why = f"cells that are not ISO dates {_offenders(valid, pc.or_(naive, zoned), name)}"
