@@ -63,6 +63,7 @@ class Exact:
     dates: bool = False
     date_objects: bool = False
     _texts: object = None
+    scale: int = 0  # 'decimal': values are the numbers times 10**scale
 
     def __repr__(self) -> str:
         return f"Exact({self.kind}, {self.values.shape[0]} values" + (
@@ -88,6 +89,14 @@ class Exact:
         """Value ``i`` as a JSON-ready Python value (an int, or ISO text for a date or time)."""
         return int(self.values[i]) if self.kind == "int" else str(self.value_texts()[i])
 
+    def decimals(self) -> np.ndarray:
+        """The dictionary's values as ``Decimal`` objects (a decimal column; one per value)."""
+        from decimal import Decimal  # noqa: PLC0415
+
+        out = np.empty(self.values.shape[0], dtype=object)
+        out[:] = [Decimal(int(v)).scaleb(-self.scale) for v in self.values.tolist()]  # a loop over distinct values
+        return out
+
     def times(self, ints: np.ndarray) -> pd.DatetimeIndex:
         """Epoch counts (int64) as dates and times of the column's unit and zone."""
         idx = pd.DatetimeIndex(np.asarray(ints, dtype=np.int64).view(f"M8[{self.unit}]"))
@@ -100,6 +109,8 @@ class Exact:
 
             if self.kind == "int":
                 self._texts = pa.array(self.values).cast(pa.string())
+            elif self.kind == "decimal":  # fixed notation, the column's places (as the file holds them)
+                self._texts = pa.array([format(d, "f") for d in self.decimals()], pa.string())
             else:
                 self._texts = pa.array(_time_texts(self), pa.string())
         return self._texts
@@ -108,6 +119,8 @@ class Exact:
         d = {"exact": self.kind}
         if self.kind == "time":
             d.update(unit=self.unit, tz=self.tz, dates=self.dates)
+        if self.kind == "decimal":
+            d.update(scale=self.scale)
         return d
 
 
@@ -137,6 +150,32 @@ def is_time(s: pd.Series) -> bool:
             and pd.api.types.infer_dtype(s, skipna=True) == "date")
 
 
+def is_decimal(s) -> bool:
+    """A column of ``Decimal`` objects (as pandas reads a Parquet ``decimal128``, and CSV numbers with
+    more significant digits than a double holds)."""
+    return (isinstance(s, pd.Series) and s.dtype == object and len(s) > 0
+            and pd.api.types.infer_dtype(s, skipna=True) == "decimal")
+
+
+def _decimal_keys(s: pd.Series, name):
+    """``(exact dictionary, keys)`` of a decimal column: every value times 10**scale (the most places
+    any value has) as int64, ranked exactly; loops run over the distinct values only."""
+    codes, uniq = pd.factorize(s, use_na_sentinel=True)
+    exps = [u.as_tuple().exponent for u in uniq]  # a loop over distinct values
+    if any(not isinstance(e, int) for e in exps):
+        _refuse(name, "holds decimals that are not finite numbers (NaN or infinity)")
+    scale = max([0] + [-e for e in exps])
+    scaled = [int(u.scaleb(scale)) for u in uniq]
+    if scaled and not (-(2**63) <= min(scaled) and max(scaled) < 2**63):
+        _refuse(name, f"holds decimals with more digits than 18 at {scale} places (such as "
+                      f"{uniq[int(np.argmax(np.abs(np.array(scaled, dtype=object))))]})")
+    vals = np.array(scaled, dtype=np.int64)
+    order = np.unique(vals, return_inverse=True)
+    keys = np.full(codes.shape[0], MISSING, dtype=np.uint32)
+    keys[codes >= 0] = order[1].reshape(-1).astype(np.uint32)[codes[codes >= 0]]
+    return Exact(order[0], "decimal", scale=scale), keys
+
+
 def _refuse(name, detail: str):
     raise SchemaError(f"quasi-identifier '{name}' {detail}; declare it categorical (--categorical {name}) to "
                       f"publish sets of its exact values")
@@ -155,6 +194,8 @@ def exact_of(s: pd.Series, name) -> tuple[Exact, np.ndarray] | None:
 
         s = frame_to_host(s.to_frame())[s.name]
     kind, date_objects = "int", False
+    if is_decimal(s):
+        return _decimal_keys(s, name)
     miss = s.isna().to_numpy()
     if is_time(s):
         kind = "time"
@@ -231,6 +272,8 @@ def bound_values(ex: Exact, keys: np.ndarray, source_dtype=None):
     miss = keys == MISSING
     vals = ex.values[np.minimum(keys, max(ex.values.shape[0] - 1, 0)).astype(np.int64)] if ex.values.shape[0] \
         else np.zeros(keys.shape[0], dtype=ex.values.dtype)
+    if ex.kind == "decimal":
+        return _decimal_values(ex, vals, miss)
     if ex.kind == "int":
         if not miss.any():
             try:
@@ -240,6 +283,18 @@ def bound_values(ex: Exact, keys: np.ndarray, source_dtype=None):
             return vals.astype(dt) if dt.kind in "iu" else vals
         return pd.arrays.IntegerArray(np.where(miss, 0, vals).astype(vals.dtype), miss)  # Int64 / UInt64
     return time_values(ex, vals, miss)
+
+
+def _decimal_values(ex: Exact, scaled: np.ndarray, miss: np.ndarray) -> np.ndarray:
+    """Scaled integers as ``Decimal`` objects at the column's places (None where ``miss``)."""
+    from decimal import Decimal  # noqa: PLC0415
+
+    codes, uniq = pd.factorize(np.where(miss, 0, scaled))
+    dec = np.empty(len(uniq), dtype=object)
+    dec[:] = [Decimal(int(v)).scaleb(-ex.scale) for v in uniq.tolist()]  # a loop over distinct values
+    out = dec[codes]
+    out[miss] = None
+    return out
 
 
 def time_values(ex: Exact, ints: np.ndarray, miss: np.ndarray):
@@ -280,6 +335,8 @@ def mean_values(ex: Exact, means: np.ndarray, miss: np.ndarray):
     where a class is missing), dates and times in the column's unit and zone."""
     if ex.kind == "int":
         return pd.arrays.IntegerArray(means, miss) if miss.any() else means
+    if ex.kind == "decimal":  # rounded to the column's places
+        return _decimal_values(ex, means, miss)
     return time_values(ex, means, miss)
 
 
@@ -294,12 +351,29 @@ def parse_exact(text: str, kind: str):
         a, sep, b = t.partition(DATE_RANGE)
         lo = pd.Timestamp(a)
         return lo, (pd.Timestamp(b) if sep else lo)
+    if kind == "decimal":
+        return _parse_decimals(t)
     m = re.fullmatch(rf"\[\s*({_INT})\s*,\s*({_INT})\s*\]", t) or re.fullmatch(rf"({_INT})\s*-\s*({_INT})", t)
     if m:
         return int(m.group(1)), int(m.group(2))
     if re.fullmatch(_INT, t):
         return int(t), int(t)
     raise ValueError(f"{t!r} is not an integer, 'lo-hi' or '[lo, hi]'")
+
+
+_DEC = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def _parse_decimals(t: str):
+    """``(lo, hi)`` of a decimal cell as ``Decimal`` objects: a number, ``lo-hi`` or ``[lo, hi]``."""
+    from decimal import Decimal  # noqa: PLC0415
+
+    m = re.fullmatch(rf"\[\s*({_DEC})\s*,\s*({_DEC})\s*\]", t) or re.fullmatch(rf"({_DEC})\s*-\s*({_DEC})", t)
+    if m:
+        return Decimal(m.group(1)), Decimal(m.group(2))
+    if re.fullmatch(_DEC, t):
+        return Decimal(t), Decimal(t)
+    raise ValueError(f"{t!r} is not a number, 'lo-hi' or '[lo, hi]'")
 
 
 def is_date_range(text: str) -> bool:
@@ -345,7 +419,7 @@ def looks_like_time(text: str) -> bool:
 
 def needs_exact(s: pd.Series) -> bool:
     """Whether a numeric QI needs an exact dictionary (a date / time, or an integer beyond 2**53)."""
-    if is_time(s):
+    if is_time(s) or is_decimal(s):
         return True
     if s.dtype == object and isinstance(s, pd.Series) and pd.api.types.infer_dtype(s, skipna=True) == "integer":
         s = pd.to_numeric(s, errors="coerce")

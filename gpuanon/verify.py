@@ -378,17 +378,17 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
     >>> cells_inside(pd.DataFrame({"id": ["9223372036854775808-9223372036854775816"] * 2}), orig, ["id"])
     {'id': 1}
     """
-    from .exact import is_time  # noqa: PLC0415
+    from .exact import is_decimal, is_time  # noqa: PLC0415
 
     if len(out) != len(original):
         raise ValueError(f"the tables have {len(out)} and {len(original)} rows: cells are compared row by row")
     res: dict = {}
     for c in quasi_identifiers:  # a loop over columns
         o = original[c]
-        time = is_time(o)
-        if not time and not (pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)):
+        time, dec = is_time(o), is_decimal(o)
+        if not (time or dec) and not (pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)):
             continue
-        kind = "time" if time else "int"
+        kind = "time" if time else "decimal" if dec else "int"
         v = _exact_originals(o, kind)
         if c in out.columns:
             cell = out[c]

@@ -43,7 +43,9 @@ def _texts(path) -> pd.DataFrame:
     """A published table as text cells (None where empty): CSV read as strings; Parquet cells as text
     (dates ISO, integers and decimals their digits)."""
     if str(path).endswith(".csv"):
-        opts = pacsv.ConvertOptions(column_types={}, strings_can_be_null=True, auto_dict_encode=False)
+        with open(path, encoding="utf-8") as fh:
+            names = fh.readline().rstrip("\n").split(",")
+        opts = pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=True)
         tbl = pacsv.read_csv(path, convert_options=opts, parse_options=pacsv.ParseOptions(ignore_empty_lines=False))
         tbl = pa.table([c.cast(pa.string()) for c in tbl.columns], names=tbl.column_names)
     else:

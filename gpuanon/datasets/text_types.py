@@ -13,7 +13,9 @@ cells are missing unless the caller names more (``na_values``). Then each column
 * a column is numeric only when every non-empty cell is a number (``12``, ``-1.50``, ``1e3``): whole
   numbers as int64 (uint64 above int64's range; beside missing cells pandas' nullable integers for a
   quasi-identifier or a column declared numeric, and for values beyond a double's exact range, else
-  float64), others float64, parsed exactly. Numbers
+  float64), others float64, parsed exactly; a column with a cell whose significant digits a double
+  does not give back (``12345678901234567.5``) as exact decimals (Python ``Decimal``, the most places
+  any cell has); Numbers
   with leading zeros (``00501``, ``0012``; not ``0`` nor ``0.5``) keep the column as text unless it is
   declared numeric;
 * ``True`` / ``False`` columns without missing cells are booleans;
@@ -125,6 +127,30 @@ def _numbers(col, floats, keep_ints: bool = False):
     return floats
 
 
+def _decimals(col, valid):
+    """The column as Arrow decimals (every value exact, at the most places any cell has) when a cell
+    has more significant digits than a double gives back (``12345678901234567.5``), else None."""
+    import decimal  # noqa: PLC0415
+
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    digits = pc.replace_substring_regex(valid, r"[^0-9]", "")
+    digits = pc.utf8_trim(digits, "0")
+    long = pc.filter(valid, pc.greater(pc.utf8_length(digits), 15))
+    if len(long) == 0 or pc.any(pc.match_substring_regex(valid, "[eE]")).as_py():
+        return None
+    lossy = any(decimal.Decimal(repr(float(t))) != decimal.Decimal(t)  # a loop over the long distinct cells
+                for t in pc.unique(long).to_pylist())
+    if not lossy:
+        return None
+    places = pc.max(pc.utf8_length(pc.replace_substring_regex(valid, r"^[^.]*\.?", ""))).as_py() or 0
+    try:
+        return pc.cast(col, pa.decimal128(38, places))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # beyond 38 digits: the doubles
+        return None
+
+
 def _in_ns_range(valid) -> bool:
     """Whether every ISO date / date-time text lies inside nanosecond timestamps' years (whole days
     from 1677-09-22 to 2262-04-10; the text compares as the date does, zones aside)."""
@@ -189,7 +215,10 @@ def _type_one(name: str, raw, types: ColumnTypes):
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
             keep = name in types.numeric or types.checked.get(name) == "quasi-identifier"
-            return _numbers(trimmed, floats, keep) if all(_INT_RE.match(v) for v in head) else floats
+            if all(_INT_RE.match(v) for v in head):
+                return _numbers(trimmed, floats, keep)
+            dec = _decimals(trimmed, valid)
+            return floats if dec is None else dec
         return col  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
         return _bools(col, valid)
