@@ -358,7 +358,7 @@ def _exact_originals(s: pd.Series, kind: str) -> np.ndarray:
         from .exact import times_ns  # noqa: PLC0415
 
         return times_ns(s)[0]
-    vals = s.to_numpy(dtype=object, na_value=None)
+    vals = s.to_numpy(dtype=object, na_value=None).copy()
     vals[s.isna().to_numpy()] = None
     return vals
 

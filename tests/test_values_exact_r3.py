@@ -286,3 +286,45 @@ def test_property_dates_and_nullable_integers(tmp_path, data, fmt, ext_in, ext_o
             assert schema.field("d_min").type == pa.date32() and pa.types.is_integer(schema.field("n_min").type)
         if fmt == "mean":
             assert schema.field("d").type == pa.date32()
+
+
+# ---- item 8: decimals ---------------------------------------------------------------------------------
+
+def _dec_bounds(cell):
+    m = re.fullmatch(r"\[(-?[\d.]+), (-?[\d.]+)\]", cell) or re.fullmatch(r"([\d.]+)-([\d.]+)", cell)
+    return (Decimal(m.group(1)), Decimal(m.group(2))) if m else (Decimal(cell), Decimal(cell))
+
+
+@pytest.mark.parametrize("fmt", ["range", "minmax", "mean"])
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_decimals_are_exact_numbers(tmp_path, fmt, ext):
+    rng = np.random.default_rng(8)
+    n = 60
+    vals = [Decimal("12345678901234567.5") + Decimal(int(i)) / 2 for i in rng.integers(-40, 30, n)]
+    src = tmp_path / f"in.{ext}"
+    if ext == "parquet":
+        pq.write_table(pa.table({"amt": pa.array(vals, pa.decimal128(20, 1)),
+                                 "age": pa.array(rng.integers(20, 40, n))}), src)
+    else:
+        src.write_text("amt,age\n" + "".join(f"{v},{a}\n" for v, a in zip(vals, rng.integers(20, 40, n))))
+    out = tmp_path / f"out.{ext}"
+    r = _anonymize(src, out, "--qi", "amt,age", "--k", "5", "--format", fmt)
+    assert "'amt' holds decimal numbers" in r.stderr, r.stderr  # says how the column was typed
+    pub = _texts(out)
+    assert len(pub) == n
+    if fmt == "range":
+        for v, cell in zip(vals, pub["amt"]):
+            assert "e" not in cell.lower() and "|" not in cell, cell  # a number range, not a set
+            lo, hi = _dec_bounds(cell)
+            assert lo <= v <= hi, (v, cell)
+    elif fmt == "minmax":
+        for v, lo, hi in zip(vals, pub["amt_min"], pub["amt_max"]):
+            assert Decimal(lo) <= v <= Decimal(hi), (v, lo, hi)
+        if ext == "parquet":
+            assert pa.types.is_decimal(pq.read_schema(out).field("amt_min").type)
+    else:
+        _means_inside(pub, pd.DataFrame({"amt": pd.Series(vals, dtype=object)}), ["amt", "age"], "amt", Decimal)
+    if fmt != "mean":
+        chk = subprocess.run(RUN + ["check", str(out), "--qi", "amt,age", "--k", "5", "--original", str(src)],
+                             capture_output=True, text=True)
+        assert chk.returncode == 0 and chk.stdout.strip().endswith("OK"), chk.stdout + chk.stderr
