@@ -9,7 +9,7 @@ import pandas as pd
 from ..errors import InputError
 from .text_types import ColumnTypes, type_columns
 
-__all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table"]
+__all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table", "nullable_integers"]
 
 TABLE_EXTENSIONS = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq")
 
@@ -92,7 +92,7 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
     if kind == "parquet":
         _refuse_duplicate_names(p, [str(c) for c in df.columns])
         _keep_nested_types(p, df)
-        _nullable_integers(p, df)
+        nullable_integers(p, df)
     return df
 
 
@@ -262,7 +262,7 @@ def _keep_nested_types(p: str, df: pd.DataFrame) -> None:
         df.attrs["arrow_types"] = kept
 
 
-def _nullable_integers(p: str, df: pd.DataFrame) -> None:
+def nullable_integers(p: str, df: pd.DataFrame) -> None:
     """Integer columns with missing values (which pandas reads as float64) as pandas' nullable
     ``Int64`` / ``UInt64``, so whole numbers stay exact integers (values as read)."""
     import pyarrow as pa  # noqa: PLC0415
