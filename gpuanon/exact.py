@@ -319,7 +319,8 @@ def exact_means(ex: Exact, lo_sums, hi_sums, sizes, miss) -> tuple[np.ndarray, n
     each row's offset summed apart, uint64) and sizes: the rational mean rounded to the nearest whole
     value (half to even; to the nearest day for dates) in exact integer arithmetic, so it lies inside
     its class; in the values' dtype (int64 / uint64 epoch counts for times)."""
-    total = np.asarray(hi_sums, dtype=np.uint64).astype(object) * (1 << 32) + np.asarray(lo_sums, np.uint64).astype(object)
+    hi = np.asarray(hi_sums, dtype=np.uint64).astype(object)
+    total = hi * (1 << 32) + np.asarray(lo_sums, dtype=np.uint64).astype(object)
     step = ex.mean_step
     d = np.maximum(np.asarray(sizes, dtype=np.int64), 1).astype(object) * step
     q = total // d

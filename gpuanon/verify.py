@@ -364,10 +364,10 @@ def _exact_originals(s: pd.Series, kind: str) -> np.ndarray:
 
 
 def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -> dict:
-    """Row by row (the same rows in the same order): for every integer and date / time QI, how many
+    """Row by row (the same rows in the same order): for every integer, decimal and date / time QI, how many
     original values lie outside their published cell (``lo-hi``, ``[lo, hi]``, ``lo..hi``, a single
-    value, or the ``<col>_min`` / ``<col>_max`` pair), compared exactly (integers as Python ints,
-    times in nanoseconds). A missing original must be published missing. A column of single values
+    value, or the ``<col>_min`` / ``<col>_max`` pair), compared exactly (integers as Python ints, decimals
+    as ``Decimal``, times in nanoseconds). A missing original must be published missing. A column of single values
     that differ from the originals (or of floats for an integer column) is a ``mean`` column, and a
     column holding a cell that is no integer or interval (a set: a categorical QI) is no interval
     column: neither is checked (``None``).
@@ -386,7 +386,8 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
     for c in quasi_identifiers:  # a loop over columns
         o = original[c]
         time, dec = is_time(o), is_decimal(o)
-        if not (time or dec) and not (pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)):
+        integer = pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)
+        if not (time or dec or integer):
             continue
         kind = "time" if time else "decimal" if dec else "int"
         v = _exact_originals(o, kind)
