@@ -329,3 +329,17 @@ def test_decimals_are_exact_numbers(tmp_path, fmt, ext):
         chk = subprocess.run(RUN + ["check", str(out), "--qi", "amt,age", "--k", "5", "--original", str(src)],
                              capture_output=True, text=True)
         assert chk.returncode == 0 and chk.stdout.strip().endswith("OK"), chk.stdout + chk.stderr
+
+
+def test_containment_check_reads_wide_dates_and_decimals():
+    from gpuanon.verify import cells_inside
+
+    orig = pd.DataFrame({"d": pd.Series([dt.date(9999, 12, 31), dt.date(1, 1, 1)], dtype=object),
+                         "x": pd.Series([Decimal("12345678901234567.5"), Decimal("-0.25")], dtype=object),
+                         "n": pd.array([3, None], dtype="Int64")})
+    good = pd.DataFrame({"d": ["0001-01-01..9999-12-31"] * 2, "x": ["[-0.25, 12345678901234567.5]"] * 2,
+                         "n": ["3", None]})
+    assert cells_inside(good, orig, ["d", "x", "n"]) == {"d": 0, "x": 0, "n": 0}
+    bad = pd.DataFrame({"d": ["0001-01-01..9999-12-30"] * 2, "x": ["[-0.25, 12345678901234567.4]"] * 2,
+                        "n": ["2-4", "1"]})
+    assert cells_inside(bad, orig, ["d", "x", "n"]) == {"d": 1, "x": 1, "n": 1}
