@@ -37,7 +37,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .exact import float_values, is_time, looks_like_time, parse_exact
+from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
 SET_SEPARATOR = "|"
 
@@ -198,7 +198,7 @@ def parse_range(text: str) -> tuple[float, float]:
     t = str(text).strip()
     if looks_like_time(t):  # a date or date-time (range): epoch nanoseconds
         a, b = parse_exact(t, "time")
-        return float(a.value), float(b.value)
+        return float(time_ns(a)), float(time_ns(b))
     m = _BRACKET_RANGE.match(t) or _DASH_RANGE.match(t)
     if m:
         return float(m.group(1)), float(m.group(2))
@@ -254,11 +254,14 @@ def resolve_qi_columns(qi_names, columns) -> list[str]:
 
 def minmax_dtype(column, source_dtype):
     """The dtype of a numeric QI's ``_min`` / ``_max`` columns: the input's integer or float32
-    dtype when the column has no missing value, else float64 (numbers read from text too)."""
+    dtype when the column has no missing value, pandas' nullable ``Int64`` / ``UInt64`` for an
+    integer column with missing values, else float64 (numbers read from text too)."""
     try:
         dt = np.dtype(getattr(source_dtype, "numpy_dtype", source_dtype))
     except TypeError:  # a pandas dtype with no NumPy equivalent (text, ...)
         return np.float64
+    if column.n_missing and column.integer and dt.kind in "iu":
+        return pd.UInt64Dtype() if dt.kind == "u" else pd.Int64Dtype()
     if column.n_missing == 0 and dt.kind in "iuf" and (column.integer or dt == np.float32):
         return dt
     return np.float64

@@ -13,10 +13,12 @@ import numpy as np
 
 from kernels.counts import count_values
 from kernels.hierarchy import lowest_common_node
+from kernels.keys import MISSING
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
-from .backend import namespace_by_name, to_scalar
+from .backend import namespace_by_name, to_device, to_host, to_scalar
 from .encoding import Table
+from .exact import exact_means, unsigned_offsets
 
 
 class ClassStats:
@@ -86,6 +88,25 @@ class ClassStats:
             # a fixed-order sum: the same bits on every backend and every run
             return segment_reduce("add", v, self.starts, xp, axis=0, max_size=self.max_size) / self.sizes
         return self._memo(("mean", j), f)
+
+    def exact_mean(self, j: int):
+        """``(means, missing)`` on the host of every class on exact column ``j`` (integers beyond
+        2**53, dates and times: :func:`gpuanon.exact.exact_means`), from exact per-class sums."""
+        def f():
+            t, xp = self.table, self.xp
+            ex = t.columns[j].exact
+            k = t.keys[j][self.rows]
+            miss = k == MISSING
+            off = unsigned_offsets(ex)
+            if off.shape[0] == 0:  # every value missing
+                n = self.n
+                return np.zeros(n, dtype=ex.values.dtype), np.ones(n, dtype=bool)
+            u = to_device(off, xp)[xp.where(miss, 0, k).astype(xp.int64)]
+            lo = segment_reduce("add", u & xp.uint64(0xFFFFFFFF), self.starts, xp)
+            hi = segment_reduce("add", u >> xp.uint64(32), self.starts, xp)
+            sums = to_host(xp.stack([lo, hi, self.sizes.astype(xp.uint64), miss[self.starts].astype(xp.uint64)]))
+            return exact_means(ex, sums[0], sums[1], sums[2], sums[3].astype(bool))
+        return self._memo(("exact_mean", j), f)
 
     @property
     def max_size(self) -> int:
@@ -182,10 +203,12 @@ class ClassStats:
                 else:
                     out.append(self.set_ids(j))
             elif fmt == "mean":
+                if col.exact is not None:  # the published exact mean (missing: the bits of NaN)
+                    means, miss = self.exact_mean(j)
+                    bits = np.where(miss, np.float64(np.nan).view(np.uint64), means.view(np.uint64))
+                    out.append(to_device(bits, xp))
+                    continue
                 m = self.numeric_mean(j) + 0.0
-                if col.exact is not None:  # the published mean: origin added; a time rounded to its unit (dates: days)
-                    ex = col.exact
-                    m = xp.round(m / ex.mean_step) if ex.kind == "time" else m + float(ex.origin())
                 out.append(xp.where(xp.isnan(m), xp.nan, m).view(xp.uint64))
             else:
                 lo, hi = self.key_minmax(j)

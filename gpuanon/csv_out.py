@@ -147,6 +147,24 @@ def _pool(rows: int):
     return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)) if rows >= _BATCH_ROWS // 2 else 1)
 
 
+def _early_years_as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with naive date-time columns holding a year before 1000 as ISO text (pandas writes the
+    year 0001 as ``1``): ``0001-01-01 00:00:01`` as pandas writes the others, missing stays missing."""
+    out = df
+    for c in df.columns:  # a loop over columns
+        s = df[c]
+        if not (pd.api.types.is_datetime64_dtype(s.dtype) and s.notna().any() and s.min().year < 1000):
+            continue
+        v = s.to_numpy()
+        unit = np.datetime_data(v.dtype)[0]
+        whole = (v[~np.isnat(v)].view(np.int64) % (10**9 // {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit])
+                 == 0).all() if unit != "s" else True
+        text = np.char.replace(np.datetime_as_string(v, unit="s" if whole else unit).astype(str), "T", " ")
+        out = df.copy() if out is df else out
+        out[c] = pd.Series(np.where(np.isnat(v), None, text), dtype=object, index=df.index)
+    return out
+
+
 def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
     """Write ``df`` to the file ``tmp`` as CSV (gzip-compressed when ``gz``)."""
     import pyarrow as pa  # noqa: PLC0415
@@ -154,7 +172,7 @@ def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
 
     got = arrow_table(df)
     if got is None:
-        df.to_csv(tmp, index=False, compression="gzip" if gz else None)
+        _early_years_as_text(df).to_csv(tmp, index=False, compression="gzip" if gz else None)
         return
     tbl, quote = got
     opts = pcsv.WriteOptions(batch_size=_BATCH_ROWS, include_header=False,

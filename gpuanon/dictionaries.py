@@ -361,21 +361,22 @@ def _combine_exact(name, parts: list, exacts: list, nm: int) -> dict:
     """An exact dictionary over several chunks; a chunk whose integers float64 held (none beyond
     2**53 there) joins it with its values read as integers."""
     full = [e for e in exacts if e.values.shape[0]] or exacts[:1]
-    types = {(e.kind, e.values.dtype.str, e.unit, e.tz, e.date_objects) for e in full}
+    types = {(e.kind, e.values.dtype.str, e.unit, e.tz, e.date_objects, e.scale) for e in full}
     e0 = full[0]
     vals = [e.values for e in full]
     for q in parts:  # a loop over chunks
         if q["exact"] is None and _has_values(q):
             u = q["uniq"]
             if e0.kind != "int" or u is None or not np.array_equal(u, np.floor(u)):
-                types.add(("float", "", "", None, False))
+                types.add(("float", "", "", None, False, 0))
             else:
                 vals.append(u.astype(e0.values.dtype))
     if len(types) > 1:
         raise SchemaError(f"quasi-identifier '{name}' holds values of different types in different shards "
                           f"({', '.join(sorted(str(t[0]) + ' ' + str(t[1]) for t in types))}); write every file "
                           f"with the same column types")
-    ex = Exact(np.unique(np.concatenate(vals)), e0.kind, e0.unit, e0.tz, all(e.dates for e in full), e0.date_objects)
+    ex = Exact(np.unique(np.concatenate(vals)), e0.kind, e0.unit, e0.tz, all(e.dates for e in full), e0.date_objects,
+               scale=e0.scale)
     return {"uniq": ex.values, "exact": ex, "f32": False, "integer": ex.kind == "int", "n_missing": nm,
             "lo": np.nan, "hi": np.nan}
 

@@ -63,6 +63,7 @@ class Exact:
     dates: bool = False
     date_objects: bool = False
     _texts: object = None
+    scale: int = 0  # 'decimal': values are the numbers times 10**scale
 
     def __repr__(self) -> str:
         return f"Exact({self.kind}, {self.values.shape[0]} values" + (
@@ -88,6 +89,14 @@ class Exact:
         """Value ``i`` as a JSON-ready Python value (an int, or ISO text for a date or time)."""
         return int(self.values[i]) if self.kind == "int" else str(self.value_texts()[i])
 
+    def decimals(self) -> np.ndarray:
+        """The dictionary's values as ``Decimal`` objects (a decimal column; one per value)."""
+        from decimal import Decimal  # noqa: PLC0415
+
+        out = np.empty(self.values.shape[0], dtype=object)
+        out[:] = [Decimal(int(v)).scaleb(-self.scale) for v in self.values.tolist()]  # a loop over distinct values
+        return out
+
     def times(self, ints: np.ndarray) -> pd.DatetimeIndex:
         """Epoch counts (int64) as dates and times of the column's unit and zone."""
         idx = pd.DatetimeIndex(np.asarray(ints, dtype=np.int64).view(f"M8[{self.unit}]"))
@@ -100,6 +109,8 @@ class Exact:
 
             if self.kind == "int":
                 self._texts = pa.array(self.values).cast(pa.string())
+            elif self.kind == "decimal":  # fixed notation, the column's places (as the file holds them)
+                self._texts = pa.array([format(d, "f") for d in self.decimals()], pa.string())
             else:
                 self._texts = pa.array(_time_texts(self), pa.string())
         return self._texts
@@ -108,6 +119,8 @@ class Exact:
         d = {"exact": self.kind}
         if self.kind == "time":
             d.update(unit=self.unit, tz=self.tz, dates=self.dates)
+        if self.kind == "decimal":
+            d.update(scale=self.scale)
         return d
 
 
@@ -137,6 +150,32 @@ def is_time(s: pd.Series) -> bool:
             and pd.api.types.infer_dtype(s, skipna=True) == "date")
 
 
+def is_decimal(s) -> bool:
+    """A column of ``Decimal`` objects (as pandas reads a Parquet ``decimal128``, and CSV numbers with
+    more significant digits than a double holds)."""
+    return (isinstance(s, pd.Series) and s.dtype == object and len(s) > 0
+            and pd.api.types.infer_dtype(s, skipna=True) == "decimal")
+
+
+def _decimal_keys(s: pd.Series, name):
+    """``(exact dictionary, keys)`` of a decimal column: every value times 10**scale (the most places
+    any value has) as int64, ranked exactly; loops run over the distinct values only."""
+    codes, uniq = pd.factorize(s, use_na_sentinel=True)
+    exps = [u.as_tuple().exponent for u in uniq]  # a loop over distinct values
+    if any(not isinstance(e, int) for e in exps):
+        _refuse(name, "holds decimals that are not finite numbers (NaN or infinity)")
+    scale = max([0] + [-e for e in exps])
+    scaled = [int(u.scaleb(scale)) for u in uniq]
+    if scaled and not (-(2**63) <= min(scaled) and max(scaled) < 2**63):
+        _refuse(name, f"holds decimals with more digits than 18 at {scale} places (such as "
+                      f"{uniq[int(np.argmax(np.abs(np.array(scaled, dtype=object))))]})")
+    vals = np.array(scaled, dtype=np.int64)
+    order = np.unique(vals, return_inverse=True)
+    keys = np.full(codes.shape[0], MISSING, dtype=np.uint32)
+    keys[codes >= 0] = order[1].reshape(-1).astype(np.uint32)[codes[codes >= 0]]
+    return Exact(order[0], "decimal", scale=scale), keys
+
+
 def _refuse(name, detail: str):
     raise SchemaError(f"quasi-identifier '{name}' {detail}; declare it categorical (--categorical {name}) to "
                       f"publish sets of its exact values")
@@ -155,6 +194,8 @@ def exact_of(s: pd.Series, name) -> tuple[Exact, np.ndarray] | None:
 
         s = frame_to_host(s.to_frame())[s.name]
     kind, date_objects = "int", False
+    if is_decimal(s):
+        return _decimal_keys(s, name)
     miss = s.isna().to_numpy()
     if is_time(s):
         kind = "time"
@@ -231,6 +272,8 @@ def bound_values(ex: Exact, keys: np.ndarray, source_dtype=None):
     miss = keys == MISSING
     vals = ex.values[np.minimum(keys, max(ex.values.shape[0] - 1, 0)).astype(np.int64)] if ex.values.shape[0] \
         else np.zeros(keys.shape[0], dtype=ex.values.dtype)
+    if ex.kind == "decimal":
+        return _decimal_values(ex, vals, miss)
     if ex.kind == "int":
         if not miss.any():
             try:
@@ -240,6 +283,18 @@ def bound_values(ex: Exact, keys: np.ndarray, source_dtype=None):
             return vals.astype(dt) if dt.kind in "iu" else vals
         return pd.arrays.IntegerArray(np.where(miss, 0, vals).astype(vals.dtype), miss)  # Int64 / UInt64
     return time_values(ex, vals, miss)
+
+
+def _decimal_values(ex: Exact, scaled: np.ndarray, miss: np.ndarray) -> np.ndarray:
+    """Scaled integers as ``Decimal`` objects at the column's places (None where ``miss``)."""
+    from decimal import Decimal  # noqa: PLC0415
+
+    codes, uniq = pd.factorize(np.where(miss, 0, scaled))
+    dec = np.empty(len(uniq), dtype=object)
+    dec[:] = [Decimal(int(v)).scaleb(-ex.scale) for v in uniq.tolist()]  # a loop over distinct values
+    out = dec[codes]
+    out[miss] = None
+    return out
 
 
 def time_values(ex: Exact, ints: np.ndarray, miss: np.ndarray):
@@ -253,16 +308,37 @@ def time_values(ex: Exact, ints: np.ndarray, miss: np.ndarray):
     return pd.array(idx)
 
 
-def mean_values(ex: Exact, mean_offsets: np.ndarray):
-    """Published class means: floats for integers; dates and times rounded to the unit (to the day
-    for dates)."""
-    m = np.asarray(mean_offsets, dtype=np.float64)
+def unsigned_offsets(ex: Exact) -> np.ndarray:
+    """Each value's distance from the smallest, exact (uint64)."""
+    u = ex.values.view(np.uint64) if ex.values.dtype == np.int64 else ex.values
+    return u - u[0] if u.shape[0] else np.zeros(0, dtype=np.uint64)
+
+
+def exact_means(ex: Exact, lo_sums, hi_sums, sizes, miss) -> tuple[np.ndarray, np.ndarray]:
+    """``(means, missing)`` of classes from their sums of offsets (the low and the high 32 bits of
+    each row's offset summed apart, uint64) and sizes: the rational mean rounded to the nearest whole
+    value (half to even; to the nearest day for dates) in exact integer arithmetic, so it lies inside
+    its class; in the values' dtype (int64 / uint64 epoch counts for times)."""
+    hi = np.asarray(hi_sums, dtype=np.uint64).astype(object)
+    total = hi * (1 << 32) + np.asarray(lo_sums, dtype=np.uint64).astype(object)
+    step = ex.mean_step
+    d = np.maximum(np.asarray(sizes, dtype=np.int64), 1).astype(object) * step
+    q = total // d
+    r2 = (total - q * d) * 2
+    up = (r2 > d).astype(bool) | ((r2 == d).astype(bool) & (q % 2 == 1).astype(bool))
+    q = q + up.astype(np.int64).astype(object)
+    means = np.where(miss, 0, q * step + ex.origin()).astype(ex.values.dtype)
+    return means, np.asarray(miss, dtype=bool)
+
+
+def mean_values(ex: Exact, means: np.ndarray, miss: np.ndarray):
+    """Published class means (from :func:`exact_means`): integers in the column's dtype (nullable
+    where a class is missing), dates and times in the column's unit and zone."""
     if ex.kind == "int":
-        return m + float(ex.origin())
-    miss = np.isnan(m)
-    step = ex.mean_step  # dates: the mean rounded to a whole day (the origin is a midnight)
-    ints = ex.origin() + np.round(np.where(miss, 0.0, m) / step).astype(np.int64) * step
-    return time_values(ex, ints, miss)
+        return pd.arrays.IntegerArray(means, miss) if miss.any() else means
+    if ex.kind == "decimal":  # rounded to the column's places
+        return _decimal_values(ex, means, miss)
+    return time_values(ex, means, miss)
 
 
 _INT = r"[-+]?\d+"
@@ -276,6 +352,8 @@ def parse_exact(text: str, kind: str):
         a, sep, b = t.partition(DATE_RANGE)
         lo = pd.Timestamp(a)
         return lo, (pd.Timestamp(b) if sep else lo)
+    if kind == "decimal":
+        return _parse_decimals(t)
     m = re.fullmatch(rf"\[\s*({_INT})\s*,\s*({_INT})\s*\]", t) or re.fullmatch(rf"({_INT})\s*-\s*({_INT})", t)
     if m:
         return int(m.group(1)), int(m.group(2))
@@ -284,9 +362,41 @@ def parse_exact(text: str, kind: str):
     raise ValueError(f"{t!r} is not an integer, 'lo-hi' or '[lo, hi]'")
 
 
+_DEC = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def _parse_decimals(t: str):
+    """``(lo, hi)`` of a decimal cell as ``Decimal`` objects: a number, ``lo-hi`` or ``[lo, hi]``."""
+    from decimal import Decimal  # noqa: PLC0415
+
+    m = re.fullmatch(rf"\[\s*({_DEC})\s*,\s*({_DEC})\s*\]", t) or re.fullmatch(rf"({_DEC})\s*-\s*({_DEC})", t)
+    if m:
+        return Decimal(m.group(1)), Decimal(m.group(2))
+    if re.fullmatch(_DEC, t):
+        return Decimal(t), Decimal(t)
+    raise ValueError(f"{t!r} is not a number, 'lo-hi' or '[lo, hi]'")
+
+
 def is_date_range(text: str) -> bool:
     return DATE_RANGE in str(text)
 
+
+
+def time_ns(ts) -> int:
+    """A ``pandas.Timestamp`` of any unit as epoch nanoseconds (a Python int, also beyond int64's
+    range: years 0001-9999 are all exact)."""
+    v = ts.asm8
+    return int(v.view(np.int64)) * (10**9 // _PER_SECOND[np.datetime_data(v.dtype)[0]])
+
+
+def times_ns(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(epoch nanoseconds as Python ints (object array), missing mask)`` of a date / time column of
+    any unit or range (Python dates too)."""
+    idx = pd.DatetimeIndex(pd.to_datetime(s))
+    miss = np.asarray(idx.isna())
+    vals = idx.asi8.astype(object) * (10**9 // _PER_SECOND[idx.unit])
+    vals[miss] = None
+    return vals, miss
 
 
 def float_values(s: pd.Series) -> np.ndarray:
@@ -294,8 +404,11 @@ def float_values(s: pd.Series) -> np.ndarray:
     missing): what the metrics of a user's table read."""
     if is_time(s):
         idx = pd.DatetimeIndex(pd.to_datetime(s))
-        out = idx.as_unit("ns").asi8.astype(np.float64)
-        out[idx.isna()] = np.nan
+        try:
+            out = idx.as_unit("ns").asi8.astype(np.float64)
+        except (OverflowError, ValueError):  # years beyond 1677-2262: nanoseconds beyond int64, as floats
+            out = idx.asi8.astype(np.float64) * float(10**9 // _PER_SECOND[idx.unit])
+        out[np.asarray(idx.isna())] = np.nan
         return out
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
@@ -307,7 +420,7 @@ def looks_like_time(text: str) -> bool:
 
 def needs_exact(s: pd.Series) -> bool:
     """Whether a numeric QI needs an exact dictionary (a date / time, or an integer beyond 2**53)."""
-    if is_time(s):
+    if is_time(s) or is_decimal(s):
         return True
     if s.dtype == object and isinstance(s, pd.Series) and pd.api.types.infer_dtype(s, skipna=True) == "integer":
         s = pd.to_numeric(s, errors="coerce")

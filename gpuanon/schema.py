@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
-from .exact import is_time
+from .exact import is_decimal, is_time
 
 log = logging.getLogger("gpuanon")
 
@@ -240,6 +240,10 @@ class Schema:
                 kinds[c] = "categorical"
             elif pd.api.types.is_numeric_dtype(df[c]) or is_time(df[c]):  # dates and times are ordered
                 kinds[c] = "numeric"
+            elif is_decimal(df[c]):  # Parquet decimal128, CSV numbers beyond a double's digits
+                kinds[c] = "numeric"
+                _warn_once(df, f"quasi-identifier '{c}' holds decimal numbers: typed numeric, kept exact "
+                               f"(published with every place it has); declare --categorical {c} for sets")
             else:
                 kinds[c] = "categorical"
             if kinds[c] == "numeric" and not is_time(df[c]):

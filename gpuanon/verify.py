@@ -361,7 +361,7 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
 def _exact_cells(cells: pd.Series, kind: str):
     """``(lo, hi)`` object arrays (Python ints; a time as epoch nanoseconds) of published cells,
     parsed exactly (one parse per distinct cell); None where missing or unreadable (``bad``)."""
-    from .exact import parse_exact  # noqa: PLC0415
+    from .exact import parse_exact, time_ns  # noqa: PLC0415
 
     codes, uniq = pd.factorize(cells, use_na_sentinel=True)
     lo_u = np.empty(len(uniq) + 1, dtype=object)
@@ -370,7 +370,7 @@ def _exact_cells(cells: pd.Series, kind: str):
     for i, text in enumerate(uniq):  # a loop over distinct cells, not rows
         try:
             a, b = parse_exact(text, kind)
-            lo_u[i], hi_u[i] = (a.value, b.value) if kind == "time" else (a, b)
+            lo_u[i], hi_u[i] = (time_ns(a), time_ns(b)) if kind == "time" else (a, b)
         except (ValueError, TypeError):
             bad[i] = True
     return lo_u[codes], hi_u[codes], bad[codes]
@@ -379,19 +379,19 @@ def _exact_cells(cells: pd.Series, kind: str):
 def _exact_originals(s: pd.Series, kind: str) -> np.ndarray:
     """Original values as Python ints (a time as epoch nanoseconds), None where missing."""
     if kind == "time":
-        idx = pd.DatetimeIndex(pd.to_datetime(s))
-        vals = idx.as_unit("ns").asi8.astype(object)
-    else:
-        vals = s.to_numpy(dtype=object, na_value=None)
+        from .exact import times_ns  # noqa: PLC0415
+
+        return times_ns(s)[0]
+    vals = s.to_numpy(dtype=object, na_value=None).copy()
     vals[s.isna().to_numpy()] = None
     return vals
 
 
 def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -> dict:
-    """Row by row (the same rows in the same order): for every integer and date / time QI, how many
+    """Row by row (the same rows in the same order): for every integer, decimal and date / time QI, how many
     original values lie outside their published cell (``lo-hi``, ``[lo, hi]``, ``lo..hi``, a single
-    value, or the ``<col>_min`` / ``<col>_max`` pair), compared exactly (integers as Python ints,
-    times in nanoseconds). A missing original must be published missing. A column of single values
+    value, or the ``<col>_min`` / ``<col>_max`` pair), compared exactly (integers as Python ints, decimals
+    as ``Decimal``, times in nanoseconds). A missing original must be published missing. A column of single values
     that differ from the originals (or of floats for an integer column) is a ``mean`` column, and a
     column holding a cell that is no integer or interval (a set: a categorical QI) is no interval
     column: neither is checked (``None``).
@@ -402,17 +402,18 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
     >>> cells_inside(pd.DataFrame({"id": ["9223372036854775808-9223372036854775816"] * 2}), orig, ["id"])
     {'id': 1}
     """
-    from .exact import is_time  # noqa: PLC0415
+    from .exact import is_decimal, is_time  # noqa: PLC0415
 
     if len(out) != len(original):
         raise ValueError(f"the tables have {len(out)} and {len(original)} rows: cells are compared row by row")
     res: dict = {}
     for c in quasi_identifiers:  # a loop over columns
         o = original[c]
-        time = is_time(o)
-        if not time and not (pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)):
+        time, dec = is_time(o), is_decimal(o)
+        integer = pd.api.types.is_integer_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype)
+        if not (time or dec or integer):
             continue
-        kind = "time" if time else "int"
+        kind = "time" if time else "decimal" if dec else "int"
         v = _exact_originals(o, kind)
         if c in out.columns:
             cell = out[c]

@@ -95,8 +95,8 @@ def class_values(cs: ClassStats, fmt: str) -> dict:
         if col.kind == "categorical" or fmt == "range":
             out[col.name] = class_texts(cs, j, fmt)
         elif fmt == "mean":
-            m = to_host(cs.numeric_mean(j))
-            out[col.name] = m if col.exact is None else mean_values(col.exact, m)
+            out[col.name] = to_host(cs.numeric_mean(j)) if col.exact is None else mean_values(col.exact,
+                                                                                             *cs.exact_mean(j))
         elif col.exact is not None:
             lo, hi = (to_host(a) for a in cs.key_minmax(j))
             out[col.name + "_min"], out[col.name + "_max"] = bound_values(col.exact, lo), bound_values(col.exact, hi)
@@ -119,6 +119,8 @@ class _HostColumns:
         return _categorical(class_texts, self.row_pos)
 
     def values(self, per_class, dtype):
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers: NaN is missing
+            return pd.array(to_host(per_class), dtype=dtype)[self.row_pos]
         return to_host(per_class).astype(dtype)[self.row_pos]
 
     def exact(self, per_class):
@@ -147,6 +149,8 @@ class _DeviceColumns:
         return device_column(row_codes, categories=uniq)
 
     def values(self, per_class, dtype):
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers: NaN is null
+            return device_column(per_class[self.cs.row_pos]).nans_to_nulls().astype(dtype.numpy_dtype.name)
         return device_column(per_class.astype(dtype)[self.cs.row_pos])
 
     def exact(self, per_class):
@@ -242,7 +246,7 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
                 new_cols[col.name] = build.text(class_text_array(cs, j, fmt, mm))
             elif col.exact is not None:  # integers beyond 2**53, dates and times: exact values
                 if fmt == "mean":
-                    new_cols[col.name] = build.exact(mean_values(col.exact, to_host(cs.numeric_mean(j))))
+                    new_cols[col.name] = build.exact(mean_values(col.exact, *cs.exact_mean(j)))
                 else:
                     lo, hi = (bound_values(col.exact, to_host(a), df[col.name].dtype) for a in cs.key_minmax(j))
                     new_cols[col.name + "_min"], new_cols[col.name + "_max"] = build.exact(lo), build.exact(hi)

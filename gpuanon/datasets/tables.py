@@ -9,7 +9,7 @@ import pandas as pd
 from ..errors import InputError
 from .text_types import ColumnTypes, type_columns
 
-__all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table"]
+__all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table", "nullable_integers"]
 
 TABLE_EXTENSIONS = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq")
 
@@ -92,6 +92,7 @@ def load_table(path: str | os.PathLike, encoding: str | None = None, sep: str | 
     if kind == "parquet":
         _refuse_duplicate_names(p, [str(c) for c in df.columns])
         _keep_nested_types(p, df)
+        nullable_integers(p, df)
     return df
 
 
@@ -259,6 +260,25 @@ def _keep_nested_types(p: str, df: pd.DataFrame) -> None:
     kept = {f.name: f.type for f in schema if pa.types.is_nested(f.type) and f.name in df.columns}
     if kept:
         df.attrs["arrow_types"] = kept
+
+
+def nullable_integers(p: str, df: pd.DataFrame) -> None:
+    """Integer columns with missing values (which pandas reads as float64) as pandas' nullable
+    ``Int64`` / ``UInt64``, so whole numbers stay exact integers (values as read)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    schema = pq.read_schema(p)
+    names = [f.name for f in schema if pa.types.is_integer(f.type) and f.name in df.columns
+             and pd.api.types.is_float_dtype(df[f.name].dtype)]
+    if not names:
+        return
+    mapper = {t: (pd.UInt64Dtype() if pa.types.is_unsigned_integer(t) else pd.Int64Dtype())
+              for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+                        pa.uint64())}
+    part = pq.read_table(p, columns=names).to_pandas(types_mapper=mapper.get)
+    for name in names:  # a loop over columns
+        df[name] = part[name].values
 
 
 def _parquet_names(p: str) -> list:

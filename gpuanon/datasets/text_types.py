@@ -7,10 +7,15 @@ cells are missing unless the caller names more (``na_values``). Then each column
 * a column declared categorical stays text (leading spaces dropped, as everywhere);
 * a column forced to dates (``dates``), or whose every non-empty cell is an ISO date or date-time
   (``YYYY-MM-DD``, ``YYYY-MM-DD[T ]HH:MM[:SS[.f]]``, optional ``Z`` / ``+HH:MM`` on all of them), becomes
-  ``datetime64`` (UTC when the cells carry a zone);
+  dates (Arrow ``date32``, Python dates in pandas, any year 0001-9999) when every cell is a day, else
+  ``datetime64`` (UTC when the cells carry a zone; nanoseconds, or microseconds when a year lies
+  outside 1677-2262);
 * a column is numeric only when every non-empty cell is a number (``12``, ``-1.50``, ``1e3``): whole
-  numbers as int64 (uint64 above int64's range; float64 when missing cells need NaN and every value
-  fits a double exactly, else pandas' nullable integers), others float64, parsed exactly. Numbers
+  numbers as int64 (uint64 above int64's range; beside missing cells pandas' nullable integers for a
+  quasi-identifier or a column declared numeric, and for values beyond a double's exact range, else
+  float64), others float64, parsed exactly; a column with a cell whose significant digits a double
+  does not give back (``12345678901234567.5``) as exact decimals (Python ``Decimal``, the most places
+  any cell has); Numbers
   with leading zeros (``00501``, ``0012``; not ``0`` nor ``0.5``) keep the column as text unless it is
   declared numeric;
 * ``True`` / ``False`` columns without missing cells are booleans;
@@ -34,6 +39,8 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 _LEADING_ZERO = r"^[+-]?0\d"
 _DATE = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 _ZONED = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
+_DAY = r"^\d{4}-\d{2}-\d{2}$"
+_NS_FIRST, _NS_LAST = "1677-09-22", "2262-04-10"  # whole days inside datetime64[ns]'s range
 _BOOL = {"True": True, "False": False, "TRUE": True, "FALSE": False, "true": True, "false": False}
 _EXACT = 2 ** 53
 
@@ -96,8 +103,9 @@ def _as_floats(col):
     return f if _all(pc.is_finite(f)) else None
 
 
-def _numbers(col, floats):
-    """Whole numbers as int64 (uint64 above int64's range), else the floats."""
+def _numbers(col, floats, keep_ints: bool = False):
+    """Whole numbers as int64 (uint64 above int64's range), else the floats; with missing cells the
+    floats too when every value fits a double, unless ``keep_ints`` (a quasi-identifier)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -110,13 +118,46 @@ def _numbers(col, floats):
                 ints = pc.cast(text, t)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not whole numbers, or out of range
                 continue
-            if ints.null_count == 0:
-                return ints
+            if ints.null_count == 0 or keep_ints:
+                return ints  # a quasi-identifier: pandas' nullable integers beside missing cells
             lo, hi = pc.min(ints).as_py(), pc.max(ints).as_py()
             if lo is None or (-_EXACT <= lo and hi <= _EXACT):
                 return floats  # NaN for the missing cells; every value exact
             return ints  # pandas' nullable integers keep the values exact beside the missing cells
     return floats
+
+
+def _decimals(col, valid):
+    """The column as Arrow decimals (every value exact, at the most places any cell has) when a cell
+    has more significant digits than a double gives back (``12345678901234567.5``), else None."""
+    import decimal  # noqa: PLC0415
+
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    digits = pc.replace_substring_regex(valid, r"[^0-9]", "")
+    digits = pc.utf8_trim(digits, "0")
+    long = pc.filter(valid, pc.greater(pc.utf8_length(digits), 15))
+    if len(long) == 0 or pc.any(pc.match_substring_regex(valid, "[eE]")).as_py():
+        return None
+    lossy = any(decimal.Decimal(repr(float(t))) != decimal.Decimal(t)  # a loop over the long distinct cells
+                for t in pc.unique(long).to_pylist())
+    if not lossy:
+        return None
+    places = pc.max(pc.utf8_length(pc.replace_substring_regex(valid, r"^[^.]*\.?", ""))).as_py() or 0
+    try:
+        return pc.cast(col, pa.decimal128(38, places))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # beyond 38 digits: the doubles
+        return None
+
+
+def _in_ns_range(valid) -> bool:
+    """Whether every ISO date / date-time text lies inside nanosecond timestamps' years (whole days
+    from 1677-09-22 to 2262-04-10; the text compares as the date does, zones aside)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    lo, hi = pc.min_max(valid).values()
+    return _NS_FIRST <= lo.as_py()[:10] and hi.as_py()[:10] <= _NS_LAST
 
 
 def _datetimes(name: str, valid, col, forced: bool):
@@ -126,6 +167,10 @@ def _datetimes(name: str, valid, col, forced: bool):
 
     naive, zoned = pc.match_substring_regex(valid, _DATE), pc.match_substring_regex(valid, _ZONED)
     kind = pa.timestamp("ns") if _all(naive) else pa.timestamp("ns", "UTC") if _all(zoned) else None
+    if kind is not None and kind.tz is None and _all(pc.match_substring_regex(valid, _DAY)):
+        kind = pa.date32()  # dates: days, any year 0001-9999 (pandas holds Python dates)
+    elif kind is not None and not _in_ns_range(valid):  # years beyond 1677-2262: microseconds
+        kind = pa.timestamp("us", kind.tz)
     why = None
     if kind is None:
         why = f"cells that are not ISO dates {_offenders(valid, pc.or_(naive, zoned), name)}"
@@ -169,7 +214,11 @@ def _type_one(name: str, raw, types: ColumnTypes):
     floats = _as_floats(trimmed) if all(_NUMBER_RE.match(v) for v in head) else None
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
-            return _numbers(trimmed, floats) if all(_INT_RE.match(v) for v in head) else floats
+            keep = name in types.numeric or types.checked.get(name) == "quasi-identifier"
+            if all(_INT_RE.match(v) for v in head):
+                return _numbers(trimmed, floats, keep)
+            dec = _decimals(trimmed, valid)
+            return floats if dec is None else dec
         return col  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
         return _bools(col, valid)

@@ -47,7 +47,10 @@ def new_shard(index, offset, source, backend, columns):
     import pandas as _pd  # noqa: PLC0415
 
     if isinstance(source, str):
+        from ..datasets.tables import nullable_integers  # noqa: PLC0415
+
         frame = _pd.read_parquet(source, columns=columns)
+        nullable_integers(source, frame)  # integers beside missing values stay integers, as one process reads them
     else:
         frame = source
     return Shard(index, offset, frame.reset_index(drop=True), backend)
