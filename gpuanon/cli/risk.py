@@ -29,7 +29,8 @@ def add_parser(sub):
     g.add_argument("--weights", metavar="COL", help="sampling-weights column: F_j = sum of the weights of class j")
     g.add_argument("--population-table", dest="population_table", metavar="P",
                    help="the population table (CSV / Parquet) the sample was drawn from, holding the QIs")
-    p.add_argument("--threshold", type=float, help="records at risk: risk above this (default 0.2)")
+    p.add_argument("--risk-threshold", "--threshold", dest="threshold", type=float, metavar="R",
+                   help="records at risk: risk above this (default 0.2; --threshold is the same option)")
     p.add_argument("--suda", action="store_true", help="SUDA2 special uniques and DIS-SUDA scores (expensive)")
     p.add_argument("--suda-max-size", dest="suda_max_size", type=int, metavar="S", help="largest MSU size for --suda")
     p.add_argument("--per-record", dest="per_record", metavar="OUT", help="table of every row's class and risks")
