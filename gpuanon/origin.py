@@ -30,7 +30,7 @@ import pandas as pd
 from .cells import cell_key, parse_range, resolve_qi_columns, split_set_text
 from .exact import float_values, is_time
 
-PAIR_BUDGET = 1 << 28
+PAIR_BUDGET = 1 << 26
 """Most (class, distinct original tuple) pairs tested jointly; above it each column is tested alone."""
 
 _CHUNK = 1 << 24  # booleans of one (classes x tuples) block
@@ -58,8 +58,9 @@ def _intervals(cells: pd.Series):
 
 
 def _numeric_test(o: pd.Series, out: pd.DataFrame, c: str, first: np.ndarray):
-    """``(original codes, test)`` of a numeric QI: ``test(classes, codes)`` is the boolean matrix
-    'class cell holds the original value'."""
+    """``(original codes, test, alone)`` of a numeric QI: ``test(classes, codes)`` is the boolean matrix
+    'class cell holds the original value'; ``alone`` whether each class's cell holds any original value
+    (by binary search in the sorted values)."""
     ov = float_values(o)
     vals, codes = np.unique(ov, return_inverse=True)  # a missing value: one NaN, last
     if c in out.columns:
@@ -77,11 +78,14 @@ def _numeric_test(o: pd.Series, out: pd.DataFrame, c: str, first: np.ndarray):
         lo_, hi_, w = lo[cls][:, None], hi[cls][:, None], wild[cls][:, None]
         return w | ((lo_ <= x) & (x <= hi_)) | (np.isnan(lo_) & np.isnan(x))
 
-    return codes.reshape(-1), test
+    known_vals = vals[~np.isnan(vals)]
+    alone = (wild | (np.searchsorted(known_vals, hi, side="right") > np.searchsorted(known_vals, lo, side="left"))
+             | (np.isnan(lo) & bool(np.isnan(vals).any())))
+    return codes.reshape(-1), test, alone
 
 
 def _categorical_test(o: pd.Series, out: pd.DataFrame, c: str, first: np.ndarray):
-    """``(original codes, test)`` of a categorical QI: a class cell is a value or a set of values;
+    """``(original codes, test, alone)`` of a categorical QI: a class cell is a value or a set of values;
     ``*`` or a label naming no original value matches any value."""
     codes, cats = pd.factorize(o, use_na_sentinel=False)
     index = {cell_key(v): i for i, v in enumerate(cats)}
@@ -97,7 +101,7 @@ def _categorical_test(o: pd.Series, out: pd.DataFrame, c: str, first: np.ndarray
         else:  # a set of values (a value the original lacks holds none of its rows)
             sets[i, [index[m] for m in members if m in index]] = True
     cell_inv = np.asarray(cell_inv, dtype=np.int64)
-    return np.asarray(codes, dtype=np.int64), lambda cls, v: sets[cell_inv[cls]][:, v]
+    return np.asarray(codes, dtype=np.int64), lambda cls, v: sets[cell_inv[cls]][:, v], sets.any(axis=1)[cell_inv]
 
 
 def _blocks(n_cls: int, m: int):
@@ -130,15 +134,11 @@ def origin_problem(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers)
         held = np.zeros(n_cls, dtype=bool)
         for cls in _blocks(n_cls, len(tuples)):  # blocks of classes, each against every distinct tuple
             m = np.ones((len(cls), len(tuples)), dtype=bool)
-            for j, (_, test) in enumerate(tests):
+            for j, (_, test, _) in enumerate(tests):
                 m &= test(cls, tuples[:, j])
             held[cls] = m.any(axis=1)
     else:  # each column alone: every class's cell holds one of the column's original values
-        held = np.ones(n_cls, dtype=bool)
-        for j, (_, test) in enumerate(tests):
-            v = np.unique(codes[:, j])
-            for cls in _blocks(n_cls, len(v)):
-                held[cls] &= test(cls, v).any(axis=1)
+        held = np.logical_and.reduce([t[2] for t in tests])
     if held.all():
         return None
     bad = int(np.flatnonzero(~held)[0])

@@ -125,3 +125,25 @@ def test_risk_before_uses_the_originals_rows(tables, capsys, tmp_path):
     assert b["risk"]["sample"]["n_suppressed"] == 10
     assert b["risk_original"]["population"]["population_size"] == 30_000
     assert b["risk_original"]["population"] == a["risk"]["population"]
+
+
+def test_origin_problem_column_by_column_above_the_budget(monkeypatch):
+    """Above the pair budget each column is tested alone (binary search / set rows): against brute force."""
+    import gpuanon.origin as origin
+
+    monkeypatch.setattr(origin, "PAIR_BUDGET", 0)
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(5, 40))
+        orig = pd.DataFrame({"a": rng.integers(0, 10, n).astype(float), "b": rng.choice(["x", "y", "z"], n)})
+        orig.loc[0, "a"] = np.nan
+        m = int(rng.integers(1, n + 1))
+        lo = rng.integers(0, 12, m)
+        hi = lo + rng.integers(0, 3, m)
+        hi[0] = lo[0] + 1
+        out = pd.DataFrame({"a": [f"{a}-{b}" for a, b in zip(lo, hi)], "b": rng.choice(["x", "y", "z"], m)})
+        present = set(orig["b"])
+        held = [any(a <= x <= b for x in orig["a"].dropna()) and s in present for a, b, s in zip(lo, hi, out["b"])]
+        bad = len({(x, y) for x, y, h in zip(out["a"], out["b"], held) if not h})
+        got = origin.origin_problem(out, orig, ["a", "b"])
+        assert (got is None) == (bad == 0) and (got is None or got.startswith(f"{bad:,} of")), (got, bad)

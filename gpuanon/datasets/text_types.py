@@ -154,12 +154,15 @@ def _type_one(name: str, raw, types: ColumnTypes):
     drop = pc.equal(col, "")
     if types.na_values:
         drop = pc.or_(drop, pc.is_in(col, pa.array(list(types.na_values), pa.string())))
-    text = raw  # a text column keeps its cells as read, leading and trailing blanks too
-    if pc.any(drop).as_py():  # if_else copies the text: only where a cell is dropped
+    dropped = pc.any(drop).as_py()
+    if dropped:  # if_else copies the text: only where a cell is dropped
         col = pc.if_else(drop, pa.scalar(None, pa.string()), col)
-        text = pc.if_else(drop, pa.scalar(None, pa.string()), raw)
+
+    def text():  # a text column keeps its cells as read, leading and trailing blanks too
+        return pc.if_else(drop, pa.scalar(None, pa.string()), raw) if dropped else raw
+
     if name in types.categorical:
-        return text
+        return text()
     trimmed = pc.utf8_rtrim_whitespace(col)
     valid = trimmed.drop_null()
     if len(valid) == 0:
@@ -174,9 +177,9 @@ def _type_one(name: str, raw, types: ColumnTypes):
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
             return _numbers(trimmed, floats) if all(_INT_RE.match(v) for v in head) else floats
-        return text  # leading zeros: codes, not quantities
+        return text()  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
-        return _bools(text)
+        return _bools(text())
     ok = pc.match_substring_regex(valid, _NUMBER)
     n_num = _count(ok)
     if n_num == len(valid):  # numbers beyond a double's range (1e999)
@@ -190,7 +193,7 @@ def _type_one(name: str, raw, types: ColumnTypes):
         raise InputError(f"{role} '{name}' holds numbers but also text: {_offenders(valid, ok, name)}; "
                          f"declare it text with --categorical {name}, or fix those cells (or name them "
                          f"missing with --na-values)")
-    return _bools(text)
+    return _bools(text())
 
 
 def _bools(text):
