@@ -6,8 +6,8 @@ output the ``<col>_min`` / ``<col>_max`` pair), and every published class -- a d
 cells -- holds at least one original row: a row whose every QI value lies inside the class's cell
 (a number or date inside ``lo-hi`` / ``[lo, hi]`` / ``lo..hi`` or equal to the single value, a
 category one of the set's values, a missing value published missing). What cannot be read against
-the original's values matches any value: ``*`` (suppressed), a single label that is no original
-category (a hierarchy's node), and the class means of a ``mean`` output (single numbers that are not original values).
+the original's values matches any value: ``*`` (suppressed), a label naming no original category
+(a hierarchy's node), and the class means of a ``mean`` output (single numbers that are not original values).
 
 The test is whole-array: the classes (in chunks) against the original's distinct QI tuples, one
 boolean matrix per column. Above :data:`PAIR_BUDGET` class-tuple pairs, each column is tested on
@@ -96,8 +96,8 @@ def _categorical_test(o: pd.Series, out: pd.DataFrame, c: str, first: np.ndarray
         members = [key] if key in index or key is None else split_set_text(key)
         if key is None and None not in index:
             continue  # a missing cell, and no missing value in the original: no row
-        if key == "*" or (len(members) == 1 and members[0] not in index):
-            sets[i, :] = True  # suppressed, or a hierarchy label: any value
+        if key == "*" or not any(m in index for m in members):
+            sets[i, :] = True  # suppressed, or a hierarchy's label (no original value in it): any value
         else:  # a set of values (a value the original lacks holds none of its rows)
             sets[i, [index[m] for m in members if m in index]] = True
     cell_inv = np.asarray(cell_inv, dtype=np.int64)
