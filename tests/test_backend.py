@@ -40,9 +40,12 @@ def test_gpu_status_never_raises():
         assert why  # a reason is always given
 
 
-def test_auto_falls_back_to_cpu_without_a_gpu(caplog):
+def test_auto_falls_back_to_cpu_without_a_gpu(caplog, monkeypatch):
     if B.gpu_usable():
         pytest.skip("a GPU is usable here: auto picks it (covered by test_gpu.py)")
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("gpuanon"), "propagate", True)  # a CLI test before turns it off
     B._SAID.clear()
     with caplog.at_level("INFO", logger="gpuanon"):
         be = B.get_backend("auto")
