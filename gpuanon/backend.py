@@ -467,7 +467,9 @@ def get_backend(name: str | None = None, *, quiet: bool = False, n_rows: int | N
         elif chosen == "gpu":
             raise BackendError(f"backend 'gpu' requested but no GPU is usable: {why}; use --backend cpu or auto")
         else:
-            be = Backend("cpu", np, _frame_module(False), reason=f"fell back to the CPU: {why}")
+            plain = not _driver_present()[0]  # no GPU at all: a plain choice; one that cannot be used: a fallback
+            be = Backend("cpu", np, _frame_module(False),
+                         reason=f"auto, no GPU here: {why}" if plain else f"fell back to the CPU: {why}")
     if not quiet:
         line = f"backend {be.name} ({be.reason}{f'; device {be.device}' if be.is_gpu else ''})"
         # said once per process at INFO (a grid of runs would repeat it), again only at DEBUG

@@ -128,8 +128,11 @@ def suggest(name: str, columns) -> str:
 
     >>> suggest("agee", ["age", "job"])
     "; did you mean 'age'?"
+    >>> suggest("age", ["age,job"])
+    "; the columns are: age,job (the header holds ',': if the file is separated by ',', read it with --sep ',')"
     """
-    sep = next((d for d in (";", "\t", "|") if any(d in str(c) for c in columns)), None)
+    seps = (";", "\t", "|") + ((",",) if len(columns) == 1 else ())  # one column whose name holds commas
+    sep = next((d for d in seps if any(d in str(c) for c in columns)), None)
     close = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1, cutoff=0.6)
     if close and sep is None:
         return f"; did you mean '{close[0]}'?"

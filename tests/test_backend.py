@@ -40,16 +40,23 @@ def test_gpu_status_never_raises():
         assert why  # a reason is always given
 
 
-def test_auto_falls_back_to_cpu_without_a_gpu(caplog):
+def test_auto_falls_back_to_cpu_without_a_gpu(caplog, monkeypatch):
     if B.gpu_usable():
         pytest.skip("a GPU is usable here: auto picks it (covered by test_gpu.py)")
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("gpuanon"), "propagate", True)  # a CLI test before turns it off
     B._SAID.clear()
     with caplog.at_level("INFO", logger="gpuanon"):
         be = B.get_backend("auto")
         B.get_backend("auto")  # the same choice again: said once at INFO, not twice
     assert be.name == "cpu" and be.xp is np
-    assert be.reason.startswith("fell back to the CPU")
-    assert caplog.text.count("fell back") == 1
+    if not B._driver_present()[0]:  # no GPU at all: a plain choice, not a fallback
+        assert be.reason.startswith("auto, no GPU here: ") and "fell back" not in caplog.text
+        assert caplog.text.count("backend cpu (auto, no GPU here") == 1
+    else:  # a GPU that cannot be used
+        assert be.reason.startswith("fell back to the CPU")
+        assert caplog.text.count("fell back") == 1
 
 
 def test_gpu_request_without_a_gpu_is_an_error():

@@ -242,8 +242,8 @@ def test_values_in_messages_carry_no_numpy_type(adult300, tmp_path, capsys):
     pd.read_csv(adult300).iloc[:100].to_csv(pop, index=False)
     err = refused(capsys, ["risk", adult300, "--qi", QI, "--population-table", pop], "population table")
     assert "np." not in err and "(first: 76, 'Masters')" in err
-    orig = tmp_path / "ages.csv"
-    pd.read_csv(adult300).iloc[:100][["age"]].to_csv(orig, index=False)
+    orig = tmp_path / "ages.csv"  # the same rows, no age 76 (an --original of other rows is refused)
+    pd.read_csv(adult300).replace({"age": {76: 75}}).to_csv(orig, index=False)
     assert main(["check", str(adult300), "--qi", "education,race", "--sensitive", "age", "--k", "2",
                  "--original", str(orig)]) == 1
     lines = capsys.readouterr().out.splitlines()
@@ -261,3 +261,74 @@ def test_negative_population_says_so(adult300, capsys):
     err = refused(capsys, ["risk", adult300, "--qi", QI, "--population", "-1000"], "population size -1000",
                   "not a whole number >= 1")
     assert "below the 0 rows" not in err
+
+
+# ---------------------------------------------------------------------------- item 9: the rest of the messages
+def test_entropy_refusal_names_the_entropy(adult300, tmp_path, capsys):
+    out = tmp_path / "o.csv"
+    err = refused(capsys, ["anonymize", adult300, "--qi", "age", "--sensitive", "education", "--l", "9", "--l-kind",
+                           "entropy", "--k", "3", "--out", out], "entropy of 'education'", "below log(9)", "--l 7",
+                  outputs=[out])
+    assert "distinct value" not in err
+    counts = pd.read_csv(adult300)["education"].value_counts().to_numpy()
+    p = counts / counts.sum()
+    assert f"{-(p * np.log(p)).sum():.4f} nats" in err  # the entropy, worked here
+    refused(capsys, ["anonymize", adult300, "--qi", "age", "--sensitive", "race", "--l", "2", "--l-kind", "entropy",
+                     "--k", "3", "--out", out], "entropy of 'race'", "no l above 1", outputs=[out])
+
+
+def test_ragged_hierarchy_row_is_named(adult300, tmp_path, capsys):
+    values = sorted(pd.read_csv(adult300)["education"].unique())
+    rows = [f"{v};G{i % 3};*" for i, v in enumerate(values)]
+    rows[4] = f"{values[4]};G1;H;*"  # one row a level longer: the others padded, G1 gets two parents
+    h, out = tmp_path / "edu.csv", tmp_path / "o.csv"
+    h.write_text("\n".join(rows) + "\n")
+    refused(capsys, ["anonymize", adult300, "--qi", "age,education", "--hierarchy", f"education={h}", "--k", "5",
+                     "--out", out], "edu.csv, line 5", "4 fields", "have 3", "same number of fields", outputs=[out])
+
+
+def test_semicolon_separator_on_a_comma_file_hints_comma(adult300, tmp_path, capsys):
+    out = tmp_path / "o.csv"
+    refused(capsys, ["anonymize", adult300, "--qi", "age", "--k", "5", "--sep", ";", "--out", out], "--sep ','",
+            outputs=[out])
+
+
+def test_constant_distpab_feature_is_one_plain_line(adult300, tmp_path, capsys):
+    src, out = tmp_path / "c.csv", tmp_path / "p.csv"
+    pd.read_csv(adult300).assign(const=5).to_csv(src, index=False)
+    assert main(["perturb", str(src), "--features", "age,fnlwgt,const", "--centralized", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "gpuanon: constant feature column(s) 'const': left out of the DISTPAB search" in err
+    assert "UserWarning" not in err and ".py:" not in err
+
+
+def test_cpu_backend_without_a_gpu_is_a_plain_choice(adult300, tmp_path, capsys, monkeypatch):
+    from gpuanon import backend as B
+
+    if B.gpu_usable():
+        pytest.skip("a GPU is usable here")
+    monkeypatch.delenv("GPUANON_BACKEND")
+    monkeypatch.setattr(B, "_driver_present", lambda: (False, "no NVIDIA driver or device found"))
+    monkeypatch.setattr(B, "_SAID", set())
+    assert main(["anonymize", str(adult300), "--qi", QI, "--k", "5", "--out", str(tmp_path / "o.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "gpuanon: backend cpu (auto, no GPU here: no NVIDIA driver or device found)" in err
+    assert "fell back" not in err
+
+
+def test_risk_takes_risk_threshold_as_anonymize_does(adult300, tmp_path, capsys):
+    import json
+
+    for opt in ("--risk-threshold", "--threshold"):
+        rep = tmp_path / f"r{opt}.json"
+        assert main(["risk", str(adult300), "--qi", QI, opt, "0.5", "--report", str(rep), "-q"]) == 0
+        assert json.loads(rep.read_text())["risk"]["sample"]["prosecutor"]["threshold"] == 0.5
+    refused(capsys, ["risk", adult300, "--qi", QI, "--risk-threshold", "2"], "--risk-threshold 0.2")
+
+
+def test_numpy_numbers_in_parameter_errors_are_plain():
+    from gpuanon.anonymize.criteria import check_criteria_values
+
+    with pytest.raises(Exception) as exc:
+        check_criteria_values(np.float64(2.5), "distinct", 1.0, None, "auto")
+    assert "got 2.5;" in str(exc.value) and "np." not in str(exc.value)

@@ -233,7 +233,7 @@ def test_load_table_csv_spaces_and_empty_cells(tmp_path):
     p.write_text("a, b, c\n1, x, ?\n2, ,y\n")
     got = load_table(p)
     assert list(got.columns) == ["a", "b", "c"]
-    assert got["b"].iloc[0] == "x" and got["c"].iloc[0] == "?"
+    assert got["b"].iloc[0] == " x" and got["c"].iloc[0] == " ?"  # text as read, its leading blank too
     assert pd.isna(got["b"].iloc[1])
     assert got["a"].dtype == np.int64
 

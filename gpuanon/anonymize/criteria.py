@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import PrivacyError, SchemaError
+from ..errors import PrivacyError, SchemaError, shown
 
 L_KINDS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("equal", "ordered", "kl")
@@ -38,14 +38,14 @@ def check_criteria_values(l, l_kind: str, c, t, t_distance: str) -> None:
     gpuanon.errors.SchemaError: c = 3 applies to recursive (c, l)-diversity only; add --l-kind recursive (with --l 2 or more), or leave --c out
     """
     if isinstance(l, bool) or not isinstance(l or 0, (int, np.integer)) or (l or 0) < 0:
-        raise SchemaError(f"l must be an integer >= 0, got {l!r}; use l >= 2 for l-diversity, or 0 to turn it off")
+        raise SchemaError(f"l must be an integer >= 0, got {shown(l)}; use l >= 2 for l-diversity, or 0 to turn it off")
     if l == 1:
         raise SchemaError("l = 1 is always met; use l >= 2 for l-diversity, or 0 to turn it off")
     if l_kind not in L_KINDS:
         raise SchemaError(f"l_kind '{l_kind}' is not one of {', '.join(L_KINDS)}")
     if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) or not (
             math.isfinite(c) and c > 0):
-        raise SchemaError(f"c must be a finite number > 0, got {c!r}; recursive (c, l)-diversity asks the most "
+        raise SchemaError(f"c must be a finite number > 0, got {shown(c)}; recursive (c, l)-diversity asks the most "
                           f"frequent value to have fewer than c times the rows of the rarer ones, e.g. --c 3")
     if float(c) != 1.0 and (l_kind != "recursive" or not l):
         raise SchemaError(f"c = {float(c):g} applies to recursive (c, l)-diversity only; add --l-kind recursive "
@@ -53,7 +53,7 @@ def check_criteria_values(l, l_kind: str, c, t, t_distance: str) -> None:
     if t is not None:
         if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not (
                 0 < float(t) <= 1 or t_distance == "kl" and math.isfinite(t) and t > 0):
-            raise SchemaError(f"t must be a number in (0, 1], got {t!r}; e.g. --t 0.2 (only the KL distance "
+            raise SchemaError(f"t must be a number in (0, 1], got {shown(t)}; e.g. --t 0.2 (only the KL distance "
                               f"takes t above 1)")
     if t_distance not in T_DISTANCE_CHOICES:
         raise SchemaError(f"t_distance '{t_distance}' is not one of {', '.join(T_DISTANCES)} or auto")
@@ -212,6 +212,15 @@ def whole_table_error(l_kind: str, l: int, c: float, sensitive: str, whole_hist,
             f"the whole table fails recursive ({c:g}, {l})-diversity: in '{sensitive}' the most frequent value has "
             f"{int(r[0])} rows, which is not below c = {c:g} times the {int(rest)} rows of the values from rank {l} "
             f"on{miss_txt}; raise c above {need:.4g} (e.g. --c {math.floor(need) + 1}) or lower l")
+    if l_kind == "entropy" and n_dist >= int(l):  # enough values, too unevenly spread
+        p = whole[whole > 0] / whole.sum()
+        h = float(-(p * np.log(p)).sum())
+        best = math.floor(math.exp(h) * (1 + 1e-9))
+        return PrivacyError(
+            f"the whole table fails entropy l-diversity: the entropy of '{sensitive}' is {h:.4f} nats{miss_txt}, "
+            f"below log({l}) = {math.log(l):.4f} (its {n_dist} values are as diverse as {math.exp(h):.2f} equally "
+            f"frequent ones); " + (f"lower l to at most {best} (--l {best}), or pick another sensitive attribute"
+                                   if best >= 2 else "no l above 1 can be met: pick another sensitive attribute"))
     return PrivacyError(
         f"the whole table fails l-diversity: sensitive attribute '{sensitive}' has {n_dist} distinct value(s)"
         f"{miss_txt} (l = {l}, {l_kind}); lower l or pick another sensitive attribute")

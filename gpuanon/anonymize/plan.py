@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import to_host, to_scalar
-from ..errors import PrivacyError, SchemaError
+from ..errors import PrivacyError, SchemaError, shown
 from ..hierarchy import hierarchy_plan, leaf_orders
 from .criteria import (Criteria, blocks_reason, check_criteria_values, check_suppression, missing_code,
                        resolve_t_distance, whole_table_error)
@@ -43,7 +43,7 @@ def check_parameters(est, n_rows: int) -> None:
         raise SchemaError(f"format '{est.output_format}' is not one of {', '.join(FORMATS)}")
     ms = est.max_suppression
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
-        raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {ms!r}; e.g. 0.01")
+        raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {shown(ms)}; e.g. 0.01")
 
 
 def check_k(k: int, n_rows: int) -> None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import warnings
 
 from .. import __version__
 from ..errors import GpuanonError
 from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, risk, sweep
 from .anonymize import summary_line
-from .common import refuse_overwriting_inputs, setup_logging
+from .common import log, refuse_overwriting_inputs, setup_logging
 from .config import load_config
 from .options import Parser
 
@@ -80,6 +81,10 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    log.warning("%s", " ".join(str(message).split()))
+
+
 def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -93,7 +98,9 @@ def _main(argv=None) -> int:
             keys = {k: actions[k] for k in set(vars(args)) - {"command", "config", "quiet"} if k in actions}
             args = build_parser(load_config(args.config, keys)).parse_args(argv)
         refuse_overwriting_inputs(args)
-        return COMMANDS[args.command].run(args)
+        with warnings.catch_warnings():  # a warning is one plain log line, not Python's file:line form
+            warnings.showwarning = _warning_line
+            return COMMANDS[args.command].run(args)
     except GpuanonError as exc:
         sys.stderr.write(f"gpuanon: error: {exc}\n")
         return exc.exit_code

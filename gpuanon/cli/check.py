@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import plural, read_input, reader_options
+from .common import plural, read_input, reader_options, refuse_other_original
 from .config import defaults
 from .options import add_criteria, add_input, add_quiet
 
@@ -56,10 +56,12 @@ def run(args) -> int:
     if sens is not None and sens not in df.columns:
         raise InputError(f"sensitive attribute '{sens}' is not a column{suggest(sens, list(df.columns))}")
     reference = None
+    qi_names = [x.strip() for x in qi.split(",") if x.strip()]
     if args.original:
         orig = load_table(args.original, **reader_options(args, checked=False))
         if sens is not None and sens not in orig.columns:
             raise InputError(f"original table '{args.original}' has no column '{sens}'")
+        refuse_other_original(df, orig, qi_names, args.original, source)
         reference = None if sens is None else orig[sens]
     if (args.l or args.t is not None) and sens is None:
         raise InputError("checking l or t needs --sensitive COL")
@@ -70,7 +72,6 @@ def run(args) -> int:
                                         and not pd.api.types.is_bool_dtype(ref))
     res = verify(df, cols, sens, k=args.k, l=args.l, l_kind=args.l_kind, c=args.c, t=args.t,
                  t_distance=t_distance, reference=reference)
-    qi_names = [x.strip() for x in qi.split(",") if x.strip()]
     if args.original and len(orig) == len(df):  # the same rows: every integer / date QI read back exactly
         from ..verify import cells_inside  # noqa: PLC0415
 

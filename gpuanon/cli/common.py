@@ -267,3 +267,13 @@ def refuse_overwriting_inputs(args) -> None:
         if isinstance(out, (str, Path)) and out:
             outputs.add(f"--{name.replace('_', '-')}", out)
     outputs.check_names()
+
+
+def refuse_other_original(out, original, qi_names, original_path, source) -> None:
+    """A one-line error when ``--original`` cannot be the table ``out`` was made from (:mod:`gpuanon.origin`)."""
+    from ..origin import origin_problem  # noqa: PLC0415
+
+    why = origin_problem(out, original, qi_names)
+    if why is not None:
+        raise InputError(f"--original '{original_path}' cannot be the table {source} was made from: {why}; give "
+                         f"the table it was anonymized from as --original")

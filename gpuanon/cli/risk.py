@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import plural, read_input, reader_options
+from .common import plural, read_input, reader_options, refuse_other_original
 from .config import defaults
 from .options import BACKENDS, add_input, add_quiet
 
@@ -29,7 +29,8 @@ def add_parser(sub):
     g.add_argument("--weights", metavar="COL", help="sampling-weights column: F_j = sum of the weights of class j")
     g.add_argument("--population-table", dest="population_table", metavar="P",
                    help="the population table (CSV / Parquet) the sample was drawn from, holding the QIs")
-    p.add_argument("--threshold", type=float, help="records at risk: risk above this (default 0.2)")
+    p.add_argument("--risk-threshold", "--threshold", dest="threshold", type=float, metavar="R",
+                   help="records at risk: risk above this (default 0.2; --threshold is the same option)")
     p.add_argument("--suda", action="store_true", help="SUDA2 special uniques and DIS-SUDA scores (expensive)")
     p.add_argument("--suda-max-size", dest="suda_max_size", type=int, metavar="S", help="largest MSU size for --suda")
     p.add_argument("--per-record", dest="per_record", metavar="OUT", help="table of every row's class and risks")
@@ -100,18 +101,11 @@ def run(args) -> int:
     before = None
     if args.original:
         orig = load_table(args.original, **reader_options(args, checked=False))
-        if len(orig) < len(df):
-            raise InputError(f"--original '{args.original}' has {plural(len(orig), 'row')}, fewer than the "
-                             f"{len(df):,} of the table; an anonymized table has at most its original's rows: give "
-                             f"the table it was made from as --original")
+        refuse_other_original(df, orig, names, args.original, source)
         ocols = _columns(names, orig, f"--original '{args.original}'")
-        okw = dict(kw)
+        okw = dict(kw)  # N as given, or the original's own rows / f (as `gpuanon risk ORIGINAL` and ARX take it)
         if args.weights is not None and args.weights not in orig.columns:
             okw["weights"] = None
-        if args.population is not None or args.sampling_fraction is not None:
-            # the same population: N as given, or from the anonymized table's own n and f
-            okw["population"] = args.population or (res.population.population_size if res.population else None)
-            okw["sampling_fraction"] = None
         before = assess(orig, ocols, backend=args.backend, **okw).to_dict()
     report = {"input": source, "original": args.original, "risk": doc, "risk_original": before}
     lines = ([*summary_lines(before, "before: "), *summary_lines(doc, "after:  ")] if before is not None

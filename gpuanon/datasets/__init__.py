@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from .bundled import (ADULT_COLUMNS, ADULT_QUASI_IDENTIFIERS, ADULT_TARGET, SKLEARN_DATASETS, load_adult,
                       load_sklearn)
 from .hepmass import HEPMASS_FEATURES, HEPMASS_MASSES, make_hepmass
@@ -57,7 +57,7 @@ _HEPMASS_DEFAULT_ROWS = 1_000_000
 
 def _check_rows(rows: Any) -> int:
     if isinstance(rows, (bool, np.bool_)) or not isinstance(rows, numbers.Integral) or rows < 1:
-        raise InputError(f"rows must be a positive integer, got {rows!r}")
+        raise InputError(f"rows must be a positive integer, got {shown(rows)}")
     return int(rows)
 
 

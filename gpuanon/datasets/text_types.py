@@ -4,7 +4,8 @@ Every cell is read as the text it holds (pyarrow's CSV reader, every column a st
 cells are missing unless the caller names more (``na_values``). Then each column is typed:
 
 * a pass-through column (``as_read``) stays the text it was read as, character for character;
-* a column declared categorical stays text (leading spaces dropped, as everywhere);
+* a column declared categorical stays text, as read (leading and trailing blanks kept: `` female`` is
+  not ``female``; a cell of blanks only is missing);
 * a column forced to dates (``dates``), or whose every non-empty cell is an ISO date or date-time
   (``YYYY-MM-DD``, ``YYYY-MM-DD[T ]HH:MM[:SS[.f]]``, optional ``Z`` / ``+HH:MM`` on all of them), becomes
   dates (Arrow ``date32``, Python dates in pandas, any year 0001-9999) when every cell is a day, else
@@ -18,7 +19,8 @@ cells are missing unless the caller names more (``na_values``). Then each column
   any cell has); Numbers
   with leading zeros (``00501``, ``0012``; not ``0`` nor ``0.5``) keep the column as text unless it is
   declared numeric;
-* ``True`` / ``False`` columns without missing cells are booleans;
+* ``True`` / ``False`` columns (exactly these spellings) without missing cells are booleans; ``true`` /
+  ``false``, ``TRUE`` / ``FALSE`` and the like stay text, published as written;
 * any other column is text. A checked column (a quasi-identifier or the sensitive attribute) that
   holds mostly numbers and some text is an error naming the cells and the fixes; so is a column
   declared numeric or dates whose cells do not parse.
@@ -41,7 +43,7 @@ _DATE = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?$"
 _ZONED = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
 _DAY = r"^\d{4}-\d{2}-\d{2}$"
 _NS_FIRST, _NS_LAST = "1677-09-22", "2262-04-10"  # whole days inside datetime64[ns]'s range
-_BOOL = {"True": True, "False": False, "TRUE": True, "FALSE": False, "true": True, "false": False}
+_BOOL = ("True", "False")  # the spellings read as booleans; ``true`` / ``FALSE`` stay text as written
 _EXACT = 2 ** 53
 
 
@@ -193,14 +195,19 @@ def _type_one(name: str, raw, types: ColumnTypes):
 
     if types.keeps_text(name):
         return raw
-    col = pc.utf8_ltrim(raw, " ")  # leading spaces are not part of a value (as skipinitialspace read them)
+    col = pc.utf8_ltrim(raw, " ")  # leading spaces are read past in numbers, dates and NA cells
     drop = pc.equal(col, "")
     if types.na_values:
         drop = pc.or_(drop, pc.is_in(col, pa.array(list(types.na_values), pa.string())))
-    if pc.any(drop).as_py():  # if_else copies the text: only where a cell is dropped
+    dropped = pc.any(drop).as_py()
+    if dropped:  # if_else copies the text: only where a cell is dropped
         col = pc.if_else(drop, pa.scalar(None, pa.string()), col)
+
+    def text():  # a text column keeps its cells as read, leading and trailing blanks too
+        return pc.if_else(drop, pa.scalar(None, pa.string()), raw) if dropped else raw
+
     if name in types.categorical:
-        return col
+        return text()
     trimmed = pc.utf8_rtrim_whitespace(col)
     valid = trimmed.drop_null()
     if len(valid) == 0:
@@ -219,9 +226,9 @@ def _type_one(name: str, raw, types: ColumnTypes):
                 return _numbers(trimmed, floats, keep)
             dec = _decimals(trimmed, valid)
             return floats if dec is None else dec
-        return col  # leading zeros: codes, not quantities
+        return text()  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
-        return _bools(col, valid)
+        return _bools(text())
     ok = pc.match_substring_regex(valid, _NUMBER)
     n_num = _count(ok)
     if n_num == len(valid):  # numbers beyond a double's range (1e999)
@@ -235,17 +242,18 @@ def _type_one(name: str, raw, types: ColumnTypes):
         raise InputError(f"{role} '{name}' holds numbers but also text: {_offenders(valid, ok, name)}; "
                          f"declare it text with --categorical {name}, or fix those cells (or name them "
                          f"missing with --na-values)")
-    return _bools(col, valid)
+    return _bools(text())
 
 
-def _bools(col, valid):
-    """``True`` / ``False`` cells (no missing ones) as booleans; any other column stays text."""
+def _bools(text):
+    """A column of ``True`` / ``False`` cells (exactly so spelled, no missing ones) as booleans (written
+    back ``True`` / ``False``); any other column, ``true`` / ``FALSE`` too, stays the text as read."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    if col.null_count == 0 and _all(pc.is_in(valid, pa.array(list(_BOOL), pa.string()))):
-        return pc.is_in(col, pa.array([k for k, v in _BOOL.items() if v], pa.string()))
-    return col
+    if text.null_count == 0 and _all(pc.is_in(text, pa.array(list(_BOOL), pa.string()))):
+        return pc.equal(text, "True")
+    return text
 
 
 def type_columns(table, types: ColumnTypes | None = None):

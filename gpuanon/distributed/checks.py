@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 
 from ..anonymize.plan import check_k
-from ..errors import SchemaError
+from ..errors import SchemaError, shown
 
 def validate(est, sample: pd.DataFrame, n_total: int):
     """The estimator's own validation on a sample of the first shard; k against the whole table."""
     k = est.k
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-        raise SchemaError(f"k must be an integer >= 2, got {k!r}; k-anonymity needs k >= 2 (e.g. --k 3)")
+        raise SchemaError(f"k must be an integer >= 2, got {shown(k)}; k-anonymity needs k >= 2 (e.g. --k 3)")
     check_k(k, n_total)
     probe = est.__class__(**{**est.get_params(), "k": 2})
     return probe.validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))

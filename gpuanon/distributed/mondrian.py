@@ -62,7 +62,7 @@ import pandas as pd
 
 from ..anonymize.result import ClusterDetails, FitResult
 from ..backend import TransferLog
-from ..errors import InputError, SchemaError
+from ..errors import InputError, SchemaError, shown
 from .cluster import open_cluster
 from .options import hierarchy_report
 from .stages import (ClusterRun, criteria_and_blocks, finish_on_homes, load_and_encode, partition_levels,
@@ -125,7 +125,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
     if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
                                    or local_rows < 1):
-        raise InputError(f"local_rows must be a whole number of rows >= 1, got {local_rows!r}")
+        raise InputError(f"local_rows must be a whole number of rows >= 1, got {shown(local_rows)}")
     if paths is not None:
         files = _parquet_files(paths) if not isinstance(paths, (list, tuple)) else [os.fspath(p) for p in paths]
         counts = _row_counts(files)

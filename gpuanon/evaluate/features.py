@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
+from ..errors import InputError, SchemaError, shown
 from ..exact import float_values, is_time
 from ..metrics import cell_text, parse_numeric_cells, split_set_text
 
@@ -100,7 +100,7 @@ class FeatureSpace:
         v = pd.to_numeric(s, errors="coerce")
         bad = v.isna() & s.notna()
         if bad.any():
-            raise SchemaError(f"column '{c}' holds non-numeric value {s[bad].iloc[0]!r} but was numeric in the "
+            raise SchemaError(f"column '{c}' holds non-numeric value {shown(s[bad].iloc[0])} but was numeric in the "
                               "training table")
         return v.to_numpy(dtype=np.float64, na_value=np.nan)
 
@@ -151,7 +151,7 @@ class FeatureSpace:
                 parts = [cell_text(p) for p in split_set_text(t)]  # the marker of a missing value: 'NaN'
                 unknown = [p for p in parts if p not in index]
                 if unknown:
-                    raise SchemaError(f"value {unknown[0]!r} in generalized column '{c}' is not a category of the "
+                    raise SchemaError(f"value {shown(unknown[0])} in generalized column '{c}' is not a category of the "
                                       "original table (nor a hierarchy label); pass the hierarchy used")
                 members = [index[p] for p in parts]
             if members:

@@ -88,6 +88,22 @@ def read_arx_rows(path: str | os.PathLike) -> tuple[list[list[str]], list[int], 
     return rows, lines, src
 
 
+def ragged_message(rows, lines, src: str, why: str) -> str:
+    """``why`` (a hierarchy that is no tree), or, when rows have different numbers of fields, the first row
+    whose length differs from most rows' (the file, the line, expected and got): shorter rows are padded
+    by repeating their last level, which can give a label two parents."""
+    lengths = pd.Series([len(r) for r in rows])
+    usual = int(lengths.value_counts().index[0])
+    odd = np.flatnonzero((lengths != usual).to_numpy())
+    if not odd.size:
+        return why
+    i = int(odd[0])
+    return (f"hierarchy file {src}, line {lines[i]}: {len(rows[i])} fields ({ARX_DELIMITER.join(rows[i])}) where "
+            f"{(lengths == usual).sum():,} of the {len(rows):,} rows have {usual} (leaf, {usual - 2} level(s), root); "
+            f"padded by repeating their last level, the rows make no tree; give every row the same number of "
+            f"fields")
+
+
 def write_arx_rows(path: str | os.PathLike, rows) -> None:
     """Write rows of labels (leaf first, root last) in ARX's layout (UTF-8, ``;``, no header)."""
     buf = io.StringIO()

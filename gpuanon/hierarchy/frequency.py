@@ -8,8 +8,9 @@ from its table (:meth:`FrequencyTable.hierarchy`), so trying all of :data:`RHO_C
 costs one pass. On an encoded table :meth:`FrequencyTable.from_codes` counts the column's codes
 (one ``bincount`` on the table's device) instead of hashing the text again.
 
-Group labels: by default the group's values joined by ``|`` in leaf order (a group of one value
-is labelled by that value); with ``labels="target"``: ``"<t*> <lo>-<hi>%"``.
+Group labels: by default the group's values joined by ``|`` in leaf order, written as a set cell is
+(``\\N`` for a missing value, ``|`` and ``\\`` inside a value escaped; a group of one value is labelled
+by that value); with ``labels="target"``: ``"<t*> <lo>-<hi>%"``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_namespace, to_host
+from ..cells import set_text
 from ..dictionaries import value_key
-from ..encoding import codes_sorted
+from ..encoding import codes_sorted, is_na
 from ..errors import InputError
-from .labels import GROUP_SEPARATOR, ROOT, node_text
+from .labels import ROOT, node_text
 from .tree import Hierarchy
 
 RHO_CANDIDATES = (1, 2, 4, 5, 10, 20, 25, 50, 100)
@@ -171,10 +173,12 @@ class FrequencyTable:
         gid = self.group_ids(rho)
         n_groups = int(gid.max()) + 1 if gid.size else 0
         if labels == "values":
-            members: list[list[str]] = [[] for _ in range(n_groups)]
+            members: list[list] = [[] for _ in range(n_groups)]
             for v, g in zip(self.values, gid):
-                members[g].append(node_text(v))
-            names = [GROUP_SEPARATOR.join(m) for m in members]
+                members[g].append(None if is_na(v) else node_text(v))
+            # a group of values is written as the set generalization writes that set (``\\N`` for a
+            # missing value, ``|`` and ``\\`` escaped); a group of one value is that value's label
+            names = [node_text(m[0]) if len(m) == 1 else set_text(m) for m in members]
         else:
             r = key[0]
             names = [""] * n_groups

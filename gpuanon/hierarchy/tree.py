@@ -21,7 +21,7 @@ from kernels.hierarchy import lowest_common_node
 
 from ..backend import get_namespace, to_host
 from ..errors import InputError
-from .arx import read_arx_rows, write_arx_rows
+from .arx import ragged_message, read_arx_rows, write_arx_rows
 from .labels import describe, levels_from_paths, node_text
 
 # ============================================================================ the tree
@@ -486,5 +486,7 @@ class Hierarchy:
         rows, lines, src = read_arx_rows(path)
         depth = max(len(r) for r in rows)
         paths = [r[1:-1] + [r[-2]] * (depth - len(r)) + [r[-1]] for r in rows]
-        return cls.from_labels([r[0] for r in rows], paths, name=column, source=src,
-                               _lines=lines)
+        try:
+            return cls.from_labels([r[0] for r in rows], paths, name=column, source=src, _lines=lines)
+        except InputError as exc:  # a row of another length, padded into a tree that is none: name it
+            raise InputError(ragged_message(rows, lines, src, str(exc))) from None

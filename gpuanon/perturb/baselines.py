@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import shown
 from .attacks import host_matrix
 
 __all__ = [
@@ -136,7 +137,7 @@ def draw_seeds(random_state: Any, draws: int = DRAWS) -> list:
     [(0,), (1,), (2,)]
     """
     if isinstance(draws, (bool, np.bool_)) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+        raise ValueError(f"draws must be a positive integer, got {shown(draws)}")
     if isinstance(random_state, np.random.Generator):
         random_state = int(random_state.integers(0, 2**63))
     return np.random.SeedSequence(random_state).spawn(int(draws))

@@ -62,7 +62,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backend import device_matrix, frame_to_host, is_device_array, is_device_frame, to_host
-from ..errors import InputError, SchemaError
+from ..errors import InputError, SchemaError, shown
 from ..estimator import Estimator, check_is_fitted
 from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
                            variance_table)
@@ -317,9 +317,9 @@ class DISTPAB(Estimator):
         if not stats_list:
             raise InputError("fit needs at least one entity")
         if not (isinstance(self.noise, numbers.Real) and np.isfinite(self.noise) and self.noise >= 0):
-            raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
+            raise ValueError(f"noise must be a finite number >= 0, got {shown(self.noise)}")
         if not (isinstance(self.block_rows, numbers.Integral) and self.block_rows >= 1):
-            raise ValueError(f"block_rows must be a positive integer, got {self.block_rows!r}")
+            raise ValueError(f"block_rows must be a positive integer, got {shown(self.block_rows)}")
         ds = {s.n_features for s in stats_list}
         if len(ds) != 1:
             raise InputError(f"entities sent statistics of different widths: {sorted(ds)}")

@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import to_host
-from ..errors import InputError
+from ..errors import InputError, shown
 from .attacks import evaluate_attacks, pair_rows
 from .baselines import DRAWS, geometric_perturbation_best, random_rotation_best
 from .frontier_plot import plot_frontier
@@ -242,7 +242,7 @@ def _checked(X, y, noise, methods, folds) -> tuple:
     if bad or not methods or len(set(methods)) != len(methods):
         raise InputError(f"methods must be distinct names among {', '.join(METHODS)}; got {methods}")
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
-        raise InputError(f"folds must be an integer >= 2, got {folds!r}")
+        raise InputError(f"folds must be an integer >= 2, got {shown(folds)}")
     _check_labels(y, folds, "data")
     return X, y, noise, methods
 

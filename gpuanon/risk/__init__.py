@@ -149,7 +149,7 @@ def _population_size(n: int, population, sampling_fraction) -> int | None:
 def check_population(n_rows: int, population=None, sampling_fraction=None, threshold: float = 0.2) -> None:
     """The population options' one-line errors, before any work (``n_rows``: the table's rows)."""
     if not 0 <= float(threshold) <= 1:
-        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
+        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --risk-threshold 0.2")
     _population_size(0, population, sampling_fraction)  # both given, a fraction outside (0, 1], not whole
     if population is not None and int(population) < n_rows:
         raise InputError(f"population size {population} is below the table's {n_rows:,} rows; give the size of "
@@ -196,7 +196,7 @@ def assess_classes(g: Classes, quasi_identifiers, *, population: int | None = No
     """:func:`assess`'s measures (no SUDA, no per-record table) of classes already grouped (``g``,
     e.g. :func:`gpuanon.risk.classes.merged_classes`), named by ``quasi_identifiers``."""
     if not 0 <= float(threshold) <= 1:
-        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
+        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --risk-threshold 0.2")
     N = _population_size(g.n, population, sampling_fraction)
     return _result(list(quasi_identifiers), g, N, float(threshold), False)
 
@@ -243,7 +243,7 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
     backend : ``cpu`` / ``gpu`` / ``auto`` (default: the device of a cuDF frame, else the CPU).
     """
     if not 0 <= float(threshold) <= 1:
-        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --threshold 0.2")
+        raise InputError(f"threshold {threshold} is outside [0, 1]; give e.g. --risk-threshold 0.2")
     if weights is not None and population_table is not None:
         raise InputError("give sampling weights or a population table, not both")
     qi = list(quasi_identifiers)

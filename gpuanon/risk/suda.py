@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuanon import backend
-from gpuanon.errors import InputError
+from gpuanon.errors import InputError, shown
 
 #: Refuse when one level of the search could hold more (subset x row) pairs than this: the largest
 #: C(M, k) x rows over the MSU sizes k searched (about 100 bytes of memory each at the peak; Adult's
@@ -97,14 +97,14 @@ def _check(codes, max_size, sampling_fraction, names) -> tuple[int, int, int]:
     if names is not None and len(names) != m:
         raise InputError(f"SUDA2: {len(names)} names for {m} quasi-identifier columns")
     if not isinstance(sampling_fraction, (int, float)) or not 0 < sampling_fraction <= 1:
-        raise InputError(f"SUDA2 sampling fraction {sampling_fraction!r} is outside (0, 1]; "
+        raise InputError(f"SUDA2 sampling fraction {shown(sampling_fraction)} is outside (0, 1]; "
                          "give --sampling-fraction F with 0 < F <= 1")
     if max_size is None:
         size = m
     elif isinstance(max_size, (int, np.integer)) and not isinstance(max_size, bool) and max_size >= 1:
         size = min(int(max_size), m)
     else:
-        raise InputError(f"--suda-max-size must be a whole number >= 1, got {max_size!r}")
+        raise InputError(f"--suda-max-size must be a whole number >= 1, got {shown(max_size)}")
     if m > 62:
         raise InputError(f"SUDA2 handles at most 62 quasi-identifiers, got {m}; use fewer --qi")
     work = max(math.comb(m, k) for k in range(1, size + 1)) * max(n, 1)
