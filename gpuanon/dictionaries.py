@@ -47,7 +47,7 @@ from kernels.keys import MISSING, float32_keys, rank_keys
 
 from .backend import get_namespace, to_device, to_host
 from .errors import SchemaError
-from .exact import Exact, exact_of
+from .exact import Exact, combine_exact, exact_of
 
 
 @dataclass
@@ -345,8 +345,10 @@ def _has_values(q: dict) -> bool:
 def _combine_numeric(name, parts: list) -> dict:
     nm = sum(q["n_missing"] for q in parts)
     exacts = [q["exact"] for q in parts if q["exact"] is not None]
-    if exacts:
-        return _combine_exact(name, parts, exacts, nm)
+    if exacts:  # a chunk whose integers float64 held (none beyond 2**53 there) joins as integers
+        ex = combine_exact(name, exacts, [q["uniq"] for q in parts if q["exact"] is None and _has_values(q)])
+        return {"uniq": ex.values, "exact": ex, "f32": False, "integer": ex.kind == "int", "n_missing": nm,
+                "lo": np.nan, "hi": np.nan}
     if len({q["f32"] for q in parts}) > 1:
         raise SchemaError(f"numeric quasi-identifier '{name}' is float32 in some shards and not in others; "
                           f"write every file with the same column types")
@@ -355,30 +357,6 @@ def _combine_numeric(name, parts: list) -> dict:
     uniq = None if parts[0]["f32"] else np.unique(np.concatenate([q["uniq"] for q in parts]))
     return {"uniq": uniq, "exact": None, "f32": parts[0]["f32"], "integer": all(q["integer"] for q in parts),
             "n_missing": nm, "lo": min(los) if los else float("nan"), "hi": max(his) if his else float("nan")}
-
-
-def _combine_exact(name, parts: list, exacts: list, nm: int) -> dict:
-    """An exact dictionary over several chunks; a chunk whose integers float64 held (none beyond
-    2**53 there) joins it with its values read as integers."""
-    full = [e for e in exacts if e.values.shape[0]] or exacts[:1]
-    types = {(e.kind, e.values.dtype.str, e.unit, e.tz, e.date_objects, e.scale) for e in full}
-    e0 = full[0]
-    vals = [e.values for e in full]
-    for q in parts:  # a loop over chunks
-        if q["exact"] is None and _has_values(q):
-            u = q["uniq"]
-            if e0.kind != "int" or u is None or not np.array_equal(u, np.floor(u)):
-                types.add(("float", "", "", None, False, 0))
-            else:
-                vals.append(u.astype(e0.values.dtype))
-    if len(types) > 1:
-        raise SchemaError(f"quasi-identifier '{name}' holds values of different types in different shards "
-                          f"({', '.join(sorted(str(t[0]) + ' ' + str(t[1]) for t in types))}); write every file "
-                          f"with the same column types")
-    ex = Exact(np.unique(np.concatenate(vals)), e0.kind, e0.unit, e0.tz, all(e.dates for e in full), e0.date_objects,
-               scale=e0.scale)
-    return {"uniq": ex.values, "exact": ex, "f32": False, "integer": ex.kind == "int", "n_missing": nm,
-            "lo": np.nan, "hi": np.nan}
 
 
 # --------------------------------------------------------------------------------------- finalize

@@ -429,3 +429,24 @@ def needs_exact(s: pd.Series) -> bool:
     if not pd.api.types.is_integer_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype) or not s.notna().any():
         return False
     return int(s.max()) > FLOAT_EXACT or int(s.min()) < -FLOAT_EXACT
+
+
+def combine_exact(name, exacts: list, others: list) -> Exact:
+    """One exact dictionary over several chunks (shards): ``exacts`` the chunks' exact dictionaries,
+    ``others`` the value arrays (or None) of the chunks whose values float64 held, joined as integers
+    when they are whole numbers; chunks of different types are an error naming the column."""
+    full = [e for e in exacts if e.values.shape[0]] or exacts[:1]
+    types = {(e.kind, e.values.dtype.str, e.unit, e.tz, e.date_objects, e.scale) for e in full}
+    e0 = full[0]
+    vals = [e.values for e in full]
+    for u in others:  # a loop over chunks
+        if e0.kind != "int" or u is None or not np.array_equal(u, np.floor(u)):
+            types.add(("float", "", "", None, False, 0))
+        else:
+            vals.append(u.astype(e0.values.dtype))
+    if len(types) > 1:
+        raise SchemaError(f"quasi-identifier '{name}' holds values of different types in different shards "
+                          f"({', '.join(sorted(str(t[0]) + ' ' + str(t[1]) for t in types))}); write every file "
+                          f"with the same column types")
+    return Exact(np.unique(np.concatenate(vals)), e0.kind, e0.unit, e0.tz, all(e.dates for e in full), e0.date_objects,
+                 scale=e0.scale)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .cells import cell_key, parse_range, resolve_qi_columns, split_set_text
-from .exact import float_values, is_time
+from .exact import float_values, is_decimal, is_time
 
 PAIR_BUDGET = 1 << 26
 """Most (class, distinct original tuple) pairs tested jointly; above it each column is tested alone."""
@@ -37,7 +37,9 @@ _CHUNK = 1 << 24  # booleans of one (classes x tuples) block
 
 
 def _numeric(o: pd.Series) -> bool:
-    return is_time(o) or (pd.api.types.is_numeric_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype))
+    """Numbers, dates and exact decimals (compared as doubles: rounding is monotone, so a value inside
+    its cell stays inside)."""
+    return is_time(o) or is_decimal(o) or (pd.api.types.is_numeric_dtype(o.dtype) and not pd.api.types.is_bool_dtype(o.dtype))
 
 
 def _intervals(cells: pd.Series):

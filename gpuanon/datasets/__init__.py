@@ -32,7 +32,7 @@ from ..errors import InputError, shown
 from .bundled import (ADULT_COLUMNS, ADULT_QUASI_IDENTIFIERS, ADULT_TARGET, SKLEARN_DATASETS, load_adult,
                       load_sklearn)
 from .hepmass import HEPMASS_FEATURES, HEPMASS_MASSES, make_hepmass
-from .tables import TABLE_EXTENSIONS, ColumnTypes, load_table
+from .tables import TABLE_EXTENSIONS, ColumnTypes, load_table, nullable_integers
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -48,6 +48,7 @@ __all__ = [
     "load_adult",
     "load_sklearn",
     "load_table",
+    "nullable_integers",
     "make_hepmass",
 ]
 
