@@ -116,26 +116,50 @@ def extremes(K, starts, rows, n_seg: int, dense: bool):
     return mn, mx
 
 
-def finish_small(src, sizes, perm, min_size: int, labels, first_rows: list, n_parts: int):
-    """Finish the children smaller than ``min_size`` (never cut: the next level would finish them)
-    at the regroup, so that their rows leave the key matrix one level early.
+def split_children(go_left, cut, sizes, starts, perm, min_size: int, labels, first_rows: list, n_parts: int):
+    """The CPU's regroup of a level: where the rows of the cut partitions go, the children's sizes,
+    and the children smaller than ``min_size`` finished now (never cut: the next level would
+    finish them), so that their rows leave the key matrix one level early.
 
-    ``src``: the regroup's new order of the rows, ``sizes``: the children's sizes in that order,
-    ``perm``: the original row of each current row. Writes the finished children's ids
-    ``n_parts, n_parts + 1, ...`` into ``labels`` and their first original rows into ``first_rows``
-    (the kernel numbers partitions by those at the end). Returns ``src`` and ``sizes`` of the
-    children left and the new partition count. When no child or every child is small, nothing is
-    finished here (the next level finishes them as before, so the level count is unchanged).
+    ``go_left``: each current row goes to its partition's left child (False outside the cut
+    partitions ``cut``); ``sizes`` / ``starts``: the current partitions (rows contiguous, none
+    empty); ``perm``: the original row of each current row. The children kept come in the order
+    every cut partition's left child, then every cut partition's right child (each group in the
+    partitions' order; a child's rows in their current order, so in original row order): two
+    index lists and no scatter. The order of the partitions does not reach the labels (the kernel
+    numbers partitions by their first original rows at the end). Writes the finished children's
+    ids ``n_parts, n_parts + 1, ...`` into ``labels`` and their first original rows into
+    ``first_rows``. Returns ``src`` (the kept rows' current positions, in their new order), the
+    kept children's sizes and the new partition count. When no child or every child is small,
+    none is finished here (the next level finishes them as before: the level count is unchanged).
+
+    >>> labels, first = np.full(6, -1), []
+    >>> split_children(np.array([1, 0, 0, 1, 1, 0], bool), np.array([True, True]), np.array([3, 3]),
+    ...                np.array([0, 3]), np.array([5, 3, 0, 1, 4, 2]), 2, labels, first, 7)
+    (array([3, 4, 1, 2]), array([2, 2]), 9)
+    >>> labels.tolist(), [f.tolist() for f in first]
+    ([-1, -1, 8, -1, -1, 7], [[5, 2]])
     """
-    small = sizes < min_size
-    n_small = int(np.count_nonzero(small))
-    if n_small == 0 or n_small == sizes.shape[0]:
-        return src, sizes, n_parts
-    in_small = np.repeat(small, sizes)  # each row of the new order: in a small child
-    fsizes = sizes[small]
-    labels[perm[src[in_small]]] = n_parts + np.repeat(np.arange(n_small, dtype=np.int64), fsizes)
-    first_rows.append(perm[src[(np.cumsum(sizes) - sizes)[small]]])  # rows keep their order per child
-    return src[~in_small], sizes[~small], n_parts + n_small
+    nl = np.add.reduceat(go_left, starts, dtype=np.int64)[cut]
+    nr = sizes[cut] - nl
+    small_l, small_r = nl < min_size, nr < min_size
+    n_small = int(np.count_nonzero(small_l)) + int(np.count_nonzero(small_r))
+    if n_small == 2 * nl.shape[0]:
+        n_small = 0  # every child small: the next level finishes them all
+    row_cut = np.repeat(cut, sizes)
+    go_right = row_cut & ~go_left
+    if n_small == 0:
+        src = np.concatenate([np.flatnonzero(go_left), np.flatnonzero(go_right)])
+        return src, np.concatenate([nl, nr]), n_parts
+    big = np.zeros((2, cut.shape[0]), dtype=bool)  # per partition: its left / right child is kept
+    big[0, cut], big[1, cut] = ~small_l, ~small_r
+    row_big_l, row_big_r = np.repeat(big[0], sizes), np.repeat(big[1], sizes)
+    fin = np.concatenate([np.flatnonzero(go_left & ~row_big_l), np.flatnonzero(go_right & ~row_big_r)])
+    fsizes = np.concatenate([nl[small_l], nr[small_r]])
+    labels[perm[fin]] = n_parts + np.repeat(np.arange(fsizes.shape[0], dtype=np.int64), fsizes)
+    first_rows.append(perm[fin[np.cumsum(fsizes) - fsizes]])  # rows keep their order per child
+    src = np.concatenate([np.flatnonzero(go_left & row_big_l), np.flatnonzero(go_right & row_big_r)])
+    return src, np.concatenate([nl[~small_l], nr[~small_r]]), n_parts + int(fsizes.shape[0])
 
 
 def _distinct_by_sort(code, starts, n_seg: int, n: int):

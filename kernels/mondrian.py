@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, extremes, finish_small
+from .cpu import CodeMasks, extremes, split_children
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -294,26 +294,17 @@ def _finished_and_cut(cut, n_fin: int, xp):
 
 def _regroup(crows, cloc, cofs, csizes, go_left, xp):
     """Where each cut partition's rows go: its left child's rows, then its right child's, each in
-    their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes."""
-    if xp is np:  # fewer passes: a right row's place within its child is its place less the left rows before it
-        L = go_left[crows]
-        cs = np.cumsum(L, dtype=np.int64)
-        c = cs - L  # left rows before each row
-        g = c[cofs]
-        nl = cs[cofs + csizes - 1] - g
-        i = np.arange(crows.shape[0], dtype=np.int64)
-        newpos = np.where(L, (cofs - g)[cloc] + c, (nl + g)[cloc] + i - c)
-        new_sizes = np.stack([nl, csizes - nl], axis=1).reshape(-1)
-    else:
-        L = go_left[crows].astype(xp.int64)
-        R = 1 - L
-        csL = xp.cumsum(L) - L
-        csR = xp.cumsum(R) - R
-        nl = segment_reduce("add", L, cofs, xp, axis=0)
-        new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
-        new_starts = exclusive_cumsum(new_sizes, xp)
-        ls, rs = new_starts[0::2], new_starts[1::2]
-        newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
+    their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes.
+    The device's formulation (the CPU's: :func:`~kernels.cpu.split_children`)."""
+    L = go_left[crows].astype(xp.int64)
+    R = 1 - L
+    csL = xp.cumsum(L) - L
+    csR = xp.cumsum(R) - R
+    nl = segment_reduce("add", L, cofs, xp, axis=0)
+    new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
+    new_starts = exclusive_cumsum(new_sizes, xp)
+    ls, rs = new_starts[0::2], new_starts[1::2]
+    newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
     src = xp.empty_like(crows)
     src[newpos] = crows
     return src, new_sizes
@@ -384,12 +375,11 @@ def mondrian_partition(
     S = sa[perm] if needs_hist else None
     labels = xp.empty(n, dtype=xp.int64)
     first_rows = []
-    n_parts = 0
-    levels = attempts = 0
+    n_parts = levels = attempts = 0
     words = None
     if xp is np:  # the rows' category masks, once (kernels.cpu)
         plan = _span_plan(col_info, n_categories, global_range, xp)
-        words = plan.masks.words(keys, plan.cat)
+        words = plan.masks.words(K, plan.cat)  # regrouped with the keys
 
     while sizes.shape[0] > 0:
         levels += 1
@@ -397,7 +387,7 @@ def mondrian_partition(
         starts = exclusive_cumsum(sizes, xp)
         seg = None if xp is np else segment_ids(sizes, xp, n=int(K.shape[1]))  # the CPU's spans use none
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit,
-                      None if words is None else words.take(perm, axis=1))
+                      words)
         span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
@@ -451,10 +441,11 @@ def mondrian_partition(
             progress(levels, int(n_act), n_parts)
         if n_cut == 0:
             break
-        csizes = sizes[cidx]
-        src, new_sizes = _regroup(*_ranges(starts[cidx], csizes, xp, cut_rows), csizes, go_left, xp)
-        if xp is np:  # the CPU: children too small to cut are final now; their keys are not regrouped
-            src, new_sizes, n_parts = finish_small(src, new_sizes, perm, 2 * k, labels, first_rows, n_parts)
+        if xp is np:  # the CPU: two index lists; children too small to cut are final now, their keys not regrouped
+            src, new_sizes, n_parts = split_children(go_left, cut, sizes, starts, perm, 2 * k, labels, first_rows, n_parts)
+            words = words.take(src, axis=1)
+        else:
+            src, new_sizes = _regroup(*_ranges(starts[cidx], sizes[cidx], xp, cut_rows), sizes[cidx], go_left, xp)
         perm = perm[src]
         if K is keys:
             K = xp.take(K, src, axis=1)
