@@ -162,6 +162,44 @@ def split_children(go_left, cut, sizes, starts, perm, min_size: int, labels, fir
     return src, np.concatenate([nl[~small_l], nr[~small_r]]), n_parts + int(fsizes.shape[0])
 
 
+class KeyRows:
+    """The CPU's regroup of the key matrix: one buffer of ``d + 1`` rows, the columns in ``d``
+    consecutive ones and one spare. Each column is gathered into the spare row next to it
+    (``take`` with an output, no temporary and no copy back), which frees the column's old row for
+    the next: the columns move down one row at a level, up one row at the next. One row more
+    than the matrix itself, every column gathered once.
+
+    >>> K = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint32)
+    >>> rows = KeyRows()
+    >>> K = rows.regroup(K, np.array([2, 0, 1])); K.tolist()
+    [[3, 1, 2], [6, 4, 5]]
+    >>> K = rows.regroup(K, np.array([1, 2, 0])); K.tolist()
+    [[1, 2, 3], [4, 5, 6]]
+    >>> rows.regroup(K, np.array([2, 0])).tolist()
+    [[3, 1], [6, 4]]
+    """
+
+    def __init__(self):
+        self.buf, self.top = None, 0
+
+    def regroup(self, K, src):
+        """The rows of ``K`` (d, n) in the order ``src`` (m indices into ``n``): a view of the buffer.
+        ``K`` is this buffer's last result, or any matrix the first time (it is not modified)."""
+        d, m, n = int(K.shape[0]), int(src.shape[0]), int(K.shape[1])
+        if self.buf is None:
+            self.buf, self.top = np.empty((d + 1, m), dtype=K.dtype), 1
+            np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            return self.buf[1:]
+        if self.top == 1:  # columns in rows 1..d: column j to row j, in increasing j
+            for j in range(d):
+                np.take(self.buf[j + 1, :n], src, out=self.buf[j, :m], mode="clip")
+        else:  # columns in rows 0..d-1: column j to row j + 1, in decreasing j
+            for j in range(d - 1, -1, -1):
+                np.take(self.buf[j, :n], src, out=self.buf[j + 1, :m], mode="clip")
+        self.top = 1 - self.top
+        return self.buf[self.top:self.top + d, :m]
+
+
 def _distinct_by_sort(code, starts, n_seg: int, n: int):
     """Distinct codes per segment by one sort of ``(segment, code)`` keys."""
     first = int(starts[0])  # rows before the first segment belong to none

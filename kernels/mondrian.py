@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, extremes, split_children
+from .cpu import CodeMasks, KeyRows, extremes, split_children
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -310,6 +310,18 @@ def _regroup(crows, cloc, cofs, csizes, go_left, xp):
     return src, new_sizes
 
 
+def _regroup_keys(K, keys, src, xp):
+    """The key matrix's rows in the new order ``src`` (the device's formulation; the CPU's:
+    :class:`~kernels.cpu.KeyRows`): a copy the first time (``keys`` itself is never modified),
+    then in place one row at a time (no second copy of the key matrix)."""
+    if K is keys:
+        return xp.take(K, src, axis=1)
+    m = src.shape[0]
+    for j in range(K.shape[0]):
+        K[j, :m] = K[j][src]
+    return K[:, :m]
+
+
 def mondrian_partition(
     keys,
     *,
@@ -377,8 +389,8 @@ def mondrian_partition(
     first_rows = []
     n_parts = levels = attempts = 0
     words = None
-    if xp is np:  # the rows' category masks, once (kernels.cpu)
-        plan = _span_plan(col_info, n_categories, global_range, xp)
+    if xp is np:  # the rows' category masks, once, and the buffer the keys are regrouped in (kernels.cpu)
+        plan, key_rows = _span_plan(col_info, n_categories, global_range, xp), KeyRows()
         words = plan.masks.words(K, plan.cat)  # regrouped with the keys
 
     while sizes.shape[0] > 0:
@@ -447,13 +459,7 @@ def mondrian_partition(
         else:
             src, new_sizes = _regroup(*_ranges(starts[cidx], sizes[cidx], xp, cut_rows), sizes[cidx], go_left, xp)
         perm = perm[src]
-        if K is keys:
-            K = xp.take(K, src, axis=1)
-        else:  # regroup in place, one row at a time: no second copy of the key matrix
-            m = src.shape[0]
-            for j in range(d):
-                K[j, :m] = K[j][src]
-            K = K[:, :m]
+        K = key_rows.regroup(K, src) if xp is np else _regroup_keys(K, keys, src, xp)
         if needs_hist:
             S = S[src]
         sizes = new_sizes
