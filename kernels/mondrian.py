@@ -40,6 +40,12 @@ def _ranges(starts, sizes, xp, total: int | None = None):
         total = int(scalar(sizes.sum())) if sizes.shape[0] else 0
     loc = segment_ids(sizes, xp, n=total)
     ofs = exclusive_cumsum(sizes, xp)
+    if xp is np:  # the CPU: the rows before each segment not in it (non-decreasing) by one repeat, if any
+        rows = np.arange(total, dtype=np.int64)
+        shift = starts - ofs
+        if shift.shape[0] and shift[-1]:
+            rows += np.repeat(shift, sizes)
+        return rows, loc, ofs
     rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
     return rows, loc, ofs
 
