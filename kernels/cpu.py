@@ -17,6 +17,7 @@ with ``P``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .segmented import segment_reduce
 
@@ -89,6 +90,23 @@ class CodeMasks:
             if not parts:
                 out[i] = _distinct_by_sort(K[cols[i]].astype(np.int64), starts, n_seg, int(K.shape[1]))
         return out
+
+
+def chosen_values(K, col, sizes, rows):
+    """``K[col[loc], rows]`` (``loc``: each row's segment, segments of ``sizes`` in order) by one
+    ``repeat`` and one ``take`` on the rows of ``K`` seen as one flat array (its rows contiguous,
+    as the kernel's are); a plain fancy index otherwise.
+
+    >>> K = np.arange(12, dtype=np.uint32).reshape(3, 4)[:, :3]
+    >>> chosen_values(K, np.array([2, 0]), np.array([1, 2]), np.array([0, 1, 2])).tolist()
+    [8, 1, 2]
+    """
+    d, n = int(K.shape[0]), int(K.shape[1])
+    step, item = K.strides[0], K.itemsize
+    if d == 0 or n == 0 or K.strides[1] != item or step < 0 or step % item:
+        return K[np.repeat(col, sizes), rows]
+    flat = as_strided(K, shape=((d - 1) * (step // item) + n,), strides=(item,), writeable=False)
+    return flat.take(np.repeat(col.astype(np.int64) * (step // item), sizes) + rows)
 
 
 def reduce_at(op: str, x, starts, dense: bool):

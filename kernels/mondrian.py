@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, KeyRows, extremes, split_children
+from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -419,7 +419,7 @@ def mondrian_partition(
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
             rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
-            v = K[col[loc], rows]
+            v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
             key = (loc << 32) | v.astype(xp.int64)
             if relaxed:
                 order = xp.argsort(key, kind="stable")
