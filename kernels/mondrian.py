@@ -298,10 +298,12 @@ def _finished_and_cut(cut, n_fin: int, xp):
     return by_cut[:n_fin], by_cut[n_fin:]
 
 
-def _regroup(crows, cloc, cofs, csizes, go_left, xp):
-    """Where each cut partition's rows go: its left child's rows, then its right child's, each in
-    their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes.
-    The device's formulation (the CPU's: :func:`~kernels.cpu.split_children`)."""
+def _regroup(cstarts, csizes, cut_rows: int, go_left, xp):
+    """Where the rows of the cut partitions (``cstarts``, ``csizes``; ``cut_rows`` rows in all)
+    go: each one's left child's rows, then its right child's, each in their order. Returns ``src``
+    (the new order of those rows) and the children's sizes. The device's formulation (the CPU's:
+    :func:`~kernels.cpu.split_children`)."""
+    crows, cloc, cofs = _ranges(cstarts, csizes, xp, cut_rows)
     L = go_left[crows].astype(xp.int64)
     R = 1 - L
     csL = xp.cumsum(L) - L
@@ -463,7 +465,7 @@ def mondrian_partition(
             src, new_sizes, n_parts = split_children(go_left, cut, sizes, starts, perm, 2 * k, labels, first_rows, n_parts)
             words = words.take(src, axis=1)
         else:
-            src, new_sizes = _regroup(*_ranges(starts[cidx], sizes[cidx], xp, cut_rows), sizes[cidx], go_left, xp)
+            src, new_sizes = _regroup(starts[cidx], sizes[cidx], cut_rows, go_left, xp)
         perm = perm[src]
         K = key_rows.regroup(K, src) if xp is np else _regroup_keys(K, keys, src, xp)
         if needs_hist:
