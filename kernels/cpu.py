@@ -17,6 +17,7 @@ with ``P``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .segmented import segment_reduce
 
@@ -91,6 +92,23 @@ class CodeMasks:
         return out
 
 
+def chosen_values(K, col, sizes, rows):
+    """``K[col[loc], rows]`` (``loc``: each row's segment, segments of ``sizes`` in order) by one
+    ``repeat`` and one ``take`` on the rows of ``K`` seen as one flat array (its rows contiguous,
+    as the kernel's are); a plain fancy index otherwise.
+
+    >>> K = np.arange(12, dtype=np.uint32).reshape(3, 4)[:, :3]
+    >>> chosen_values(K, np.array([2, 0]), np.array([1, 2]), np.array([0, 1, 2])).tolist()
+    [8, 1, 2]
+    """
+    d, n = int(K.shape[0]), int(K.shape[1])
+    step, item = K.strides[0], K.itemsize
+    if d == 0 or n == 0 or K.strides[1] != item or step < 0 or step % item:
+        return K[np.repeat(col, sizes), rows]
+    flat = as_strided(K, shape=((d - 1) * (step // item) + n,), strides=(item,), writeable=False)
+    return flat.take(np.repeat(col.astype(np.int64) * (step // item), sizes) + rows)
+
+
 def reduce_at(op: str, x, starts, dense: bool):
     """``segment_reduce(op, x, starts)`` along the last axis of ``x``; ``dense``: the caller knows
     every segment holds a row and ``starts[0] == 0`` (then NumPy's ``reduceat`` is the contract's
@@ -108,6 +126,8 @@ def extremes(K, starts, rows, n_seg: int, dense: bool):
     :func:`reduce_at`.
     """
     d = int(K.shape[0])
+    if len(rows) == d and d > 1:  # every column: one call each for the whole matrix
+        return reduce_at("minimum", K, starts, dense), reduce_at("maximum", K, starts, dense)
     mn = np.zeros((d, n_seg), dtype=K.dtype)
     mx = np.zeros((d, n_seg), dtype=K.dtype)
     for j in rows:  # a loop over columns: one contiguous row each, no copy
@@ -116,26 +136,88 @@ def extremes(K, starts, rows, n_seg: int, dense: bool):
     return mn, mx
 
 
-def finish_small(src, sizes, perm, min_size: int, labels, first_rows: list, n_parts: int):
-    """Finish the children smaller than ``min_size`` (never cut: the next level would finish them)
-    at the regroup, so that their rows leave the key matrix one level early.
+def split_children(go_left, cut, sizes, starts, perm, min_size: int, labels, first_rows: list, n_parts: int):
+    """The CPU's regroup of a level: where the rows of the cut partitions go, the children's sizes,
+    and the children smaller than ``min_size`` finished now (never cut: the next level would
+    finish them), so that their rows leave the key matrix one level early.
 
-    ``src``: the regroup's new order of the rows, ``sizes``: the children's sizes in that order,
-    ``perm``: the original row of each current row. Writes the finished children's ids
-    ``n_parts, n_parts + 1, ...`` into ``labels`` and their first original rows into ``first_rows``
-    (the kernel numbers partitions by those at the end). Returns ``src`` and ``sizes`` of the
-    children left and the new partition count. When no child or every child is small, nothing is
-    finished here (the next level finishes them as before, so the level count is unchanged).
+    ``go_left``: each current row goes to its partition's left child (False outside the cut
+    partitions ``cut``); ``sizes`` / ``starts``: the current partitions (rows contiguous, none
+    empty); ``perm``: the original row of each current row. The children kept come in the order
+    every cut partition's left child, then every cut partition's right child (each group in the
+    partitions' order; a child's rows in their current order, so in original row order): two
+    index lists and no scatter. The order of the partitions does not reach the labels (the kernel
+    numbers partitions by their first original rows at the end). Writes the finished children's
+    ids ``n_parts, n_parts + 1, ...`` into ``labels`` and their first original rows into
+    ``first_rows``. Returns ``src`` (the kept rows' current positions, in their new order), the
+    kept children's sizes and the new partition count. When no child or every child is small,
+    none is finished here (the next level finishes them as before: the level count is unchanged).
+
+    >>> labels, first = np.full(6, -1), []
+    >>> split_children(np.array([1, 0, 0, 1, 1, 0], bool), np.array([True, True]), np.array([3, 3]),
+    ...                np.array([0, 3]), np.array([5, 3, 0, 1, 4, 2]), 2, labels, first, 7)
+    (array([3, 4, 1, 2]), array([2, 2]), 9)
+    >>> labels.tolist(), [f.tolist() for f in first]
+    ([-1, -1, 8, -1, -1, 7], [[5, 2]])
     """
-    small = sizes < min_size
-    n_small = int(np.count_nonzero(small))
-    if n_small == 0 or n_small == sizes.shape[0]:
-        return src, sizes, n_parts
-    in_small = np.repeat(small, sizes)  # each row of the new order: in a small child
-    fsizes = sizes[small]
-    labels[perm[src[in_small]]] = n_parts + np.repeat(np.arange(n_small, dtype=np.int64), fsizes)
-    first_rows.append(perm[src[(np.cumsum(sizes) - sizes)[small]]])  # rows keep their order per child
-    return src[~in_small], sizes[~small], n_parts + n_small
+    nl = np.add.reduceat(go_left, starts, dtype=np.int64)[cut]
+    nr = sizes[cut] - nl
+    small_l, small_r = nl < min_size, nr < min_size
+    n_small = int(np.count_nonzero(small_l)) + int(np.count_nonzero(small_r))
+    if n_small == 2 * nl.shape[0]:
+        n_small = 0  # every child small: the next level finishes them all
+    row_cut = np.repeat(cut, sizes)
+    go_right = row_cut & ~go_left
+    if n_small == 0:
+        src = np.concatenate([np.flatnonzero(go_left), np.flatnonzero(go_right)])
+        return src, np.concatenate([nl, nr]), n_parts
+    big = np.zeros((2, cut.shape[0]), dtype=bool)  # per partition: its left / right child is kept
+    big[0, cut], big[1, cut] = ~small_l, ~small_r
+    row_big_l, row_big_r = np.repeat(big[0], sizes), np.repeat(big[1], sizes)
+    fin = np.concatenate([np.flatnonzero(go_left & ~row_big_l), np.flatnonzero(go_right & ~row_big_r)])
+    fsizes = np.concatenate([nl[small_l], nr[small_r]])
+    labels[perm[fin]] = n_parts + np.repeat(np.arange(fsizes.shape[0], dtype=np.int64), fsizes)
+    first_rows.append(perm[fin[np.cumsum(fsizes) - fsizes]])  # rows keep their order per child
+    src = np.concatenate([np.flatnonzero(go_left & row_big_l), np.flatnonzero(go_right & row_big_r)])
+    return src, np.concatenate([nl[~small_l], nr[~small_r]]), n_parts + int(fsizes.shape[0])
+
+
+class KeyRows:
+    """The CPU's regroup of the key matrix: one buffer of ``d + 1`` rows, the columns in ``d``
+    consecutive ones and one spare. Each column is gathered into the spare row next to it
+    (``take`` with an output, no temporary and no copy back), which frees the column's old row for
+    the next: the columns move down one row at a level, up one row at the next. One row more
+    than the matrix itself, every column gathered once.
+
+    >>> K = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint32)
+    >>> rows = KeyRows()
+    >>> K = rows.regroup(K, np.array([2, 0, 1])); K.tolist()
+    [[3, 1, 2], [6, 4, 5]]
+    >>> K = rows.regroup(K, np.array([1, 2, 0])); K.tolist()
+    [[1, 2, 3], [4, 5, 6]]
+    >>> rows.regroup(K, np.array([2, 0])).tolist()
+    [[3, 1], [6, 4]]
+    """
+
+    def __init__(self):
+        self.buf, self.top = None, 0
+
+    def regroup(self, K, src):
+        """The rows of ``K`` (d, n) in the order ``src`` (m indices into ``n``): a view of the buffer.
+        ``K`` is this buffer's last result, or any matrix the first time (it is not modified)."""
+        d, m, n = int(K.shape[0]), int(src.shape[0]), int(K.shape[1])
+        if self.buf is None:
+            self.buf, self.top = np.empty((d + 1, m), dtype=K.dtype), 1
+            np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            return self.buf[1:]
+        if self.top == 1:  # columns in rows 1..d: column j to row j, in increasing j
+            for j in range(d):
+                np.take(self.buf[j + 1, :n], src, out=self.buf[j, :m], mode="clip")
+        else:  # columns in rows 0..d-1: column j to row j + 1, in decreasing j
+            for j in range(d - 1, -1, -1):
+                np.take(self.buf[j, :n], src, out=self.buf[j + 1, :m], mode="clip")
+        self.top = 1 - self.top
+        return self.buf[self.top:self.top + d, :m]
 
 
 def _distinct_by_sort(code, starts, n_seg: int, n: int):

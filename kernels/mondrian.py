@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, extremes, finish_small
+from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -40,6 +40,12 @@ def _ranges(starts, sizes, xp, total: int | None = None):
         total = int(scalar(sizes.sum())) if sizes.shape[0] else 0
     loc = segment_ids(sizes, xp, n=total)
     ofs = exclusive_cumsum(sizes, xp)
+    if xp is np:  # the CPU: the rows before each segment not in it (non-decreasing) by one repeat, if any
+        rows = np.arange(total, dtype=np.int64)
+        shift = starts - ofs
+        if shift.shape[0] and shift[-1]:
+            rows += np.repeat(shift, sizes)
+        return rows, loc, ofs
     rows = xp.arange(total, dtype=xp.int64) + (starts - ofs)[loc]
     return rows, loc, ofs
 
@@ -293,20 +299,16 @@ def _finished_and_cut(cut, n_fin: int, xp):
 
 
 def _regroup_keys(K, spare, keys, src, xp):
-    """``(K's columns in the order src, the spare buffer)``: the key matrix of the next level.
+    """``(K's columns in the order src, the spare buffer)``: the key matrix of the next level, the
+    device's formulation (the CPU's: :class:`~kernels.cpu.KeyRows`).
 
     ``keys`` (the caller's) is never written: the first regroup takes into a new matrix. After that,
-    the CPU regroups in place, one row at a time (no second copy of the key matrix); a device takes
-    all rows at once into a second buffer (flat, allocated once at the size of the first regroup),
-    and the two buffers swap: one launch a level instead of one a column.
+    all rows are taken at once into a second buffer (flat, allocated once at the size of the first
+    regroup), and the two buffers swap: one launch a level instead of one a column.
     """
     d, m = K.shape[0], src.shape[0]
     if K is keys:
         return xp.take(K, src, axis=1), spare
-    if xp is np:
-        for j in range(d):  # a loop over columns
-            K[j, :m] = K[j][src]
-        return K[:, :m], spare
     if spare is None:
         spare = xp.empty(d * m, dtype=K.dtype)
     out = spare[: d * m].reshape(d, m)
@@ -314,28 +316,21 @@ def _regroup_keys(K, spare, keys, src, xp):
     return out, K.reshape(-1)  # K is whole (a take's result or a whole view of a buffer): its storage is free now
 
 
-def _regroup(crows, cloc, cofs, csizes, go_left, xp):
-    """Where each cut partition's rows go: its left child's rows, then its right child's, each in
-    their order. Returns ``src`` (the new order of the rows ``crows``) and the children's sizes."""
-    if xp is np:  # fewer passes: a right row's place within its child is its place less the left rows before it
-        L = go_left[crows]
-        cs = np.cumsum(L, dtype=np.int64)
-        c = cs - L  # left rows before each row
-        g = c[cofs]
-        nl = cs[cofs + csizes - 1] - g
-        i = np.arange(crows.shape[0], dtype=np.int64)
-        newpos = np.where(L, (cofs - g)[cloc] + c, (nl + g)[cloc] + i - c)
-        new_sizes = np.stack([nl, csizes - nl], axis=1).reshape(-1)
-    else:
-        L = go_left[crows].astype(xp.int64)
-        R = 1 - L
-        csL = xp.cumsum(L) - L
-        csR = xp.cumsum(R) - R
-        nl = segment_reduce("add", L, cofs, xp, axis=0)
-        new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
-        new_starts = exclusive_cumsum(new_sizes, xp)
-        ls, rs = new_starts[0::2], new_starts[1::2]
-        newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
+def _regroup(cstarts, csizes, cut_rows: int, go_left, xp):
+    """Where the rows of the cut partitions (``cstarts``, ``csizes``; ``cut_rows`` rows in all)
+    go: each one's left child's rows, then its right child's, each in their order. Returns ``src``
+    (the new order of those rows) and the children's sizes. The device's formulation (the CPU's:
+    :func:`~kernels.cpu.split_children`)."""
+    crows, cloc, cofs = _ranges(cstarts, csizes, xp, cut_rows)
+    L = go_left[crows].astype(xp.int64)
+    R = 1 - L
+    csL = xp.cumsum(L) - L
+    csR = xp.cumsum(R) - R
+    nl = segment_reduce("add", L, cofs, xp, axis=0)
+    new_sizes = xp.stack([nl, csizes - nl], axis=1).reshape(-1)
+    new_starts = exclusive_cumsum(new_sizes, xp)
+    ls, rs = new_starts[0::2], new_starts[1::2]
+    newpos = xp.where(L == 1, ls[cloc] + csL - csL[cofs][cloc], rs[cloc] + csR - csR[cofs][cloc])
     src = xp.empty_like(crows)
     src[newpos] = crows
     return src, new_sizes
@@ -406,12 +401,11 @@ def mondrian_partition(
     S = sa[perm] if needs_hist else None
     labels = xp.empty(n, dtype=xp.int64)
     first_rows = []
-    n_parts = 0
-    levels = attempts = 0
+    n_parts = levels = attempts = 0
     words = spare = None
-    if xp is np:  # the rows' category masks, once (kernels.cpu)
-        plan = _span_plan(col_info, n_categories, global_range, xp)
-        words = plan.masks.words(keys, plan.cat)
+    if xp is np:  # the rows' category masks, once, and the buffer the keys are regrouped in (kernels.cpu)
+        plan, key_rows = _span_plan(col_info, n_categories, global_range, xp), KeyRows()
+        words = plan.masks.words(K, plan.cat)  # regrouped with the keys
 
     while sizes.shape[0] > 0:
         levels += 1
@@ -419,7 +413,7 @@ def mondrian_partition(
         starts = exclusive_cumsum(sizes, xp)
         seg = None if xp is np else segment_ids(sizes, xp, n=int(K.shape[1]))  # the CPU's spans use none
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit,
-                      None if words is None else words.take(perm, axis=1))
+                      words)
         span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
@@ -433,7 +427,7 @@ def mondrian_partition(
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
             rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
-            v = K[col[loc], rows]
+            v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
             key = (loc << 32) | v.astype(xp.int64)
             if relaxed:
                 order = xp.argsort(key, kind="stable")
@@ -473,12 +467,16 @@ def mondrian_partition(
             progress(levels, int(n_act), n_parts)
         if n_cut == 0:
             break
-        csizes = sizes[cidx]
-        src, new_sizes = _regroup(*_ranges(starts[cidx], csizes, xp, cut_rows), csizes, go_left, xp)
-        if xp is np:  # the CPU: children too small to cut are final now; their keys are not regrouped
-            src, new_sizes, n_parts = finish_small(src, new_sizes, perm, 2 * k, labels, first_rows, n_parts)
+        if xp is np:  # the CPU: two index lists; children too small to cut are final now, their keys not regrouped
+            src, new_sizes, n_parts = split_children(go_left, cut, sizes, starts, perm, 2 * k, labels, first_rows, n_parts)
+            words = words.take(src, axis=1)
+        else:
+            src, new_sizes = _regroup(starts[cidx], sizes[cidx], cut_rows, go_left, xp)
         perm = perm[src]
-        K, spare = _regroup_keys(K, spare, keys, src, xp)
+        if xp is np:
+            K = key_rows.regroup(K, src)
+        else:
+            K, spare = _regroup_keys(K, spare, keys, src, xp)
         if needs_hist:
             S = S[src]
         sizes = new_sizes

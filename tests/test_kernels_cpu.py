@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpuanon.anonymize.criteria import Criteria
-from kernels.cpu import MAX_WORDS, CodeMasks, finish_small
+from kernels.cpu import MAX_WORDS, CodeMasks, split_children
 from test_kernel_vs_reference import _encoded, _kernel_labels, _reference_inputs, _reference_labels
 
 
@@ -56,21 +56,25 @@ def test_kernel_with_wide_categorical_columns_equals_reference(k):
     assert n_parts > 10 and np.array_equal(lab, ref)
 
 
-def test_finish_small_by_hand():
-    # rows now at positions 0..5 came from original rows perm; the regroup's order src makes
-    # children of sizes 1, 3, 2: child 0 is row src[0] = 2 (original 0), child 2 rows 3, 4 (original 1, 4)
-    perm = np.array([5, 3, 0, 1, 4, 2])
-    src = np.array([2, 0, 1, 5, 3, 4])
-    labels = np.full(6, -1, dtype=np.int64)
+def test_split_children_by_hand():
+    # two cut partitions of 3 rows (positions 0-2, 3-5) and a finished one (6-7); the current rows
+    # came from original rows perm. Partition 0: left child {0}, right {1, 2}; partition 1: left
+    # {3, 4}, right {5}. Kept (min size 2): every left child, then every right child, in order.
+    perm = np.array([5, 3, 0, 1, 4, 2, 6, 7])
+    go_left = np.array([1, 0, 0, 1, 1, 0, 0, 0], dtype=bool)
+    cut, sizes, starts = np.array([True, True, False]), np.array([3, 3, 2]), np.array([0, 3, 6])
+    labels = np.full(8, -1, dtype=np.int64)
     first = []
-    s, sz, n = finish_small(src, np.array([1, 3, 2]), perm, 3, labels, first, 7)
-    assert s.tolist() == [0, 1, 5] and sz.tolist() == [3] and n == 9
-    assert labels.tolist() == [7, 8, -1, -1, 8, -1] and [f.tolist() for f in first] == [[0, 1]]
+    src, sz, n = split_children(go_left, cut, sizes, starts, perm, 2, labels, first, 7)
+    assert src.tolist() == [3, 4, 1, 2] and sz.tolist() == [2, 2] and n == 9
+    # the small children: the left of partition 0 (row 0, original 5), the right of 1 (row 5, original 2)
+    assert labels.tolist() == [-1, -1, 8, -1, -1, 7, -1, -1] and [f.tolist() for f in first] == [[5, 2]]
     # none small, or all small: nothing is finished (the next level does it, as on the device)
-    for sizes, m in (([1, 3, 2], 1), ([1, 3, 2], 4)):
+    for m in (1, 4):
         labels[:] = -1
-        s, sz, n = finish_small(src, np.array(sizes), perm, m, labels, first, 7)
-        assert s is src and sz.tolist() == sizes and n == 7 and (labels == -1).all()
+        src, sz, n = split_children(go_left, cut, sizes, starts, perm, m, labels, first, 7)
+        assert src.tolist() == [0, 3, 4, 1, 2, 5] and sz.tolist() == [1, 2, 2, 1] and n == 7
+        assert (labels == -1).all()
 
 
 @pytest.mark.parametrize("k", [2, 5])
@@ -79,11 +83,11 @@ def test_kernel_finishing_small_children_early_matches_the_reference(k, monkeypa
     import kernels.mondrian as km
     finished = []
 
-    def spy(src, sizes, *a):
-        out = finish_small(src, sizes, *a)
-        finished.append(int(sizes.shape[0] - out[1].shape[0]))
+    def spy(go_left, cut, *a):
+        out = split_children(go_left, cut, *a)
+        finished.append(int(2 * np.count_nonzero(cut) - out[1].shape[0]))
         return out
-    monkeypatch.setattr(km, "finish_small", spy)
+    monkeypatch.setattr(km, "split_children", spy)
     rng = np.random.default_rng(k)
     n = 700
     df = pd.DataFrame({"x": rng.geometric(0.3, size=n), "y": rng.exponential(size=n), "s": rng.choice(["p", "q"], size=n)})
