@@ -42,24 +42,29 @@ def _blocks(n_targets: int, n_rel: int):
         yield slice(s, min(n_targets, s + size))
 
 
-def _chosen(d: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest per row (ties at the k-th distance to the first positions: anonymeter's rule),
-    and every row as near as the k-th (ties kept)."""
+def _chosen(d: np.ndarray, k: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` nearest per row: ties at the k-th distance to the first positions (anonymeter's rule),
+    to a uniformly random choice among them, and every row as near as the k-th (ties kept)."""
     dk = np.partition(d, k - 1, axis=1)[:, k - 1][:, None]
     lt, eq = d < dk, d == dk
     need = k - lt.sum(axis=1, keepdims=True)
-    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), d <= dk
+    pr = np.where(eq, rng.random(d.shape), np.inf)
+    kk = min(k, d.shape[1])
+    low = np.sort(np.partition(pr, kk - 1, axis=1)[:, :kk], axis=1)
+    cut = np.take_along_axis(low, np.clip(need - 1, 0, kk - 1), axis=1)
+    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), lt | (eq & (pr <= cut)), d <= dk
 
 
-def _link(e, a_cols, b_cols, table, trows, k: int) -> tuple[int, int]:
-    """Successes of the linkability attack on ``trows``: (anonymeter's rule, ties kept)."""
-    first = ties = 0
+def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
+    """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept."""
+    first = rand = ties = 0
     for blk in _blocks(len(trows), e.release.n):
-        ca, ta = _chosen(distances(e, a_cols, table, trows[blk]), k)
-        cb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k)
+        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk]), k, rng)
+        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k, rng)
         first += int((ca & cb).any(axis=1).sum())
+        rand += int((ra & rb).any(axis=1).sum())
         ties += int((ta & tb).any(axis=1).sum())
-    return first, ties
+    return first, rand, ties
 
 
 def _random_sets(rng, n: int, n_rel: int, k: int) -> np.ndarray:
@@ -83,16 +88,20 @@ def linkability(e, aux: tuple, n_attacks: int, n_neighbours: int = 1, seed: int 
     n = min(n_attacks, e.original.n)
     ia, ib = _random_sets(rng, n_attacks, e.release.n, k), _random_sets(rng, n_attacks, e.release.n, k)
     n_base = int((ia[:, :, None] == ib[:, None, :]).any(axis=(1, 2)).sum())
-    first, ties = _link(e, a_cols, b_cols, e.original, rng.choice(e.original.n, n, replace=False), k)
-    c_first = c_ties = None
+    att = _link(e, a_cols, b_cols, e.original, rng.choice(e.original.n, n, replace=False), k, rng)
+    con = (None, None, None)
     if e.control is not None:
-        c_first, c_ties = _link(e, a_cols, b_cols, e.control,
-                                rng.choice(e.control.n, min(n_attacks, e.control.n), replace=False), k)
-    res = results(n_attacks, first, n_base, c_first, confidence_level)
-    tie = results(n_attacks, ties, n_base, c_ties, confidence_level)
+        con = _link(e, a_cols, b_cols, e.control, rng.choice(e.control.n, min(n_attacks, e.control.n), replace=False),
+                    k, rng)
+    res = results(n_attacks, att[0], n_base, con[0], confidence_level)
+    keep = ("n_success", "n_control", "attack_rate", "control_rate", "risk", "warnings")
+    tie = results(n_attacks, att[1], n_base, con[1], confidence_level)
+    kept = results(n_attacks, att[2], n_base, con[2], confidence_level)
     res.update(aux=[list(aux[0]), list(aux[1])], n_neighbours=k,
-               tie_aware={key: tie[key] for key in ("n_success", "n_control", "attack_rate", "control_rate",
-                                                     "risk", "warnings")})
+               tie_aware={key: tie[key] for key in keep}, ties_kept={key: kept[key] for key in keep},
+               note="tie_aware: ties at the k-th distance broken by a uniformly random choice (one draw per "
+                    "attack: its rate is the chance that a random choice among equally near rows links); "
+                    "ties_kept: success when any such choice links (an upper bound)")
     return res
 
 

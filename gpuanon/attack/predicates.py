@@ -193,34 +193,63 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
 
 
 def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
-    """Exact match counts of predicates ``qid`` (sorted): the candidates of each one's most selective
-    condition, every condition checked on those (predicate, row) pairs."""
+    """Exact match counts of predicates ``qid`` (sorted): the candidate rows of each one's most selective
+    condition, every condition checked on those (predicate, row) pairs, all columns' pairs together."""
     used = [c for c in columns if q.used[c.name][qid].any()]
     if not used:
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
     anchor = np.argmin(size, axis=0)
-    counts = np.zeros(len(qid), dtype=np.int64)
-    for j, c in enumerate(used):  # the predicates anchored on each column
+    own, st, en = [], [], []
+    for j, c in enumerate(used):  # the predicates anchored on each column, as ranges of one row list
         mine = qid[anchor == j]
-        if not len(mine):
+        if len(mine):
+            o, s, e = _ranges(q, c, ix, mine)
+            own.append(o)
+            st.append(s + j * ix.n)
+            en.append(e + j * ix.n)
+    own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
+    perm = np.concatenate([ix.perm[c.name] for c in used])
+    counts = np.zeros(len(qid), dtype=np.int64)
+    ln_all = en - st
+    cum = np.cumsum(ln_all)
+    cuts = np.searchsorted(cum, np.arange(BLOCK, int(cum[-1]) + BLOCK, BLOCK)) + 1 if len(cum) else []
+    prev = 0
+    for cut in list(cuts) + [len(own)]:  # blocks of about BLOCK pairs
+        sl = slice(prev, max(prev, min(cut, len(own))))
+        prev = sl.stop
+        ln = ln_all[sl]
+        if not ln.sum():
             continue
-        own, s, e = _ranges(q, c, ix, mine)
-        for lo_i in range(0, len(own), 1 << 16):  # blocks of ranges
-            sl = slice(lo_i, lo_i + (1 << 16))
-            ln = e[sl] - s[sl]
-            if not ln.sum():
-                continue
-            owner = np.repeat(own[sl], ln)
-            first = np.repeat(s[sl] - (np.cumsum(ln) - ln), ln)
-            rows = ix.perm[c.name][first + np.arange(int(ln.sum()))]
-            ok = np.ones(len(rows), dtype=bool)
-            for c2 in used:
-                sel = q.used[c2.name][owner]
-                if sel.any():
-                    ok[sel] &= _condition(q, c2, table, owner[sel], rows[sel])
-            counts += np.bincount(np.searchsorted(qid, owner[ok]), minlength=len(qid))
+        owner = np.repeat(own[sl], ln)
+        rows = perm[np.repeat(st[sl] - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))]
+        ok = np.ones(len(rows), dtype=bool)
+        for c2 in used:
+            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
+            if len(sel):
+                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        counts += np.bincount(np.searchsorted(qid, owner[ok]), minlength=len(qid))
     return counts
+
+
+def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
+    """The index of a subset of its rows (``keep``: bool over the table's rows), in the same orders."""
+    sub = _Index(int(keep[ix.rows].sum()))
+    sub.rows = ix.rows[keep[ix.rows]]
+    for c in columns:  # a loop over columns
+        perm = ix.perm[c.name]
+        k = keep[perm]
+        sub.perm[c.name] = perm[k]
+        if c.kind == "numeric":
+            n_wild, n_fin, widest = ix.info[c.name]
+            kw, kf = k[:n_wild], k[n_wild:n_wild + n_fin]
+            sub.key[c.name] = ix.key[c.name][kf]
+            sub.info[c.name] = (int(kw.sum()), int(kf.sum()), widest)
+        else:
+            pos = np.concatenate([[0], np.cumsum(k)])
+            sub.key[c.name] = pos[ix.key[c.name]]
+            sub.info[c.name] = int(pos[ix.info[c.name]])
+    return sub
 
 
 def row_index(columns, table, rows=None) -> _Index:

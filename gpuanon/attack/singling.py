@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..verify import splitmix64
 from .cells import Encoded, unique_rows
-from .predicates import Predicates, match_counts, row_index
+from .predicates import Predicates, match_counts, row_index, subset_index
 from .stats import results
 
 
@@ -119,14 +120,20 @@ def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
     return q
 
 
-def _new(keys_have: np.ndarray, keys_new: np.ndarray) -> np.ndarray:
-    """Positions in ``keys_new`` of the first occurrence of each predicate not in ``keys_have``."""
-    allk = np.concatenate([keys_have, keys_new]) if len(keys_have) else keys_new
-    if not len(allk):
-        return np.zeros(0, dtype=np.int64)
-    _, first = np.unique(allk, axis=0, return_index=True)
-    first = np.sort(first[first >= len(keys_have)]) - len(keys_have)
-    return first
+def _hashes(keys: np.ndarray) -> np.ndarray:
+    """One 64-bit hash per predicate (row of ``keys``), splitmix64 over the float bits of its fields."""
+    h = np.zeros(len(keys), dtype=np.uint64)
+    bits = np.ascontiguousarray(keys + 0.0).view(np.uint64)  # + 0.0: no -0.0
+    for j in range(keys.shape[1]):  # a loop over fields
+        h = splitmix64(h ^ bits[:, j])
+    return h
+
+
+def _new(have: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Positions in ``new`` (hashes) of the first occurrence of each predicate not in ``have``."""
+    _, first = np.unique(new, return_index=True)
+    first = np.sort(first)
+    return first[~np.isin(new[first], have)]
 
 
 def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: int | None = None):
@@ -137,11 +144,11 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
         cand = univariate_candidates(e, rows)
         cand = cand.take(rng.permutation(cand.n))
         ok = np.flatnonzero(match_counts(cand, cols, e.release, rng, index=row_index(cols, e.release, rows)) == 1)
-        ok = ok[_new(np.zeros((0, 0)), cand.keys(cols)[ok])][:n]
+        ok = ok[_new(np.zeros(0, dtype=np.uint64), _hashes(cand.keys(cols)[ok]))][:n]
         return cand.take(ok), len(ok) < n
     med = _medians(e, rows)
     n_cols = min(n_cols, len(cols))
-    got, keys, idle = [], np.zeros((0, 0)), 0
+    got, keys, idle = [], np.zeros(0, dtype=np.uint64), 0
     patience = patience or max(20 * n, 20000)
     have, ix = 0, row_index(cols, e.release, rows)
     while have < n and idle < patience:
@@ -149,11 +156,11 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
         recs = rows[rng.integers(0, len(rows), batch)]
         q = from_records(e, recs, _random_columns(rng, batch, len(cols), n_cols), med)
         ok = np.flatnonzero(match_counts(q, cols, e.release, rng, index=ix) == 1)
-        k = q.keys(cols)[ok]
+        k = _hashes(q.keys(cols)[ok])
         fresh = _new(keys, k)[:n - have]
         if len(fresh):
             got.append(q.take(ok[fresh]))
-            keys = np.concatenate([keys, k[fresh]]) if len(keys) else k[fresh]
+            keys = np.concatenate([keys, k[fresh]])
             have += len(fresh)
             idle = 0
         else:
@@ -173,10 +180,13 @@ def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
         return norm * integral(x, 0, w_eff)
 
     sizes, succ = [], []
+    full = row_index(e.columns, e.control, crow)
     for n_rows in np.linspace(min(1000, len(crow)), len(crow), 10).astype(int):  # 10 sizes x 5 draws
         for _ in range(5):
-            sub = rng.choice(crow, size=n_rows, replace=False)
-            succ.append(int((match_counts(q, e.columns, e.control, rng, sub) == 1).sum()))
+            keep = np.zeros(e.control.n, dtype=bool)
+            keep[rng.choice(crow, size=n_rows, replace=False)] = True
+            sub = subset_index(full, e.columns, keep)
+            succ.append(int((match_counts(q, e.columns, e.control, rng, index=sub) == 1).sum()))
             sizes.append(n_rows)
     sizes, succ = np.array(sizes, dtype=np.float64), np.array(succ, dtype=np.float64)
     w0 = 1 / sizes.max()

@@ -19,9 +19,10 @@ from ..errors import InputError
 
 
 def probit(confidence_level: float) -> float:
-    from scipy.stats import norm  # noqa: PLC0415
+    """``Phi^-1((1 + CL) / 2)`` (the standard library's normal quantile, as SciPy's ``norm.ppf``)."""
+    from statistics import NormalDist  # noqa: PLC0415
 
-    return float(norm.ppf(0.5 * (1.0 + confidence_level)))
+    return NormalDist().inv_cdf(0.5 * (1.0 + confidence_level))
 
 
 def success_rate(n_total: float, n_success: float, confidence_level: float) -> dict:
