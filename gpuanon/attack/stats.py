@@ -8,7 +8,7 @@ rate, the results cannot be trusted (a warning in the result).
 
 >>> r = results(500, 450, 20, 30)
 >>> round(r["attack_rate"]["value"], 6), round(r["risk"]["value"], 6)
-(0.898196, 0.891457)
+(0.89695, 0.88998)
 """
 
 from __future__ import annotations
