@@ -85,8 +85,6 @@ def run(args) -> int:
     if stray:
         raise InputError(f"{', '.join(stray)} cannot be used with --release; the reconstruction attacks are the "
                          f"--perturbed mode")
-    if not args.report and not args.html:
-        log.info("no --report or --html: the risks are printed only")
     outputs = command_outputs(args, [("--report", args.report, False), ("--html", args.html, False)])
     attacks = split_list(args.attacks) if args.attacks else list(ATTACKS)
     secrets = [s for item in (args.secret or []) for s in split_list(item)]
