@@ -25,12 +25,21 @@ def distances(e, cols, table, trows, rrows=None) -> np.ndarray:
     for c in cols:  # a loop over columns
         if c.kind == "numeric":
             v = table.lo[c.name][trows][:, None]
-            lo, hi = rel.lo[c.name][rsel][None, :], rel.hi[c.name][rsel][None, :]
+            lo, hi = rel.lo[c.name][rsel], rel.hi[c.name][rsel]
+            vn, rn = np.isnan(v), np.isnan(lo)
+            plain = not vn.any() and not rn.any() and np.isfinite(lo).all() and np.isfinite(hi).all()
+            if plain and np.array_equal(lo, hi):  # points: anonymeter's |x - y| / range
+                d += np.abs(v - lo[None, :]) / c.scale
+                continue
+            lo, hi = lo[None, :], hi[None, :]
             with np.errstate(invalid="ignore"):
                 gap = np.maximum(np.maximum(lo - v, v - hi), 0.0) / c.scale
-            vn, rn = np.isnan(v), np.isnan(lo)
-            gap = np.where(vn | rn, np.where(vn & rn, 1.0, np.inf), gap)
-            d += np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
+            if not plain:
+                gap = np.where(vn | rn, np.where(vn & rn, 1.0, np.inf), gap)
+                gap = np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
+            d += gap
+        elif not c.sets.shape[0]:  # point cells only
+            d += rel.cell[c.name][rsel][None, :] != table.cell[c.name][trows][:, None]
         else:
             d += ~c.overlap(rel.cell[c.name][rsel][None, :], table.cell[c.name][trows][:, None])
     return d
@@ -42,25 +51,24 @@ def _blocks(n_targets: int, n_rel: int):
         yield slice(s, min(n_targets, s + size))
 
 
-def _chosen(d: np.ndarray, k: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _chosen(d: np.ndarray, k: int, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` nearest per row: ties at the k-th distance to the first positions (anonymeter's rule),
-    to a uniformly random choice among them, and every row as near as the k-th (ties kept)."""
+    to the first in the random ``order`` of the release rows (a uniformly random choice among them), and
+    every row as near as the k-th (ties kept)."""
     dk = np.partition(d, k - 1, axis=1)[:, k - 1][:, None]
     lt, eq = d < dk, d == dk
     need = k - lt.sum(axis=1, keepdims=True)
-    pr = np.where(eq, rng.random(d.shape), np.inf)
-    kk = min(k, d.shape[1])
-    low = np.sort(np.partition(pr, kk - 1, axis=1)[:, :kk], axis=1)
-    cut = np.take_along_axis(low, np.clip(need - 1, 0, kk - 1), axis=1)
-    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), lt | (eq & (pr <= cut)), d <= dk
+    rand = np.empty_like(eq)
+    rand[:, order] = np.cumsum(eq[:, order], axis=1) <= need
+    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), lt | (eq & rand), d <= dk
 
 
 def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
     """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept."""
     first = rand = ties = 0
-    for blk in _blocks(len(trows), e.release.n):
-        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk]), k, rng)
-        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k, rng)
+    for blk in _blocks(len(trows), e.release.n):  # a random order of the release rows per block and side
+        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk]), k, rng.permutation(e.release.n))
+        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k, rng.permutation(e.release.n))
         first += int((ca & cb).any(axis=1).sum())
         rand += int((ra & rb).any(axis=1).sum())
         ties += int((ta & tb).any(axis=1).sum())
@@ -99,8 +107,9 @@ def linkability(e, aux: tuple, n_attacks: int, n_neighbours: int = 1, seed: int 
     kept = results(n_attacks, att[2], n_base, con[2], confidence_level)
     res.update(aux=[list(aux[0]), list(aux[1])], n_neighbours=k,
                tie_aware={key: tie[key] for key in keep}, ties_kept={key: kept[key] for key in keep},
-               note="tie_aware: ties at the k-th distance broken by a uniformly random choice (one draw per "
-                    "attack: its rate is the chance that a random choice among equally near rows links); "
+               note="tie_aware: ties at the k-th distance broken by a uniformly random choice (a random order of "
+                    "the release rows per block of attacks: its rate is the chance that a random choice among "
+                    "equally near rows links); "
                     "ties_kept: success when any such choice links (an upper bound)")
     return res
 
