@@ -58,6 +58,8 @@ class Column:
     def overlap(self, r, p):
         """Whether row cells ``r`` and predicate cells ``p`` (broadcast) share a category."""
         n = self.n_cats
+        if not self.sets.shape[0]:  # point cells only
+            return np.asarray(r) == np.asarray(p)
         r, p = np.broadcast_arrays(np.asarray(r), np.asarray(p))
         out = r == p
         if self.sets.shape[0]:

@@ -95,7 +95,7 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
         else:
             r, p = table.cell[c.name][rows][None, :], q.p[c.name][u][:, None]
             neg = q.neg[c.name][u][:, None]
-            m = np.where(neg, c.outside(r, p), c.overlap(r, p))
+            m = np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
         out[u] &= m
     return out
 
@@ -109,8 +109,8 @@ def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             m = np.where(q.inv[name][qid], ~((lo >= a) & (hi <= b)), (lo <= b) & (hi >= a))
         return np.where(np.isnan(lo), q.null[name][qid], m)
-    r, p = table.cell[name][rows], q.p[name][qid]
-    return np.where(q.neg[name][qid], c.outside(r, p), c.overlap(r, p))
+    r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
+    return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
 
 
 @dataclass
