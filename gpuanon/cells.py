@@ -282,3 +282,62 @@ def in_input_order(columns, generalized: dict, quasi_identifiers, dropped, passt
         else:
             out[c] = passthrough(c)
     return out
+
+
+def _leaf_key(v, index: dict):
+    """The ``index`` key of a hierarchy leaf: a hierarchy names the missing value's leaf ``NaN``."""
+    key = cell_key(v)
+    return None if (key == cell_text(None) and key not in index) or is_missing(v) else key
+
+
+def hierarchy_node_members(hierarchy, index: dict) -> dict:
+    """``{node label: category indices under it}`` for a hierarchy's inner nodes (empty without one);
+    ``index`` maps a category's :func:`cell_key` to its index."""
+    if hierarchy is None:
+        return {}
+    leaf_idx = np.array([index.get(_leaf_key(v, index), -1) for v in hierarchy.leaves], dtype=np.int64)
+    out = {}
+    for node in range(hierarchy.n_leaves, hierarchy.n_nodes):  # a loop over hierarchy nodes
+        under = leaf_idx[(hierarchy.levels == node).any(axis=1)]
+        out.setdefault(str(hierarchy.labels[node]), under[under >= 0])
+    return out
+
+
+def category_sets(cells, index: dict, nodes: dict, column, add_unknown: bool = False) -> np.ndarray:
+    """The set of categories each categorical cell allows, as a bool array ``(len(cells), len(index))``:
+    a value, a ``|`` set (``\\N`` the missing value), ``*`` (every category) or a hierarchy label
+    (``nodes``: :func:`hierarchy_node_members`). ``index`` maps :func:`cell_key` to a category's index;
+    a member not in it raises ValueError naming ``column``, or with ``add_unknown`` is added to
+    ``index`` (the array widens). One pass per distinct cell, not per row."""
+    members = []
+    for cell in cells:  # a loop over distinct cells
+        t = cell_key(cell)
+        if t is None and None not in index and not add_unknown:
+            raise ValueError(f"column '{column}' has a missing cell but the original table has no missing "
+                             "value there")
+        if t in index or (t is None and add_unknown):
+            members.append([t])
+        elif t in nodes:
+            members.append(nodes[t])
+        elif t == "*":
+            members.append(None)
+        else:
+            parts = split_set_text(t)
+            for p in parts:
+                if p not in index and not add_unknown:
+                    raise ValueError(f"value {p!r} in column '{column}' is not in the original table (nor a "
+                                     f"hierarchy label: pass the hierarchy used)")
+            members.append(parts)
+    if add_unknown:
+        for m in members:
+            for p in m if isinstance(m, list) else ():
+                index.setdefault(p, len(index))
+    sets = np.zeros((len(members), len(index)), dtype=bool)
+    for i, m in enumerate(members):  # distinct cells
+        if m is None:
+            sets[i, :] = True
+        elif isinstance(m, list):
+            sets[i, [index[p] for p in m]] = True
+        else:  # the indices under a hierarchy node
+            sets[i, m] = True
+    return sets

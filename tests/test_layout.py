@@ -113,6 +113,7 @@ def test_no_import_cycles_between_modules():
 #: the stages in import order (docs/architecture.md, "Packages"): a module imports its own stage and
 #: earlier ones; the foundations are gpuanon's own modules (backend, errors, schema, encoding, ...)
 STAGES = {"kernels": 0, "foundations": 1, "gpuanon.datasets": 1, "gpuanon.hierarchy": 2, "gpuanon.metrics": 2,
+          "gpuanon.attack": 2,
           "gpuanon.anonymize": 3, "gpuanon.perturb": 3, "gpuanon.distributed": 4, "gpuanon.evaluate": 4,
           "gpuanon.federated": 5, "gpuanon.report": 5, "gpuanon.cli": 6, "gpuanon.__main__": 6, "gpuanon": 6}
 

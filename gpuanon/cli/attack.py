@@ -12,7 +12,8 @@ log = logging.getLogger("gpuanon")
 
 
 def add_parser(sub):
-    at = sub.add_parser("attack", help="attack a perturbed table (naive, ICA, known input-output)",
+    at = sub.add_parser("attack", help="attack a release (singling out, linkability, inference: --release) or a "
+                                       "perturbed table (naive, ICA, known input-output: --perturbed)",
                         description="Score how well the perturbation resists reconstruction: min over "
                                     "attributes of std(z - zhat) on z-scored columns (higher resists better). "
                                     "Needs the original table and a perturbed table written with --write-row-id. "
@@ -47,6 +48,9 @@ def add_parser(sub):
     at.add_argument("--label", help="label column to leave out (default: the dataset's target)")
     at.add_argument("--known-fraction", type=float, help="rows the known input-output attacker has")
     at.add_argument("--report", help="JSON report")
+    from .attack_release import add_options  # noqa: PLC0415
+
+    add_options(at)
     at.set_defaults(**defaults("attack"))
     return at
 
@@ -107,14 +111,18 @@ def run(args) -> int:
 
     if not 0 < args.known_fraction <= 1:  # both modes: the known input-output attack's share of the rows
         raise InputError(f"--known-fraction must be in (0, 1], got {args.known_fraction:g}; e.g. --known-fraction 0.1")
+    if getattr(args, "release", None):
+        from .attack_release import run as run_release  # noqa: PLC0415
+
+        return run_release(args)
     if args.frontier:
         return _frontier(args)
     stray = [o for o, v in (("--out", args.out), ("--png", args.png)) if v]
     if stray:
         raise InputError(f"{', '.join(stray)} belong to --frontier; add --frontier, or use --report for an attack")
     if not args.perturbed:
-        raise InputError("give the perturbed table: --perturbed FILE (written by gpuanon perturb --write-row-id), "
-                         "or --frontier --dataset NAME")
+        raise InputError("give the table to attack: --release FILE (singling out, linkability, inference), "
+                         "--perturbed FILE (written by gpuanon perturb --write-row-id), or --frontier --dataset NAME")
     if bool(args.original) == bool(args.dataset):
         raise InputError("give the original table: --original FILE or --dataset NAME (one of them)")
     outputs = command_outputs(args, [("--report", args.report, False)])

@@ -225,7 +225,7 @@ def setup_logging(quiet: bool) -> None:
     log.propagate = False
 
 
-_INPUT_OPTIONS = ("input", "original", "perturbed", "config", "population_table")
+_INPUT_OPTIONS = ("input", "original", "perturbed", "release", "control", "config", "population_table")
 _OUTPUT_OPTIONS = ("out", "report", "html", "plot", "table", "png", "per_record")
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cells import cell_key, cell_text, is_missing, parse_numeric_cells, resolve_qi_columns, split_set_text
+from ..cells import (category_sets, cell_key, hierarchy_node_members, parse_numeric_cells,
+                     resolve_qi_columns)
 from ..exact import float_values, is_time
 from .columns import stats_from_value_targets, value_target_chunk
 from .entropy import domain_joint, interval_joint, interval_positions, set_joint
@@ -147,26 +148,9 @@ def _categorical_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, hiera
     st, u_before, h_bits = _code_stats(codes.astype(np.int64), cls.tcodes_orig, cls.tcounts)
     ccounts = st.counts
     index = {cell_key(v): i for i, v in enumerate(cats)}  # a missing category: key None
-    nodes = _node_members(hierarchy, index)
+    nodes = hierarchy_node_members(hierarchy, index)
     cell_inv, cells = pd.factorize(out[c].iloc[cls.first], use_na_sentinel=False)
-    cell_sets = np.zeros((len(cells), ncat), dtype=bool)
-    for i, cell in enumerate(cells):  # a loop over distinct generalized values
-        t = cell_key(cell)
-        if t is None and None not in index:
-            raise ValueError(f"column '{c}' has a missing cell but the original table has no missing "
-                             "value there")
-        if t in index:
-            cell_sets[i, index[t]] = True
-        elif t in nodes:
-            cell_sets[i, nodes[t]] = True
-        elif t == "*":
-            cell_sets[i, :] = True
-        else:
-            for p in split_set_text(t):
-                if p not in index:
-                    raise ValueError(f"value {p!r} in column '{c}' is not in the original table (nor a "
-                                     f"hierarchy label: pass the hierarchy used)")
-                cell_sets[i, index[p]] = True
+    cell_sets = category_sets(cells, index, nodes, c)
     sets, sid = np.unique(cell_sets, axis=0, return_inverse=True)
     set_id = sid.reshape(-1)[cell_inv]
     joint_before = joint_after = None
@@ -175,24 +159,6 @@ def _categorical_column(c, o: pd.Series, out: pd.DataFrame, cls: _Classes, hiera
         joint_after = set_joint(set_id, sets, ccounts, cls.thist, np)
     return ColumnSummary(c, "categorical", ccounts, u_before, h_bits, set_id=set_id, sets=sets,
                          domain_counts=ccounts, joint_before=joint_before, joint_after=joint_after)
-
-
-def _leaf_key(v, index: dict):
-    """The ``index`` key of a hierarchy leaf: a hierarchy names the missing value's leaf ``NaN``."""
-    key = cell_key(v)
-    return None if (key == cell_text(None) and key not in index) or is_missing(v) else key
-
-
-def _node_members(hierarchy, index: dict) -> dict:
-    """``{node label: category indices under it}`` for a hierarchy's inner nodes (empty without one)."""
-    if hierarchy is None:
-        return {}
-    leaf_idx = np.array([index.get(_leaf_key(v, index), -1) for v in hierarchy.leaves], dtype=np.int64)
-    out = {}
-    for node in range(hierarchy.n_leaves, hierarchy.n_nodes):  # a loop over hierarchy nodes
-        under = leaf_idx[(hierarchy.levels == node).any(axis=1)]
-        out.setdefault(str(hierarchy.labels[node]), under[under >= 0])
-    return out
 
 
 def output_metrics(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers, target: str | None = None,

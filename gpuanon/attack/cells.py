@@ -1,0 +1,232 @@
+"""A release and its original / control rows encoded for the attacks: every published cell a set.
+
+Numeric column: a cell is the interval ``[lo, hi]`` (a point when ``lo == hi``; ``range`` text,
+``minmax`` pairs, pass-through and raw values; ``*`` is ``[-inf, inf]``; missing is NaN), parsed by
+:func:`gpuanon.cells.parse_numeric_cells`. Categorical column: a cell is a set of categories (a value,
+``a|b``, ``\\N``, ``*``, a hierarchy label), parsed by :func:`gpuanon.cells.category_sets`. Categories
+are numbered ``0 .. n_cats - 1`` (the original's and control's values, then any the release adds); a
+cell id below ``n_cats`` is the point cell of that category, ids from ``n_cats`` on are the release's
+other sets (``sets[id - n_cats]``). Original and control rows are point cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells
+from ..errors import InputError, shown
+from ..exact import float_values
+
+
+@dataclass
+class Column:
+    """One attacked column: its kind, the numeric scale (the range over every table), and for a
+    categorical column the category labels and the release's set cells with their relation tables."""
+
+    name: str
+    kind: str  # "numeric" | "categorical"
+    scale: float = 1.0
+    labels: list = field(default_factory=list)
+    missing: int = -1  # the missing value's category (-1: none)
+    sets: np.ndarray | None = None  # (m, n_cats) the release's non-point cells
+    overlap_tab: np.ndarray | None = None  # (m, n_cats + m): set i meets cell j
+    outside_tab: np.ndarray | None = None  # (m, n_cats + m): set i holds a non-missing value outside cell j
+
+    @property
+    def n_cats(self) -> int:
+        return len(self.labels)
+
+    def finish(self) -> None:
+        """The relation tables of the set cells (a loop-free matrix product)."""
+        n, s = self.n_cats, self.sets
+        if s is None or not len(s):
+            self.sets = np.zeros((0, n), dtype=bool)
+            self.overlap_tab = self.outside_tab = np.zeros((0, n), dtype=bool)
+            return
+        si = s.astype(np.int32)
+        nm = s.copy()
+        if self.missing >= 0:
+            nm[:, self.missing] = False
+        cnt = nm.sum(axis=1)
+        point_out = cnt[:, None] - nm.astype(np.int32) > 0  # a non-missing member other than j
+        self.overlap_tab = np.concatenate([s, (si @ si.T) > 0], axis=1)
+        self.outside_tab = np.concatenate([point_out, (nm.astype(np.int32) @ (~s).astype(np.int32).T) > 0], axis=1)
+
+    def overlap(self, r, p):
+        """Whether row cells ``r`` and predicate cells ``p`` (broadcast) share a category."""
+        n = self.n_cats
+        if not self.sets.shape[0]:  # point cells only
+            return np.asarray(r) == np.asarray(p)
+        r, p = np.broadcast_arrays(np.asarray(r), np.asarray(p))
+        out = r == p
+        if self.sets.shape[0]:
+            rs, ps = r >= n, p >= n
+            out = np.where(rs, self.overlap_tab[np.where(rs, r - n, 0), p], out)
+            out = np.where(~rs & ps, self.overlap_tab[np.where(ps, p - n, 0), r], out)
+        return out
+
+    def outside(self, r, p):
+        """Whether row cells ``r`` may hold a non-missing value outside predicate cells ``p``."""
+        n = self.n_cats
+        r, p = np.broadcast_arrays(np.asarray(r), np.asarray(p))
+        out = (r != p) & (r != self.missing)
+        if self.sets.shape[0]:
+            rs, ps = r >= n, p >= n
+            out = np.where(rs, self.outside_tab[np.where(rs, r - n, 0), p], out)
+            out = np.where(~rs & ps, ~self.overlap_tab[np.where(ps, p - n, 0), r] & (r != self.missing), out)
+        return out
+
+    def set_size(self, cells) -> np.ndarray:
+        """Number of categories a cell allows."""
+        cells = np.asarray(cells)
+        size = np.ones(cells.shape, dtype=np.int64)
+        if self.sets.shape[0]:
+            big = cells >= self.n_cats
+            size[big] = self.sets.sum(axis=1)[cells[big] - self.n_cats]
+        return size
+
+    def contains(self, cells, codes) -> np.ndarray:
+        """Whether cell ``cells[i]`` allows category ``codes[i]``."""
+        return self.overlap(cells, codes)
+
+
+@dataclass
+class Table:
+    """One table's cells: ``lo`` / ``hi`` (float64) per numeric column, ``cell`` (int64) per categorical one."""
+
+    n: int
+    lo: dict = field(default_factory=dict)
+    hi: dict = field(default_factory=dict)
+    cell: dict = field(default_factory=dict)
+
+    def take(self, rows) -> "Table":
+        return Table(len(rows), {c: v[rows] for c, v in self.lo.items()}, {c: v[rows] for c, v in self.hi.items()},
+                     {c: v[rows] for c, v in self.cell.items()})
+
+    def key_matrix(self, columns) -> np.ndarray:
+        """The rows as a float matrix (for finding duplicate rows)."""
+        parts = []
+        for c in columns:
+            if c.name in self.cell:
+                parts.append(self.cell[c.name].astype(np.float64))
+            else:
+                parts += [self.lo[c.name], self.hi[c.name]]
+        return np.column_stack(parts) if parts else np.zeros((self.n, 0))
+
+
+@dataclass
+class Encoded:
+    """The release and the original / control rows over the attacked columns."""
+
+    columns: list
+    release: Table
+    original: Table
+    control: Table | None
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+def _numeric_release(rel: pd.DataFrame, c: str) -> tuple[np.ndarray, np.ndarray]:
+    if c not in rel.columns:  # minmax
+        return float_values(rel[f"{c}_min"]), float_values(rel[f"{c}_max"])
+    s = rel[c]
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        v = float_values(s)
+        return v, v.copy()
+    star = (s.astype(object) == "*").to_numpy()
+    try:
+        lo, hi = parse_numeric_cells(s.where(~star, None))
+    except ValueError as exc:
+        raise InputError(f"release: {exc}; a numeric column's cells are numbers, 'lo-hi', '[lo, hi]' or '*'") from None
+    lo[star], hi[star] = -np.inf, np.inf
+    return lo, hi
+
+
+def _is_numeric(s: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
+
+
+def _categorical(name: str, rel: pd.Series, points: list, hierarchy) -> tuple[Column, np.ndarray, list]:
+    """The column, the release's cell ids and each point table's category codes."""
+    both = pd.concat([p.astype(object) for p in points], ignore_index=True)
+    codes_all, cats = pd.factorize(both, use_na_sentinel=False)
+    index = {cell_key(v): i for i, v in enumerate(cats)}
+    rcodes, rcells = pd.factorize(rel.astype(object), use_na_sentinel=False)
+    try:
+        sets = category_sets(list(rcells), index, hierarchy_node_members(hierarchy, index), name, add_unknown=True)
+    except ValueError as exc:
+        raise InputError(f"release: {exc}") from None
+    labels = [None] * len(index)
+    for k, i in index.items():
+        labels[i] = k
+    n = len(labels)
+    single = sets.sum(axis=1) == 1
+    # a set cell of one category is that category's point cell; the others are numbered from n
+    point_of = np.where(single, sets.argmax(axis=1), -1)
+    multi = np.flatnonzero(~single)
+    ids = point_of.copy()
+    ids[multi] = n + np.arange(len(multi))
+    col = Column(name, "categorical", labels=labels, missing=index.get(None, -1), sets=sets[multi])
+    col.finish()
+    out, start = [], 0
+    for p in points:
+        out.append(codes_all[start:start + len(p)].astype(np.int64))
+        start += len(p)
+    return col, ids[rcodes].astype(np.int64), out
+
+
+def _check_columns(release, original, control, columns) -> None:
+    for c in columns:
+        if c not in original.columns:
+            raise InputError(f"column '{shown(c)}' is not in the original table; attack columns must be in both tables")
+        if control is not None and c not in control.columns:
+            raise InputError(f"column '{shown(c)}' is not in the control table; it must have the original's columns")
+        if c not in release.columns and not (f"{c}_min" in release.columns and f"{c}_max" in release.columns):
+            raise InputError(f"column '{shown(c)}' is not in the release (nor its '{shown(c)}_min' / '_max' pair)")
+
+
+def encode(release: pd.DataFrame, original: pd.DataFrame, control: pd.DataFrame | None, columns,
+           hierarchies: dict | None = None) -> Encoded:
+    """Encode ``columns`` of the three tables (the kind from the original's dtype)."""
+    _check_columns(release, original, control, columns)
+    hierarchies = hierarchies or {}
+    rel_t, ori_t = Table(len(release)), Table(len(original))
+    con_t = None if control is None else Table(len(control))
+    cols = []
+    for c in columns:  # a loop over columns
+        points = [original[c]] + ([] if control is None else [control[c]])
+        if _is_numeric(original[c]):
+            lo, hi = _numeric_release(release, c)
+            vals = [float_values(p) for p in points]
+            finite = np.concatenate([v[np.isfinite(v)] for v in [lo, hi] + vals])
+            scale = float(finite.max() - finite.min()) if finite.size else 1.0
+            cols.append(Column(c, "numeric", scale=scale if scale > 0 else 1.0))
+            rel_t.lo[c], rel_t.hi[c] = lo, hi
+            ori_t.lo[c], ori_t.hi[c] = vals[0], vals[0]
+            if con_t is not None:
+                con_t.lo[c], con_t.hi[c] = vals[1], vals[1]
+        else:
+            rel = release[c] if c in release.columns else release[f"{c}_min"]
+            col, rcells, codes = _categorical(c, rel, points, hierarchies.get(c))
+            cols.append(col)
+            rel_t.cell[c], ori_t.cell[c] = rcells, codes[0]
+            if con_t is not None:
+                con_t.cell[c] = codes[1]
+    return Encoded(cols, rel_t, ori_t, con_t)
+
+
+def unique_rows(t: Table, columns) -> np.ndarray:
+    """Positions of the first of each set of equal rows, in table order (anonymeter drops duplicates)."""
+    key = t.key_matrix(columns)
+    if not key.shape[1]:
+        return np.arange(min(t.n, 1))
+    key = np.where(np.isnan(key), np.inf, key)  # NaN rows equal each other
+    _, first = np.unique(key, axis=0, return_index=True)
+    return np.sort(first)

@@ -1,0 +1,168 @@
+"""Linkability and inference: nearest release rows as blocked whole-array distance computations.
+
+Distance of an original row to a release row, summed over columns (anonymeter's Gower-like distance
+on cells): numeric 0 inside the cell ``[lo, hi]``, else the gap to the nearest end over the column's
+range (a point cell: ``|x - y| / range``, anonymeter's); ``*`` is 0; both missing 1 and one missing
+``inf`` (anonymeter's NaN sorts last); categorical 0 when the cell's set holds the value, else 1.
+Among equally near rows anonymeter's rule takes the first (lowest position).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .stats import results
+
+BLOCK = 1 << 22
+
+
+def distances(e, cols, table, trows, rrows=None) -> np.ndarray:
+    """``(len(trows), n_release)`` distances of ``table``'s rows ``trows`` to the release rows."""
+    rel = e.release
+    rsel = slice(None) if rrows is None else rrows
+    n_rel = rel.n if rrows is None else len(rrows)
+    d = np.zeros((len(trows), n_rel))
+    for c in cols:  # a loop over columns
+        if c.kind == "numeric":
+            v = table.lo[c.name][trows][:, None]
+            lo, hi = rel.lo[c.name][rsel], rel.hi[c.name][rsel]
+            vn, rn = np.isnan(v), np.isnan(lo)
+            plain = not vn.any() and not rn.any() and np.isfinite(lo).all() and np.isfinite(hi).all()
+            if plain and np.array_equal(lo, hi):  # points: anonymeter's |x - y| / range
+                d += np.abs(v - lo[None, :]) / c.scale
+                continue
+            lo, hi = lo[None, :], hi[None, :]
+            with np.errstate(invalid="ignore"):
+                gap = np.maximum(np.maximum(lo - v, v - hi), 0.0) / c.scale
+            if not plain:
+                gap = np.where(vn | rn, np.where(vn & rn, 1.0, np.inf), gap)
+                gap = np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
+            d += gap
+        elif not c.sets.shape[0]:  # point cells only
+            d += rel.cell[c.name][rsel][None, :] != table.cell[c.name][trows][:, None]
+        else:
+            d += ~c.overlap(rel.cell[c.name][rsel][None, :], table.cell[c.name][trows][:, None])
+    return d
+
+
+def _blocks(n_targets: int, n_rel: int):
+    size = max(1, BLOCK // max(n_rel, 1))
+    for s in range(0, n_targets, size):
+        yield slice(s, min(n_targets, s + size))
+
+
+def _chosen(d: np.ndarray, k: int, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` nearest per row: ties at the k-th distance to the first positions (anonymeter's rule),
+    to the first in the random ``order`` of the release rows (a uniformly random choice among them), and
+    every row as near as the k-th (ties kept)."""
+    dk = np.partition(d, k - 1, axis=1)[:, k - 1][:, None]
+    lt, eq = d < dk, d == dk
+    need = k - lt.sum(axis=1, keepdims=True)
+    rand = np.empty_like(eq)
+    rand[:, order] = np.cumsum(eq[:, order], axis=1) <= need
+    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), lt | (eq & rand), d <= dk
+
+
+def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
+    """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept."""
+    first = rand = ties = 0
+    for blk in _blocks(len(trows), e.release.n):  # a random order of the release rows per block and side
+        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk]), k, rng.permutation(e.release.n))
+        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k, rng.permutation(e.release.n))
+        first += int((ca & cb).any(axis=1).sum())
+        rand += int((ra & rb).any(axis=1).sum())
+        ties += int((ta & tb).any(axis=1).sum())
+    return first, rand, ties
+
+
+def _random_sets(rng, n: int, n_rel: int, k: int) -> np.ndarray:
+    """``(n, k)`` random release rows, distinct within a row (redrawn where two are equal)."""
+    idx = rng.integers(0, n_rel, (n, k))
+    for _ in range(1000):  # a few redraws of the rows with a repeat
+        s = np.sort(idx, axis=1)
+        bad = (s[:, 1:] == s[:, :-1]).any(axis=1) if k > 1 else np.zeros(n, dtype=bool)
+        if not bad.any():
+            break
+        idx[bad] = rng.integers(0, n_rel, (int(bad.sum()), k))
+    return idx
+
+
+def linkability(e, aux: tuple, n_attacks: int, n_neighbours: int = 1, seed: int = 0,
+                confidence_level: float = 0.95) -> dict:
+    """anonymeter's ``LinkabilityEvaluator`` on cells, with the tie-aware rule beside its own."""
+    rng = np.random.default_rng(seed)
+    a_cols, b_cols = [e.column(c) for c in aux[0]], [e.column(c) for c in aux[1]]
+    k = min(n_neighbours, e.release.n)
+    n = min(n_attacks, e.original.n)
+    ia, ib = _random_sets(rng, n_attacks, e.release.n, k), _random_sets(rng, n_attacks, e.release.n, k)
+    n_base = int((ia[:, :, None] == ib[:, None, :]).any(axis=(1, 2)).sum())
+    att = _link(e, a_cols, b_cols, e.original, rng.choice(e.original.n, n, replace=False), k, rng)
+    con = (None, None, None)
+    if e.control is not None:
+        con = _link(e, a_cols, b_cols, e.control, rng.choice(e.control.n, min(n_attacks, e.control.n), replace=False),
+                    k, rng)
+    res = results(n_attacks, att[0], n_base, con[0], confidence_level)
+    keep = ("n_success", "n_control", "attack_rate", "control_rate", "risk", "warnings")
+    tie = results(n_attacks, att[1], n_base, con[1], confidence_level)
+    kept = results(n_attacks, att[2], n_base, con[2], confidence_level)
+    res.update(aux=[list(aux[0]), list(aux[1])], n_neighbours=k,
+               tie_aware={key: tie[key] for key in keep}, ties_kept={key: kept[key] for key in keep},
+               note="tie_aware: ties at the k-th distance broken by a uniformly random choice (a random order of "
+                    "the release rows per block of attacks: its rate is the chance that a random choice among "
+                    "equally near rows links); "
+                    "ties_kept: success when any such choice links (an upper bound)")
+    return res
+
+
+def _numeric_credit(lo, hi, s) -> np.ndarray:
+    """anonymeter's regression rule ``|g - s| / (g + 1e-12) <= 0.05`` for a point guess; for an interval
+    guess, the share of the interval where it holds (a guess drawn uniformly from the cell)."""
+    tol = 0.05
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = np.abs(lo - s) / (lo + 1e-12) <= tol
+        width = hi - lo
+        neg = np.clip(np.minimum(hi, -1e-12) - lo, 0, None)  # anonymeter's rule holds for any negative guess
+        win_lo, win_hi = (s - 1e-12 * tol) / (1 + tol), (s + 1e-12 * tol) / (1 - tol)
+        pos = np.clip(np.minimum(hi, win_hi) - np.maximum(np.maximum(lo, -1e-12), win_lo), 0, None)
+        frac = np.where(np.isfinite(width) & (width > 0), (neg + pos) / width, 0.0)
+    credit = np.where(width == 0, point, frac).astype(np.float64)
+    gn, sn = np.isnan(lo), np.isnan(s)
+    return np.where(gn | sn, (gn & sn).astype(np.float64), credit)
+
+
+def _credit(e, secret, table, trows, guess_rows) -> np.ndarray:
+    """Per attack, the chance that the guess (the secret's cell of ``guess_rows``) is right."""
+    c = e.column(secret)
+    if c.kind == "numeric":
+        return _numeric_credit(e.release.lo[secret][guess_rows], e.release.hi[secret][guess_rows],
+                               table.lo[secret][trows])
+    cell, truth = e.release.cell[secret][guess_rows], table.cell[secret][trows]
+    return c.overlap(cell, truth) / c.set_size(cell)
+
+
+def _infer(e, aux_cols, secret, table, trows) -> float:
+    total = 0.0
+    for blk in _blocks(len(trows), e.release.n):
+        g = np.argmin(distances(e, aux_cols, table, trows[blk]), axis=1)  # the first of the nearest
+        total += float(_credit(e, secret, table, trows[blk], g).sum())
+    return total
+
+
+def inference(e, aux, secret: str, n_attacks: int, seed: int = 0, confidence_level: float = 0.95) -> dict:
+    """anonymeter's ``InferenceEvaluator`` on cells: the secret of the nearest release row on ``aux``."""
+    rng = np.random.default_rng(seed)
+    aux_cols = [e.column(c) for c in aux]
+    n_ori = min(n_attacks, e.original.n)
+    n_base = min(e.release.n, n_ori)
+    base_t = rng.choice(e.original.n, n_base, replace=False)
+    base = float(_credit(e, secret, e.original, base_t, rng.choice(e.release.n, n_base, replace=False)).sum())
+    hits = _infer(e, aux_cols, secret, e.original, rng.choice(e.original.n, n_ori, replace=False))
+    n_con, c_hits = -1, None
+    if e.control is not None:
+        n_con = min(n_attacks, e.control.n)
+        c_hits = _infer(e, aux_cols, secret, e.control, rng.choice(e.control.n, n_con, replace=False))
+    res = results((n_ori, n_base, n_con), hits, base, c_hits, confidence_level)
+    res.update(secret=secret, aux=list(aux), kind=e.column(secret).kind,
+               note="a set-valued guess counts 1/|set|; a numeric guess is right within 5% (anonymeter's rule), "
+                    "an interval guess by the share of the interval where that holds")
+    return res

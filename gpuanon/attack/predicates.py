@@ -1,0 +1,283 @@
+"""Predicates over encoded cells, held as arrays (one entry per predicate), and their match counts.
+
+A predicate is a conjunction of per-column conditions. Numeric: the value lies in ``[a, b]`` (or,
+with ``inv``, outside it); a missing value matches when ``null``. Categorical: the value is in cell
+``p``'s set (or, with ``neg``, a non-missing value outside it). A row whose cell is a set *may match*
+when some value it allows satisfies the condition; a point row matches exactly as anonymeter's
+equality and comparison queries do. Counts are whole-array: conditions are evaluated column by column
+on blocks of (predicates x rows), and a predicate is dropped once it matches two rows (only 0, 1 or
+"2 or more" matter to singling out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: cells of one (predicates x rows) block
+BLOCK = 1 << 22
+#: rows of the dense first look that drops the predicates matching two of them
+SAMPLE = 256
+
+
+@dataclass
+class Predicates:
+    n: int
+    used: dict = field(default_factory=dict)
+    a: dict = field(default_factory=dict)
+    b: dict = field(default_factory=dict)
+    inv: dict = field(default_factory=dict)
+    null: dict = field(default_factory=dict)
+    p: dict = field(default_factory=dict)
+    neg: dict = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, columns, n: int) -> "Predicates":
+        q = cls(n)
+        for c in columns:
+            q.used[c.name] = np.zeros(n, dtype=bool)
+            if c.kind == "numeric":
+                q.a[c.name], q.b[c.name] = np.full(n, -np.inf), np.full(n, np.inf)
+                q.inv[c.name], q.null[c.name] = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
+            else:
+                q.p[c.name], q.neg[c.name] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+        return q
+
+    def take(self, idx) -> "Predicates":
+        pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
+        return Predicates(len(idx), pick(self.used), pick(self.a), pick(self.b), pick(self.inv), pick(self.null),
+                          pick(self.p), pick(self.neg))
+
+    @staticmethod
+    def concat(parts: list) -> "Predicates":
+        parts = [q for q in parts if q.n]
+        if not parts:
+            return Predicates(0)
+        cat = lambda name: {k: np.concatenate([getattr(q, name)[k] for q in parts])  # noqa: E731
+                            for k in getattr(parts[0], name)}
+        return Predicates(sum(q.n for q in parts), cat("used"), cat("a"), cat("b"), cat("inv"), cat("null"),
+                          cat("p"), cat("neg"))
+
+    def keys(self, columns) -> np.ndarray:
+        """One float row per predicate (unused columns zeroed): equal rows are the same predicate."""
+        parts = []
+        for c in columns:
+            u = self.used[c.name]
+            if c.kind == "numeric":
+                for arr in (self.a[c.name], self.b[c.name], self.inv[c.name], self.null[c.name]):
+                    parts.append(np.where(u, arr.astype(np.float64), 0.0))
+            else:
+                parts += [np.where(u, self.p[c.name], -1).astype(np.float64), np.where(u, self.neg[c.name], 0.0)]
+            parts.append(u.astype(np.float64))
+        return np.column_stack(parts) if parts else np.zeros((self.n, 0))
+
+    def column_counts(self, columns, mask) -> dict:
+        """For the predicates in ``mask``: how many use each column."""
+        return {c.name: int(self.used[c.name][mask].sum()) for c in columns}
+
+
+def holds(q: Predicates, columns, table, rows) -> np.ndarray:
+    """``(q.n, len(rows))``: whether each predicate may match each of ``table``'s ``rows``."""
+    out = np.ones((q.n, len(rows)), dtype=bool)
+    for c in columns:  # a loop over columns
+        u = np.flatnonzero(q.used[c.name])
+        if not len(u):
+            continue
+        if c.kind == "numeric":
+            lo, hi = table.lo[c.name][rows][None, :], table.hi[c.name][rows][None, :]
+            a, b = q.a[c.name][u][:, None], q.b[c.name][u][:, None]
+            with np.errstate(invalid="ignore"):
+                inside = (lo <= b) & (hi >= a)
+                within = (lo >= a) & (hi <= b)
+            m = np.where(q.inv[c.name][u][:, None], ~within, inside)
+            m = np.where(np.isnan(lo), q.null[c.name][u][:, None], m)
+        else:
+            r, p = table.cell[c.name][rows][None, :], q.p[c.name][u][:, None]
+            neg = q.neg[c.name][u][:, None]
+            m = np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
+        out[u] &= m
+    return out
+
+
+def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
+    """Whether predicate ``qid[i]``'s condition on column ``c`` may hold for row ``rows[i]`` (pairs)."""
+    name = c.name
+    if c.kind == "numeric":
+        lo, hi = table.lo[name][rows], table.hi[name][rows]
+        a, b = q.a[name][qid], q.b[name][qid]
+        with np.errstate(invalid="ignore"):
+            m = np.where(q.inv[name][qid], ~((lo >= a) & (hi <= b)), (lo <= b) & (hi >= a))
+        return np.where(np.isnan(lo), q.null[name][qid], m)
+    r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
+    return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
+
+
+@dataclass
+class _Index:
+    """Rows of a table sorted per column, for the candidate rows of one condition: numeric, the rows
+    with an unbounded cell, then the bounded ones by ``lo``, then the missing ones; categorical, by cell."""
+
+    n: int
+    perm: dict = field(default_factory=dict)
+    key: dict = field(default_factory=dict)  # numeric: sorted lo of bounded cells; categorical: point offsets
+    info: dict = field(default_factory=dict)  # numeric: (n_wild, n_bounded, widest); categorical: set-block start
+    rows: np.ndarray | None = None
+
+
+def _index(columns, table, rows) -> _Index:
+    ix = _Index(len(rows))
+    for c in columns:  # a loop over columns
+        if c.kind == "numeric":
+            lo, hi = table.lo[c.name][rows], table.hi[c.name][rows]
+            nan = np.isnan(lo)
+            wild = ~nan & ~(np.isfinite(lo) & np.isfinite(hi))
+            fin = ~nan & ~wild
+            order = np.argsort(lo[fin], kind="stable")
+            ix.perm[c.name] = np.concatenate([rows[wild], rows[fin][order], rows[nan]])
+            ix.key[c.name] = lo[fin][order]
+            width = (hi - lo)[fin]
+            ix.info[c.name] = (int(wild.sum()), int(fin.sum()), float(width.max()) if width.size else 0.0)
+        else:
+            cell = table.cell[c.name][rows]
+            order = np.argsort(cell, kind="stable")
+            ix.perm[c.name] = rows[order]
+            ix.key[c.name] = np.searchsorted(cell[order], np.arange(c.n_cats + 1))
+            ix.info[c.name] = int(ix.key[c.name][-1])
+    return ix
+
+
+def _ranges(q: Predicates, c, ix: _Index, qid) -> tuple:
+    """Candidate rows of the condition on ``c`` of predicates ``qid``: ``(owner, start, end)`` ranges
+    in ``ix.perm[c]`` (a superset of the rows the condition may hold for)."""
+    name, n = c.name, ix.n
+    if c.kind == "numeric":
+        n_wild, n_fin, widest = ix.info[name]
+        a, b = q.a[name][qid], q.b[name][qid]
+        s = n_wild + np.searchsorted(ix.key[name], a - widest, side="left")
+        e = n_wild + np.searchsorted(ix.key[name], b, side="right")
+        e = np.maximum(e, s)
+        inv = q.inv[name][qid]
+        s, e = np.where(inv, 0, s), np.where(inv, n, e)
+        null = q.null[name][qid] & ~inv
+        owners = [qid, qid[null], np.where(inv, qid, qid)[:0]]
+        starts = [s, np.full(int(null.sum()), n_wild + n_fin), np.zeros(0, dtype=np.int64)]
+        ends = [e, np.full(int(null.sum()), n), np.zeros(0, dtype=np.int64)]
+        wild = qid[~inv] if n_wild else qid[:0]
+        owners.append(wild)
+        starts.append(np.zeros(len(wild), dtype=np.int64))
+        ends.append(np.full(len(wild), n_wild, dtype=np.int64))
+    else:
+        off, set_start, nc = ix.key[name], ix.info[name], c.n_cats
+        p, neg = q.p[name][qid], q.neg[name][qid]
+        point = ~neg & (p < nc)
+        owners, starts, ends = [qid[neg], qid[point]], [np.zeros(int(neg.sum()), dtype=np.int64), off[p[point]]], \
+            [np.full(int(neg.sum()), n), off[p[point] + 1]]
+        big = ~neg & (p >= nc)
+        if big.any():
+            qi, cat = np.nonzero(c.sets[p[big] - nc])
+            owners.append(qid[big][qi])
+            starts.append(off[cat])
+            ends.append(off[cat + 1])
+        if set_start < n:  # rows whose cell is a set may match any predicate
+            owners.append(qid[~neg])
+            starts.append(np.full(int((~neg).sum()), set_start))
+            ends.append(np.full(int((~neg).sum()), n))
+    return np.concatenate(owners), np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
+
+
+def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
+    own, s, e = _ranges(q, c, ix, qid)
+    pos = np.searchsorted(qid, own)
+    return np.bincount(pos, weights=e - s, minlength=len(qid))
+
+
+def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
+    """Exact match counts of predicates ``qid`` (sorted): the candidate rows of each one's most selective
+    condition, every condition checked on those (predicate, row) pairs, all columns' pairs together."""
+    used = [c for c in columns if q.used[c.name][qid].any()]
+    if not used:
+        return np.full(len(qid), ix.n)
+    size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
+    anchor = np.argmin(size, axis=0)
+    own, st, en = [], [], []
+    for j, c in enumerate(used):  # the predicates anchored on each column, as ranges of one row list
+        mine = qid[anchor == j]
+        if len(mine):
+            o, s, e = _ranges(q, c, ix, mine)
+            own.append(o)
+            st.append(s + j * ix.n)
+            en.append(e + j * ix.n)
+    own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
+    perm = np.concatenate([ix.perm[c.name] for c in used])
+    counts = np.zeros(len(qid), dtype=np.int64)
+    ln_all = en - st
+    cum = np.cumsum(ln_all)
+    cuts = np.searchsorted(cum, np.arange(BLOCK, int(cum[-1]) + BLOCK, BLOCK)) + 1 if len(cum) else []
+    prev = 0
+    for cut in list(cuts) + [len(own)]:  # blocks of about BLOCK pairs
+        sl = slice(prev, max(prev, min(cut, len(own))))
+        prev = sl.stop
+        ln = ln_all[sl]
+        if not ln.sum():
+            continue
+        owner = np.repeat(own[sl], ln)
+        rows = perm[np.repeat(st[sl] - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))]
+        ok = np.ones(len(rows), dtype=bool)
+        for c2 in used:
+            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
+            if len(sel):
+                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        counts += np.bincount(np.searchsorted(qid, owner[ok]), minlength=len(qid))
+    return counts
+
+
+def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
+    """The index of a subset of its rows (``keep``: bool over the table's rows), in the same orders."""
+    sub = _Index(int(keep[ix.rows].sum()))
+    sub.rows = ix.rows[keep[ix.rows]]
+    for c in columns:  # a loop over columns
+        perm = ix.perm[c.name]
+        k = keep[perm]
+        sub.perm[c.name] = perm[k]
+        if c.kind == "numeric":
+            n_wild, n_fin, widest = ix.info[c.name]
+            kw, kf = k[:n_wild], k[n_wild:n_wild + n_fin]
+            sub.key[c.name] = ix.key[c.name][kf]
+            sub.info[c.name] = (int(kw.sum()), int(kf.sum()), widest)
+        else:
+            pos = np.concatenate([[0], np.cumsum(k)])
+            sub.key[c.name] = pos[ix.key[c.name]]
+            sub.info[c.name] = int(pos[ix.info[c.name]])
+    return sub
+
+
+def row_index(columns, table, rows=None) -> _Index:
+    """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses."""
+    rows = np.arange(table.n) if rows is None else np.asarray(rows)
+    ix = _index(columns, table, rows)
+    ix.rows = rows
+    return ix
+
+
+def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | None = None) -> np.ndarray:
+    """How many of ``table``'s ``rows`` (default all) each predicate may match, capped at 2: a dense
+    check on a random sample of rows drops the predicates that match two there, the others are counted
+    exactly from the candidates of their most selective condition."""
+    if index is not None:
+        rows = index.rows
+    rows = np.arange(table.n) if rows is None else np.asarray(rows)
+    counts = np.zeros(q.n, dtype=np.int64)
+    if not q.n or not len(rows):
+        return counts
+    sample = rows[rng.permutation(len(rows))[:SAMPLE]]
+    hit = np.zeros(q.n, dtype=np.int64)
+    for s in range(0, q.n, max(1, BLOCK // len(sample))):
+        blk = np.arange(s, min(q.n, s + max(1, BLOCK // len(sample))))
+        hit[blk] = holds(q.take(blk), columns, table, sample).sum(axis=1)
+    counts[hit >= 2] = 2
+    rest = np.flatnonzero(hit < 2)
+    if len(rest):
+        ix = index if index is not None else _index(columns, table, rows)
+        counts[rest] = _exact_counts(q, columns, table, ix, rest)
+    return np.minimum(counts, 2)

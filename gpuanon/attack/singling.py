@@ -1,0 +1,221 @@
+"""Singling out (anonymeter 1.1.0's ``SinglingOutEvaluator``, on cells).
+
+Predicates are built from the release (duplicate rows dropped, as anonymeter does) and kept when they
+may match exactly one release row. Univariate: per column, the one missing value, ``<= min``,
+``>= max``, and every cell held by one release row. Multivariate: a random release row and ``n_cols``
+random columns; a numeric cell ``[lo, hi]`` above the column's median (of cell midpoints) gives
+``>= lo``, else ``<= hi``; a categorical cell gives "in the cell's set"; a missing cell "is missing".
+The generator draws until it has ``n`` distinct predicates, and stops only when many draws in a row
+find nothing new (``exhausted``: the release has no more). Success: the predicate matches exactly one
+original row (duplicates dropped); the control the same (rescaled by Cohen and Nissim's model when the
+sizes differ); the baseline from random predicates over the release's cells (anonymeter's operators).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..verify import splitmix64
+from .cells import Encoded, unique_rows
+from .predicates import Predicates, match_counts, row_index, subset_index
+from .stats import results
+
+
+def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
+    """``(n, n_cols_total)`` bool: ``n_cols`` distinct random columns per predicate."""
+    pick = np.argsort(rng.random((n, n_cols_total)), axis=1)[:, :n_cols]
+    used = np.zeros((n, n_cols_total), dtype=bool)
+    np.put_along_axis(used, pick, True, axis=1)
+    return used
+
+
+def _medians(e: Encoded, rows) -> dict:
+    med = {}
+    for c in e.columns:
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+            with np.errstate(invalid="ignore"):
+                mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, np.nan)
+            med[c.name] = float(np.nanmedian(mid)) if np.isfinite(mid).any() else 0.0
+    return med
+
+
+def from_records(e: Encoded, rows, used: np.ndarray, medians: dict) -> Predicates:
+    """Multivariate predicates from release rows ``rows`` on the columns ``used`` (bool, per column)."""
+    q = Predicates.empty(e.columns, len(rows))
+    for j, c in enumerate(e.columns):
+        u = used[:, j].copy()
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+            miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
+            u &= ~star  # '*' says nothing
+            with np.errstate(invalid="ignore"):
+                up = (lo + hi) / 2 > medians[c.name]
+            q.a[c.name] = np.where(miss, np.inf, np.where(up, lo, -np.inf))
+            q.b[c.name] = np.where(miss, -np.inf, np.where(up, np.inf, hi))
+            q.null[c.name] = miss
+        else:
+            q.p[c.name] = e.release.cell[c.name][rows]
+        q.used[c.name] = u
+    return q
+
+
+def univariate_candidates(e: Encoded, rows) -> Predicates:
+    """anonymeter's univariate predicates over the release rows ``rows``."""
+    parts = []
+    for c in e.columns:  # a loop over columns
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+            miss = np.isnan(lo)
+            a, b, null = [], [], []
+            if miss.sum() == 1:
+                a, b, null = [np.inf], [-np.inf], [True]
+            if (~miss).any():
+                a += [-np.inf, np.nanmax(hi)]
+                b += [np.nanmin(lo), np.inf]
+                null += [False, False]
+            key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
+            cells, first, cnt = np.unique(key, axis=0, return_index=True, return_counts=True)
+            rare = first[(cnt == 1) & ~miss[first]]
+            q = Predicates.empty(e.columns, len(a) + len(rare))
+            q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
+            q.b[c.name] = np.concatenate([b, hi[rare]]).astype(np.float64)
+            q.null[c.name] = np.concatenate([null, np.zeros(len(rare), dtype=bool)]).astype(bool)
+        else:
+            cell = e.release.cell[c.name][rows]
+            vals, cnt = np.unique(cell, return_counts=True)
+            q = Predicates.empty(e.columns, int((cnt == 1).sum()))
+            q.p[c.name] = vals[cnt == 1]
+        q.used[c.name][:] = True
+        parts.append(q)
+    return Predicates.concat(parts) if parts else Predicates.empty(e.columns, 0)
+
+
+def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
+    """The baseline: ``n`` predicates, each on ``n_cols`` random columns with a random release cell and a
+    random operator (numeric ``== != > < >= <=``, categorical ``== !=``)."""
+    q = Predicates.empty(e.columns, n)
+    used = _random_columns(rng, n, len(e.columns), n_cols)
+    for j, c in enumerate(e.columns):  # a loop over columns
+        q.used[c.name] = used[:, j]
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+            key = np.unique(np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)]),
+                            axis=0)
+            pick = key[rng.integers(0, len(key), n)]
+            vlo, vhi = pick[:, 0], pick[:, 1]
+            miss = np.isposinf(vlo) & np.isposinf(vhi)
+            op = rng.integers(0, 6, n)  # == != > < >= <=
+            a = np.select([op <= 1, op == 2, op == 3, op == 4],
+                          [vlo, np.nextafter(vhi, np.inf), -np.inf, vlo], -np.inf)
+            b = np.select([op <= 1, op == 2, op == 3, op == 4], [vhi, np.inf, np.nextafter(vlo, -np.inf), np.inf], vhi)
+            q.a[c.name] = np.where(miss, np.where(op == 0, np.inf, -np.inf), a)  # missing: == is null, else not
+            q.b[c.name] = np.where(miss, np.where(op == 0, -np.inf, np.inf), b)
+            q.inv[c.name] = ~miss & (op == 1)
+            q.null[c.name] = miss & (op == 0)
+        else:
+            vals = np.unique(e.release.cell[c.name][rows])
+            q.p[c.name] = vals[rng.integers(0, len(vals), n)]
+            q.neg[c.name] = rng.integers(0, 2, n) == 1
+    return q
+
+
+def _hashes(keys: np.ndarray) -> np.ndarray:
+    """One 64-bit hash per predicate (row of ``keys``), splitmix64 over the float bits of its fields."""
+    h = np.zeros(len(keys), dtype=np.uint64)
+    bits = np.ascontiguousarray(keys + 0.0).view(np.uint64)  # + 0.0: no -0.0
+    for j in range(keys.shape[1]):  # a loop over fields
+        h = splitmix64(h ^ bits[:, j])
+    return h
+
+
+def _new(have: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Positions in ``new`` (hashes) of the first occurrence of each predicate not in ``have``."""
+    _, first = np.unique(new, return_index=True)
+    first = np.sort(first)
+    return first[~np.isin(new[first], have)]
+
+
+def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: int | None = None):
+    """Up to ``n`` distinct predicates that may match exactly one release row; ``exhausted`` when the
+    release could not give ``n``."""
+    cols = e.columns
+    if mode == "univariate":
+        cand = univariate_candidates(e, rows)
+        cand = cand.take(rng.permutation(cand.n))
+        ok = np.flatnonzero(match_counts(cand, cols, e.release, rng, index=row_index(cols, e.release, rows)) == 1)
+        ok = ok[_new(np.zeros(0, dtype=np.uint64), _hashes(cand.keys(cols)[ok]))][:n]
+        return cand.take(ok), len(ok) < n
+    med = _medians(e, rows)
+    n_cols = min(n_cols, len(cols))
+    got, keys, idle = [], np.zeros(0, dtype=np.uint64), 0
+    patience = patience or max(20 * n, 20000)
+    have, ix = 0, row_index(cols, e.release, rows)
+    while have < n and idle < patience:
+        batch = int(min(max(2 * (n - have), 512), 50000))
+        recs = rows[rng.integers(0, len(rows), batch)]
+        q = from_records(e, recs, _random_columns(rng, batch, len(cols), n_cols), med)
+        ok = np.flatnonzero(match_counts(q, cols, e.release, rng, index=ix) == 1)
+        k = _hashes(q.keys(cols)[ok])
+        fresh = _new(keys, k)[:n - have]
+        if len(fresh):
+            got.append(q.take(ok[fresh]))
+            keys = np.concatenate([keys, k[fresh]])
+            have += len(fresh)
+            idle = 0
+        else:
+            idle += batch
+    return (Predicates.concat(got) if got else Predicates.empty(cols, 0)), have < n
+
+
+def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
+    """anonymeter's ``fit_correction_term``: successes on subsamples of the control, the model
+    ``norm * ((1 - w)^0 ... )`` of Cohen and Nissim fitted, its ratio at the original's and control's size."""
+    from scipy.optimize import curve_fit  # noqa: PLC0415
+
+    def integral(n, w_min, w_max):
+        return ((n * w_min + 1) * (1 - w_min) ** n - (n * w_max + 1) * (1 - w_max) ** n) / (n + 1)
+
+    def model(x, w_eff, norm):
+        return norm * integral(x, 0, w_eff)
+
+    sizes, succ = [], []
+    full = row_index(e.columns, e.control, crow)
+    for n_rows in np.linspace(min(1000, len(crow)), len(crow), 10).astype(int):  # 10 sizes x 5 draws
+        for _ in range(5):
+            keep = np.zeros(e.control.n, dtype=bool)
+            keep[rng.choice(crow, size=n_rows, replace=False)] = True
+            sub = subset_index(full, e.columns, keep)
+            succ.append(int((match_counts(q, e.columns, e.control, rng, index=sub) == 1).sum()))
+            sizes.append(n_rows)
+    sizes, succ = np.array(sizes, dtype=np.float64), np.array(succ, dtype=np.float64)
+    w0 = 1 / sizes.max()
+    p0 = (w0, 1 / integral(sizes.max(), 0, w0))
+    popt, _ = curve_fit(model, sizes, succ, bounds=(0, (1, np.inf)), p0=p0)
+    return float(model(n_ori, *popt) / model(len(crow), *popt))
+
+
+def singling_out(e: Encoded, n_attacks: int, mode: str = "multivariate", n_cols: int = 3, seed: int = 0,
+                 confidence_level: float = 0.95) -> dict:
+    """One singling-out evaluation: predicates, successes, baseline, control, risk."""
+    rng = np.random.default_rng(seed)
+    rrow = unique_rows(e.release, e.columns)
+    orow = unique_rows(e.original, e.columns)
+    q, exhausted = generate(e, rrow, n_attacks, mode, n_cols, rng)
+    win = match_counts(q, e.columns, e.original, rng, orow) == 1
+    base = random_predicates(e, rrow, n_attacks, 1 if mode == "univariate" else min(n_cols, len(e.columns)), rng)
+    n_base = int((match_counts(base, e.columns, e.original, rng, orow) == 1).sum())
+    n_control = correction = None
+    if e.control is not None:
+        crow = unique_rows(e.control, e.columns)
+        n_control = float((match_counts(q, e.columns, e.control, rng, crow) == 1).sum())
+        if len(crow) != len(orow) and q.n:
+            correction = _fit_correction(q, e, crow, len(orow), rng)
+            n_control *= correction
+    res = results(n_attacks, int(win.sum()), n_base, n_control, confidence_level)
+    res.update(mode=mode, n_cols=n_cols if mode == "multivariate" else 1, queries=q.n, exhausted=bool(exhausted),
+               control_correction=correction, columns_of_successes=q.column_counts(e.columns, win))
+    if exhausted:
+        res["warnings"].append(f"the release gave only {q.n} distinct {mode} predicates that single out one of its "
+                               f"rows (of {n_attacks} asked); rates are over the {n_attacks} asked, as anonymeter's")
+    return res
