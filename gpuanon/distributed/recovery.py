@@ -37,7 +37,7 @@ from .tasks import WorkerLost
 
 log = logging.getLogger("gpuanon")
 
-__all__ = ["unit", "mutate_shards", "place_shard", "recover"]
+__all__ = ["unit", "mutate_shards", "place_shard", "recover", "move_slots", "workers_left"]
 
 
 def place_shard(c, i: int, journal=None):
@@ -116,17 +116,12 @@ def recover(c, exc: WorkerLost, redo: str) -> None:
 def _recover_once(c, exc: WorkerLost, redo: str) -> None:
     run, t0 = c.run, time.perf_counter()
     stage = run.stage
-    alive = _workers_left(run, exc.lost, stage)
+    alive = workers_left(run, exc.lost, stage)
     # no worker left the cluster but data is gone (a worker restarted at its address): the shards not held
     status = [getattr(s, "status", "finished") if not exc.lost else "finished" for s in c.shards]
     lost_slots = sorted({d for d, w in enumerate(run.workers) if w not in alive}
                         | {c.home_of_shard(i) for i, st in enumerate(status) if st != "finished"})
-    moved = {}
-    for d in lost_slots:  # a loop over lost slots: the worker with the fewest slots takes each
-        load = {w: sum(1 for x in run.workers if x == w) for w in alive}
-        new = min(alive, key=lambda w: (load[w], w))
-        moved[d] = (run.workers[d], new)
-        run.workers[d] = new
+    moved = move_slots(run, alive, lost_slots)
     rebuilt = [i for i in range(len(c.shards)) if c.home_of_shard(i) in moved]
     for i in rebuilt:  # a loop over lost shards
         c.losses[i] = c.losses.get(i, 0) + 1
@@ -154,7 +149,18 @@ def _recover_once(c, exc: WorkerLost, redo: str) -> None:
                 len(c.journal), secs, redo)
 
 
-def _workers_left(run, lost, stage: str) -> list[str]:
+def move_slots(run, alive, slots) -> dict:
+    """Give each of ``slots`` to the worker of ``alive`` with the fewest slots: ``{slot: (old, new)}``."""
+    moved = {}
+    for d in slots:  # a loop over lost slots
+        load = {w: sum(1 for x in run.workers if x == w) for w in alive}
+        new = min(alive, key=lambda w: (load[w], w))
+        moved[d] = (run.workers[d], new)
+        run.workers[d] = new
+    return moved
+
+
+def workers_left(run, lost, stage: str) -> list[str]:
     """The workers that remain (waiting up to ``run.timeout`` seconds for one to join)."""
     t0 = time.monotonic()
     while True:
