@@ -141,13 +141,22 @@ class ClusterHandle:
 
     @property
     def dashboard(self) -> str | None:
-        """The dashboard's link, or None when the scheduler runs none (``--no-dashboard``, bokeh missing)."""
+        """The dashboard's link when its page answers, else None: a scheduler lists its HTTP server as
+        ``dashboard`` even with ``--no-dashboard`` or without bokeh, where the page is missing."""
+        if getattr(self, "_dashboard", False) is not False:
+            return self._dashboard
+        self._dashboard = None
         try:
-            if "dashboard" not in (self.client.scheduler_info().get("services") or {}):
-                return None
-            return self.client.dashboard_link
-        except Exception:  # no dashboard (bokeh missing, or turned off)
-            return None
+            if "dashboard" in (self.client.scheduler_info().get("services") or {}):
+                import urllib.request  # noqa: PLC0415
+
+                link = self.client.dashboard_link
+                with urllib.request.urlopen(link, timeout=3) as page:  # noqa: S310 (the scheduler's own page)
+                    if page.status == 200:
+                        self._dashboard = link
+        except Exception:  # no dashboard (turned off, bokeh missing, or not reachable from here)
+            self._dashboard = None
+        return self._dashboard
 
     def close(self) -> None:
         if self.owned:
