@@ -38,6 +38,13 @@ class VerificationError(GpuanonError):
     exit_code = 3
 
 
+class ClusterLost(BackendError):
+    """A cluster run cannot go on (every worker lost, the scheduler lost, a shard's source gone, one
+    shard lost with two workers): nothing is written. Exit status 4."""
+
+    exit_code = 4
+
+
 def shown(value) -> str:
     """A value (or a list of them) as a message shows it: numbers as written, without the numpy type
     around them, text quoted.

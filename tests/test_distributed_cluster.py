@@ -54,7 +54,7 @@ def test_local_cluster_and_an_existing_client():
         assert h.client.status == "closed"
     lg.removeHandler(got)
     lg.setLevel(old)
-    assert any("dask: LocalCluster (3 CPU workers), 3 worker(s)" in line for line in got.lines)
+    assert any("dask: LocalCluster (3 CPU worker processes), 3 worker(s)" in line for line in got.lines)
 
 
 def test_unreachable_scheduler_is_a_clear_error():

@@ -128,6 +128,10 @@ UPWARD = {
     ("gpuanon.perturb.frontier", "gpuanon.report.markdown"): "markdown_table: a formatter with no stage of its own",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
         "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
+    ("gpuanon.perturb.distributed", "gpuanon.distributed.tasks"):
+        "DISTPAB's entities run through the one Runner that notices a lost worker (lazily)",
+    ("gpuanon.perturb.distributed", "gpuanon.distributed.recovery"):
+        "a lost worker's entities placed again with the one slot-moving rule (lazily)",
 }
 
 

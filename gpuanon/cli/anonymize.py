@@ -41,7 +41,12 @@ def add_parser(sub, config: dict | None = None):
                    help="run on Dask workers: local:N, cuda:N or a scheduler address tcp://host:8786; the "
                         "input is then read by the workers (a directory of Parquet files, one shard each) and "
                         "--out is a directory of Parquet files they write; --optimize and hierarchies (files and "
-                        "auto) work there too")
+                        "auto) work there too; local:N runs N worker processes (local:N:threads: threads). A "
+                        "worker lost mid-run is recovered from (its shards rebuilt on the others); a lost "
+                        "scheduler or every worker lost stops the run with exit status 4, nothing written")
+    g.add_argument("--cluster-timeout", dest="cluster_timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --cluster: seconds to wait for the scheduler (to connect, or when it stops "
+                        "answering) and for a worker when every worker was lost (default 60)")
     add_hierarchy_options(g)
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")
@@ -282,11 +287,16 @@ def run_on_cluster(args) -> int:
         check_population(n_in, args.population, args.sampling_fraction, args.risk_threshold)
     m = estimator(args, roles, cluster=args.cluster)
     t_read = time.perf_counter() - t0
-    with open_cluster(args.cluster, backend=m.backend) as handle:
+    timeout = getattr(args, "cluster_timeout", None)
+    timeout = 60.0 if timeout is None else timeout
+    if not timeout > 0:
+        raise InputError(f"--cluster-timeout must be a number of seconds > 0, got {timeout:g}; e.g. --cluster-timeout 60")
+    with open_cluster(args.cluster, backend=m.backend, connect_timeout=timeout) as handle:
         if frames is not None:
             frames = split_frame(frames, len(handle.workers))
         res = run_distributed(m, handle.client, frames=frames, paths=paths, out_dir=out,
-                              gather=want_risk and out is None, local_rows=getattr(args, "local_rows", None))
+                              gather=want_risk and out is None, local_rows=getattr(args, "local_rows", None),
+                              timeout=timeout)
     v, info = res.verification, res.cluster.info
     report = anonymization_report(m, res, n_rows_in=v.n_rows + res.n_suppressed, n_rows_out=v.n_rows)
     report = command_report(report, source=source, output=out, verification=v.to_dict(), read=t_read,

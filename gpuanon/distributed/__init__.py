@@ -11,6 +11,9 @@
   class statistics, verification, class summaries and the Parquet output run where the classes are.
 * :mod:`~gpuanon.distributed.metrics` -- whole-table column statistics as a reduction; the homes'
   class summaries joined into every metric.
+* :mod:`~gpuanon.distributed.recovery` -- a lost worker's shards rebuilt on the workers that
+  remain (read again from their source, the coordinator's recorded changes replayed) and the stage
+  redone; a lost scheduler or every worker lost: :class:`~gpuanon.errors.ClusterLost` (exit status 4).
 * the ``anonymize`` command on a cluster (``gpuanon anonymize DIR --cluster SPEC --out DIR``) lives in
   :mod:`gpuanon.cli.anonymize`, which chooses the runner; nothing here imports ``cli``.
 

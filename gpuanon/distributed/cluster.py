@@ -2,8 +2,9 @@
 
 One place decides what ``--cluster`` means, for DISTPAB's entities and for distributed Mondrian:
 
-* ``local:N`` (or ``local``): a :class:`distributed.LocalCluster` of ``N`` one-thread workers on
-  this machine; with the GPU backend, ``dask_cuda.LocalCUDACluster`` with one GPU per worker
+* ``local:N`` (or ``local``): a :class:`distributed.LocalCluster` of ``N`` one-thread worker
+  *processes* on this machine, as on a real cluster (``local:N:threads``: threads of this process,
+  quicker to start, but nothing is pickled and no worker can die alone); with the GPU backend, ``dask_cuda.LocalCUDACluster`` with one GPU per worker
   (``N`` GPUs, all of them when ``N`` is left out).
 * ``cuda`` / ``cuda:N``: ``LocalCUDACluster`` whatever the backend.
 * ``tcp://host:port`` (or ``tls://``, ``ucx://``): the scheduler of a cluster started elsewhere
@@ -32,7 +33,7 @@ from ..errors import BackendError, InputError
 
 log = logging.getLogger("gpuanon")
 
-__all__ = ["make_client", "open_cluster", "parse_cluster", "ClusterHandle", "worker_addresses"]
+__all__ = ["local_processes", "make_client", "open_cluster", "parse_cluster", "ClusterHandle", "worker_addresses"]
 
 _DASK_HINT = "pip install dask==2025.9.1 distributed==2025.9.1"
 
@@ -58,15 +59,17 @@ def _cuda_cluster(n_workers: int | None):
 
 
 def worker_addresses(client) -> list[str]:
-    """Every worker's address, sorted (``scheduler_info`` lists only a few unless asked for all)."""
-    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+    """Every worker's address, sorted, asked of the scheduler now (``scheduler_info`` lists only a
+    few unless asked for all, and answers from its cache -- which may list none -- when the
+    scheduler is slow to answer); an error when the scheduler does not answer."""
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def parse_cluster(spec) -> tuple[str, int | None]:
     """``(kind, n_workers)`` of a ``--cluster`` text: kind is 'local', 'cuda' or 'address'.
 
-    >>> parse_cluster("local:3"), parse_cluster("tcp://10.0.0.1:8786")
-    (('local', 3), ('address', None))
+    >>> parse_cluster("local:3"), parse_cluster("local:2:threads"), parse_cluster("tcp://10.0.0.1:8786")
+    (('local', 3), ('local', 2), ('address', None))
     """
     if not isinstance(spec, str) or not spec.strip():
         raise InputError(f"cluster must be 'local:N', 'cuda:N', a scheduler address such as tcp://host:8786, or a "
@@ -76,6 +79,10 @@ def parse_cluster(spec) -> tuple[str, int | None]:
         return "address", None
     kind, _, num = s.partition(":")
     kind = kind.lower()
+    num, _, how = num.partition(":")
+    if how and (kind != "local" or how.lower() not in ("threads", "processes")):
+        raise InputError(f"cluster '{spec}' is not understood; use local:N (worker processes), local:N:threads "
+                         f"(threads of this process), cuda:N or a scheduler address such as tcp://host:8786")
     if kind not in ("local", "cuda"):
         raise InputError(f"cluster '{spec}' is not understood; use local:N (N workers here), cuda:N (N GPUs here) or "
                          f"a scheduler address such as tcp://host:8786")
@@ -88,6 +95,15 @@ def parse_cluster(spec) -> tuple[str, int | None]:
     if n < 1:
         raise InputError(f"cluster '{spec}': the number of workers must be a whole number >= 1, e.g. {kind}:2")
     return kind, n
+
+
+def local_processes(spec) -> bool:
+    """Whether ``local:N`` runs its workers as processes (the default) or as threads (``local:N:threads``).
+
+    >>> local_processes("local:2"), local_processes("local:2:threads")
+    (True, False)
+    """
+    return not (isinstance(spec, str) and spec.strip().lower().endswith(":threads"))
 
 
 def make_client(n_workers: int = 2, cluster: str | None = None, processes: bool = False):
@@ -125,10 +141,22 @@ class ClusterHandle:
 
     @property
     def dashboard(self) -> str | None:
+        """The dashboard's link when its page answers, else None: a scheduler lists its HTTP server as
+        ``dashboard`` even with ``--no-dashboard`` or without bokeh, where the page is missing."""
+        if getattr(self, "_dashboard", False) is not False:
+            return self._dashboard
+        self._dashboard = None
         try:
-            return self.client.dashboard_link
-        except Exception:  # no dashboard (bokeh missing, or turned off)
-            return None
+            if "dashboard" in (self.client.scheduler_info().get("services") or {}):
+                import urllib.request  # noqa: PLC0415
+
+                link = self.client.dashboard_link
+                with urllib.request.urlopen(link, timeout=3) as page:  # noqa: S310 (the scheduler's own page)
+                    if page.status == 200:
+                        self._dashboard = link
+        except Exception:  # no dashboard (turned off, bokeh missing, or not reachable from here)
+            self._dashboard = None
+        return self._dashboard
 
     def close(self) -> None:
         if self.owned:
@@ -138,12 +166,13 @@ class ClusterHandle:
 
 
 @contextmanager
-def open_cluster(spec, *, backend: str | None = None, processes: bool = False, quiet_logs: bool = True,
+def open_cluster(spec, *, backend: str | None = None, processes: bool | None = None, quiet_logs: bool = True,
                  connect_timeout: float = 20.0):
     """Yield a :class:`ClusterHandle` for ``spec`` (see the module's docstring); close what it started.
 
     ``backend`` decides what ``local:N`` means: with the GPU backend (``gpu``, or ``auto`` where
-    a GPU is usable) a ``LocalCUDACluster``. A scheduler address is given ``connect_timeout``
+    a GPU is usable) a ``LocalCUDACluster``; ``processes`` (None: as the text says, processes unless
+    ``local:N:threads``) whether its CPU workers are processes. A scheduler address is given ``connect_timeout``
     seconds to answer. The dashboard's address is logged.
     """
     dist = _distributed()
@@ -171,8 +200,10 @@ def open_cluster(spec, *, backend: str | None = None, processes: bool = False, q
             cl = _cuda_cluster(n)
             handle = ClusterHandle(dist.Client(cl), cl, True, f"LocalCUDACluster ({len(cl.workers)} GPU workers)")
         else:
-            client, cl = make_client(n or 2, "local", processes=processes)
-            handle = ClusterHandle(client, cl, True, f"LocalCluster ({n or 2} CPU workers)")
+            procs = local_processes(spec) if processes is None else bool(processes)
+            client, cl = make_client(n or 2, "local", processes=procs)
+            handle = ClusterHandle(client, cl, True, f"LocalCluster ({n or 2} CPU worker "
+                                                     f"{'processes' if procs else 'threads'})")
     try:
         if not handle.workers:
             raise BackendError(f"the Dask cluster ({handle.description}) has no workers; start some with "
@@ -182,6 +213,9 @@ def open_cluster(spec, *, backend: str | None = None, processes: bool = False, q
         log.log(logging.INFO if handle.owned else logging.DEBUG, "dask: %s, %d worker(s)%s", handle.description,
                 len(handle.workers), f"; dashboard {dash}" if dash else "")
         yield handle
+    except BackendError:
+        dlog.setLevel(logging.CRITICAL)  # a lost scheduler: the client's own complaints are not the user's line
+        raise
     finally:
         handle.close()
         dlog.setLevel(dlevel)

@@ -65,8 +65,9 @@ from ..backend import TransferLog
 from ..errors import InputError, SchemaError, shown
 from .cluster import open_cluster
 from .options import hierarchy_report
-from .stages import (ClusterRun, criteria_and_blocks, finish_on_homes, load_and_encode, partition_levels,
-                     verify_and_measure, write_output)
+from .recovery import unit
+from .stages import (ClusterRun, criteria_and_blocks, finish_on_homes, load_and_encode, load_shards,
+                     partition_levels, verify_and_measure, write_output)
 from .tasks import Runner, backend_of, output_metadata
 
 log = logging.getLogger("gpuanon")
@@ -96,7 +97,8 @@ def _row_counts(files) -> list[int]:
 
 
 def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, local_rows: int | None = None,
-                    gather: bool = True, processes: bool = False, overwrite: bool = False) -> FitResult:
+                    gather: bool = True, processes: bool | None = None, overwrite: bool = False,
+                    timeout: float = 60.0, on_stage=None) -> FitResult:
     """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster.
 
     Parameters
@@ -120,6 +122,16 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     gather : bool
         Bring the labels and the output frame back here (the estimator's API); False keeps
         them on the workers (the command line with ``out_dir``).
+    processes : bool, optional
+        For ``local:N``: workers as processes (the default, as on a real cluster) or threads.
+    timeout : float
+        Seconds to wait for the scheduler (to connect, or when it stops answering) and for a worker
+        when every worker was lost; then :class:`~gpuanon.errors.ClusterLost` (exit status 4).
+    on_stage : callable, optional
+        Called with each stage's name as the run enters it (fault-injection tests).
+
+    A worker lost at any stage is recovered from (:mod:`.recovery`): its shards are rebuilt on the
+    workers that remain and the stage redone; the output is the same.
     """
     if (frames is None) == (paths is None):
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
@@ -144,22 +156,24 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         if os.path.exists(out_dir) and not overwrite:
             raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
     t_all = time.perf_counter()
-    with open_cluster(cluster, backend=est.backend, processes=processes) as handle:
-        c = ClusterRun(est, handle, Runner(handle.client, handle.workers), sources, counts, local_rows)
-        load_and_encode(c)
+    with open_cluster(cluster, backend=est.backend, processes=processes, connect_timeout=timeout) as handle:
+        c = ClusterRun(est, handle, Runner(handle.client, handle.workers, timeout, on_stage), sources, counts,
+                       local_rows)
+        c.info["recovery"] = []
+        unit(c, "loading the shards", load_shards)
+        unit(c, "the encoding", load_and_encode)
         t0 = time.perf_counter()
-        criteria_and_blocks(c)
+        unit(c, "the block statistics", criteria_and_blocks)
         partition_levels(c)
         c.secs["partition_levels"] = time.perf_counter() - t0
-        finish_on_homes(c)
-        verify_and_measure(c)
-        output, files = write_output(c, out_dir, gather)
-        labels = np.concatenate(c.on_shards("labels_host")) if gather else None
+        output, files, labels = unit(c, "the home stage (finishing, statistics, verification, output)", home_stage,
+                                     out_dir, gather)
         info, run = c.info, c.run
         info["bytes_to_coordinator"] = run.bytes_in
         info["bytes_from_coordinator"] = run.bytes_out
         info["dashboard"] = handle.dashboard
-        worker_backend = run.gather([run.submit(0, backend_of, est.backend)])[0]
+        worker_backend = unit(c, "the workers' backend", lambda c_: run.gather([run.submit(0, backend_of,
+                                                                                            est.backend)])[0])
         info["workers"] = c.W
         c.shards = c.homes = None  # the futures go before the cluster does
     secs = c.secs
@@ -174,6 +188,16 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
                      optimize_loss_before=c.loss_before,
                      hierarchies=hierarchy_report(enc, c.metrics, c.automatic), verification=c.verification,
                      metrics=c.metrics, cluster=details)
+
+
+def home_stage(c: ClusterRun, out_dir, gather: bool):
+    """Everything on the homes, from the move to the output: redone whole when a worker is lost
+    (the homes are made again from the shards). Returns ``(output, files, labels)``."""
+    finish_on_homes(c)
+    verify_and_measure(c)
+    labels = np.concatenate(c.on_shards("labels_host")) if gather else None
+    output, files = write_output(c, out_dir, gather)
+    return output, files, labels
 
 
 def stage_seconds(secs: dict) -> dict:

@@ -29,6 +29,7 @@ from . import tasks
 from .checks import column_statistics, combine_stages, loss_before_step, suppression, validate
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
+from .recovery import mutate_shards, place_shard, unit
 from .options import bind_plan, choose_automatic, combine_optimization, frequency_tables, hierarchy_plan_of
 from .worker import kernel_col_info, local_table
 
@@ -76,6 +77,8 @@ class ClusterRun:
     metrics: dict | None = None
     automatic: Any = None
     levels: dict = field(default_factory=dict)  # the levels' counts and their log
+    journal: list = field(default_factory=list)  # every shard's recorded changes, (fn, args), in order
+    losses: dict = field(default_factory=dict)  # shard -> how many workers holding it were lost
 
     @property
     def W(self) -> int:
@@ -106,16 +109,18 @@ class ClusterRun:
         return self.run.gather([self.run.call(d, h, self.hs[d], name, *args) for d, h in enumerate(self.homes)])
 
 
+def load_shards(c: ClusterRun) -> None:
+    """Every shard made on its worker from its source (:func:`.recovery.place_shard`)."""
+    t0 = time.perf_counter()
+    c.run.stage = "loading the shards"
+    c.shards = [place_shard(c, i) for i in range(c.S)]
+    c.ss = c.run.gather([c.run.submit(c.home_of_shard(i), tasks.serial_of, s) for i, s in enumerate(c.shards)])
+    c.secs["load"] = time.perf_counter() - t0
+
+
 def load_and_encode(c: ClusterRun) -> None:
-    """Load the shards, validate on a sample, the plan, the global encoding and its hierarchies."""
+    """Validate on a sample, the plan, the global encoding and its hierarchies."""
     run, est, t0 = c.run, c.est, time.perf_counter()
-    run.stage = "loading the shards"
-    offsets, workers = c.offsets, c.run.workers
-    for i, src in enumerate(c.sources):
-        if isinstance(src, pd.DataFrame):
-            src = c.handle.client.scatter(src, workers=[workers[c.home_of_shard(i)]], broadcast=False, hash=False)
-        c.shards.append(run.submit(c.home_of_shard(i), tasks.new_shard, i, int(offsets[i]), src, est.backend, None))
-    c.ss = run.gather([run.submit(c.home_of_shard(i), tasks.serial_of, s) for i, s in enumerate(c.shards)])
     first = int(np.nonzero(np.asarray(c.counts) > 0)[0][0])  # the first shard with rows
     sample = run.gather([run.submit(c.home_of_shard(first), tasks.head, c.shards[first], 1000)])[0]
     schema = c.schema = validate(est, sample, c.n_total)
@@ -132,10 +137,10 @@ def load_and_encode(c: ClusterRun) -> None:
                           f"or declare it categorical (--categorical {exact[0]})")
     bind_plan(enc, hplan)
     del profile
-    run.gather([run.submit(c.home_of_shard(i), tasks.encode, s, enc, schema) for i, s in enumerate(c.shards)])
+    mutate_shards(c, tasks.encode, enc, schema)
     c.tables = frequency_tables(run, c.shards, c.ss, [c.home_of_shard(i) for i in range(c.S)], enc, hplan)
     bind_plan(enc, hplan, c.tables, est.rho)
-    c.secs["encode"] = time.perf_counter() - t0
+    c.secs["encode"] = time.perf_counter() - t0 + c.secs.pop("load", 0.0)
 
 
 def criteria_and_blocks(c: ClusterRun) -> None:
@@ -171,7 +176,7 @@ def _new_groups(c: ClusterRun, sizes, final: bool) -> np.ndarray:
 
 def partition_levels(c: ClusterRun) -> None:
     """Partitions larger than ``local_rows`` advance one level at a time, as in the kernel."""
-    enc, run = c.enc, c.run
+    enc = c.enc
     present = np.nonzero(c.keep_block & (c.bsizes > 0))[0]
     psz = c.bsizes[present].astype(np.int64)
     stay = psz > c.lr
@@ -181,20 +186,26 @@ def partition_levels(c: ClusterRun) -> None:
     block_group[present[~stay]] = _new_groups(c, psz[~stay], False)
     sizes = psz[stay]
     hist = c.bhist[present[stay]].astype(np.int64) if c.hist_needed else None
-    c.on_shards("start", block_part, block_group)
-    lv = {"levels": 0, "attempts": 0, "rounds": 0, "token": 0, "log": []}
+    mutate_shards(c, "start", block_part, block_group)
+    c.levels = {"levels": 0, "attempts": 0, "rounds": 0, "token": 0, "log": []}
     while sizes.shape[0] > 0:
-        lv["levels"] += 1
-        b_in, b_out = run.bytes_in, run.bytes_out
-        mn, mx, span = level_spans(c, lv, sizes)
-        cuts = find_cuts(c, lv, sizes, hist, mn, mx, span)
-        sizes, hist, row = regroup(c, lv, sizes, hist, cuts)
-        row.update(bytes_to_coordinator=run.bytes_in - b_in, bytes_from_coordinator=run.bytes_out - b_out)
-        lv["log"].append(row)
-        if c.est.progress:
-            log.info("dask level %d: %d partition(s), %d cut, %d final, %d moved to one worker", lv["levels"],
-                     row["partitions"], row["cut"], row["final"], row["to_workers"])
-    c.levels = lv
+        sizes, hist = unit(c, f"level {c.levels['levels'] + 1}", one_level, sizes, hist)
+
+
+def one_level(c: ClusterRun, sizes, hist):
+    """One level: spans, cuts, the shards regrouped; the next level's partitions' sizes and histograms."""
+    lv, run = c.levels, c.run
+    lv["levels"] += 1
+    b_in, b_out = run.bytes_in, run.bytes_out
+    mn, mx, span = level_spans(c, lv, sizes)
+    cuts = find_cuts(c, lv, sizes, hist, mn, mx, span)
+    sizes, hist, row = regroup(c, lv, sizes, hist, cuts)
+    row.update(bytes_to_coordinator=run.bytes_in - b_in, bytes_from_coordinator=run.bytes_out - b_out)
+    lv["log"].append(row)
+    if c.est.progress:
+        log.info("dask level %d: %d partition(s), %d cut, %d final, %d moved to one worker", lv["levels"],
+                 row["partitions"], row["cut"], row["final"], row["to_workers"])
+    return sizes, hist
 
 
 def level_spans(c: ClusterRun, lv: dict, sizes):
@@ -292,7 +303,7 @@ def regroup(c: ClusterRun, lv: dict, sizes, hist, cut: dict):
     child_group = np.full(2 * C, -1, dtype=np.int64)
     child_group[~keep] = _new_groups(c, csz[~keep], False)
     c.run.stage = f"level {lv['levels']} (regroup)"
-    c.on_shards("apply_level", cut_idx, cut["col"][cidx], c.plan.relaxed, cut["thr"][cidx], cut["use"][cidx],
+    mutate_shards(c, "apply_level", cut_idx, cut["col"][cidx], c.plan.relaxed, cut["thr"][cidx], cut["use"][cidx],
                 final_group, child_part, child_group)
     row = {"level": lv["levels"], "partitions": P, "cut": C, "final": int(fin.shape[0]),
            "to_workers": int((~keep).sum())}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BackendError, GpuanonError
+from ..errors import BackendError, ClusterLost, GpuanonError
 from ..dictionaries import Profile, encode_chunk, profile_chunk
 from .worker import Home, Shard, local_table
 
@@ -71,6 +71,34 @@ def encode(shard, dicts, schema):
     return shard.n
 
 
+def step(shard, serial, k: int, fn, *args):
+    """Worker task: the shard's ``k``-th recorded change (1-based; ``fn`` a method name or a function
+    of this package), applied once: a shard that has it already (the stage was redone after a worker
+    was lost) is left as it is."""
+    obj = _checked(shard, serial)
+    if obj.steps >= k:
+        return None
+    if obj.steps != k - 1:
+        raise BackendError(f"shard {obj.index} holds {obj.steps} recorded change(s), change {k} cannot follow")
+    _apply(obj, fn, args)
+    obj.steps = k
+    return None
+
+
+def _apply(obj, fn, args):
+    return getattr(obj, fn)(*args) if isinstance(fn, str) else fn(obj, *args)
+
+
+def rebuild_shard(index, offset, source, backend, columns, journal):
+    """Worker task: a lost shard read again from its source, its state rebuilt from the changes the
+    coordinator recorded (the dictionaries, the blocks' first partitions, the cuts level by level)."""
+    shard = new_shard(index, offset, source, backend, columns)
+    for fn, args in journal:  # a loop over recorded changes (a few per level), each a whole-array step
+        _apply(shard, fn, args)
+    shard.steps = len(journal)
+    return shard
+
+
 def head(shard, n):
     return shard.frame.head(n)
 
@@ -110,17 +138,42 @@ def nbytes(x) -> int:
     return 8
 
 
+class WorkerLost(Exception):
+    """Raised by :meth:`Runner.gather` when workers of the run left the cluster (or their data is
+    gone): the stages rebuild the lost shards elsewhere and redo the stage (:mod:`.recovery`)."""
+
+    def __init__(self, lost, why: str = ""):
+        super().__init__(f"worker(s) {', '.join(lost)} lost{': ' + why if why else ''}")
+        self.lost, self.why = sorted(lost), why
+
+
 class Runner:
-    """Tasks pinned to workers, gathered with one clear error when a worker fails or leaves."""
+    """Tasks pinned to workers, gathered; a worker that leaves is reported as :class:`WorkerLost`.
+
+    ``workers`` are the run's *slots*: shard ``i`` lives on slot ``i % W`` and home ``d`` on slot
+    ``d``; when a worker is lost its slots are given to workers that remain (:meth:`reassign`), so
+    the number of slots, and with it every decision of the run, does not change."""
 
     #: seconds between checks that every worker of the run is still there
     POLL_SECONDS = 2.0
 
-    def __init__(self, client, workers):
-        self.client, self.workers = client, workers
-        self.stage = "start"
+    def __init__(self, client, workers, timeout: float = 60.0, on_stage=None):
+        self.client, self.workers = client, list(workers)
+        self.timeout = float(timeout)
+        self.on_stage = on_stage  # a callable given every stage's name as the run enters it (fault tests)
+        self._stage = "start"
         self.bytes_in = 0  # results gathered here
         self.bytes_out = 0  # parameters sent from here
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, name: str) -> None:
+        self._stage = name
+        if self.on_stage is not None:
+            self.on_stage(name)
 
     def submit(self, w: int, fn, *args):
         self.bytes_out += sum(nbytes(a) for a in args if not hasattr(a, "key"))
@@ -138,6 +191,41 @@ class Runner:
         raise BackendError(f"the Dask cluster failed during {self.stage} ({why}); nothing was written. Check the "
                            f"workers' logs (and their memory), then run again")
 
+    def _scheduler_lost(self):
+        return ClusterLost(f"the Dask scheduler was lost during {self.stage} (no answer for {self.timeout:g} s); "
+                           f"nothing was written. Restart the scheduler and its workers (or raise "
+                           f"--cluster-timeout), then run again")
+
+    def _wait_scheduler(self) -> None:
+        """Back when the client is connected again; :class:`ClusterLost` after ``timeout`` seconds."""
+        import time  # noqa: PLC0415
+
+        t0 = time.monotonic()
+        while self.client.status != "running":
+            if self.client.status in ("closed", "closing", "failed") or time.monotonic() - t0 > self.timeout:
+                raise self._scheduler_lost()
+            time.sleep(0.2)
+
+    def alive(self) -> list[str]:
+        """The workers the scheduler knows now (:class:`ClusterLost` when the scheduler has not
+        answered for ``timeout`` seconds)."""
+        import time  # noqa: PLC0415
+
+        from .cluster import worker_addresses  # noqa: PLC0415
+
+        t0 = time.monotonic()
+        while True:
+            self._wait_scheduler()
+            try:
+                return worker_addresses(self.client)
+            except Exception:  # the connection broke, or the scheduler is slow to answer
+                if time.monotonic() - t0 > self.timeout:
+                    raise self._scheduler_lost() from None
+                time.sleep(0.5)
+
+    def lost(self) -> list[str]:
+        return sorted(set(self.workers) - set(self.alive()))
+
     def gather(self, futs):
         from distributed import wait  # noqa: PLC0415
 
@@ -146,16 +234,40 @@ class Runner:
                 wait(futs, timeout=self.POLL_SECONDS)
                 break
             except TimeoutError:
-                from .cluster import worker_addresses  # noqa: PLC0415
-
-                lost = sorted(set(self.workers) - set(worker_addresses(self.client)))
+                lost = self.lost()  # waits for the scheduler (ClusterLost after timeout seconds)
                 if lost:
-                    self._fail(f"worker {', '.join(lost)} left the cluster")
+                    raise WorkerLost(lost, "it left the cluster") from None
+            except Exception as exc:  # the connection to the scheduler broke
+                lost = self.lost()
+                if lost:
+                    raise WorkerLost(lost, type(exc).__name__) from None
+                raise
         try:
             got = self.client.gather(futs)
         except GpuanonError:
             raise
         except Exception as exc:  # a worker died, lost its data, or a task failed
-            self._fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}")
+            self.classify(exc)
         self.bytes_in += nbytes(got)
         return got
+
+
+    def classify(self, exc):
+        """Raise what ``exc`` (from Dask) means: :class:`ClusterLost`, :class:`WorkerLost`, or the
+        task's own failure in one line (:class:`BackendError`)."""
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+        if "scheduler-connection-lost" in str(exc):
+            raise self._scheduler_lost() from None
+        lost = self.lost()
+        if lost:
+            raise WorkerLost(lost, why) from None
+        if _is_loss(exc):  # the data is gone but every worker answers: one of them restarted
+            raise WorkerLost([], why) from None
+        self._fail(why)
+
+
+def _is_loss(exc) -> bool:
+    """Whether ``exc`` says a task's inputs or worker went away (not that the task itself failed)."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    return bool(names & {"FuturesCancelledError", "CancelledError", "KilledWorker", "CommClosedError",
+                         "StreamClosedError"})

@@ -42,6 +42,7 @@ class Shard:
         self._level = None
         self._attempt = None
         self.output = None
+        self.steps = 0  # changes recorded by the coordinator applied so far (see tasks.step)
 
     # ---------------------------------------------------------------- set-up
     def set_encoded(self, enc: dict) -> None:

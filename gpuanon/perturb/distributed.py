@@ -27,12 +27,14 @@ from typing import Any, Sequence
 
 from ..backend import get_backend
 from ..distributed.cluster import make_client, worker_addresses
-from ..errors import BackendError, InputError
+from ..errors import BackendError, ClusterLost, InputError
 from .distpab import DISTPAB, PerturbParams, Stats, local_stats, perturb_entity, validate_frame
 from .distpab import frame_matrix as _frame_matrix
 from .distpab import is_frame as _is_frame
 
 __all__ = ["perturb_distributed", "make_client"]
+
+log = logging.getLogger("gpuanon")
 
 
 def _entity_stats(df, features, label, passengers, backend) -> tuple[Stats, str]:
@@ -64,7 +66,7 @@ def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle,
 def perturb_distributed(frames: Sequence[Any], features, label=None, noise: float = 0.3, random_state=0,
                         client=None, n_workers=None, shuffle: bool = True, angles=None, *,
                         passengers=None, selection: str = "maximin", backend=None, cluster=None,
-                        block_rows: int = 1 << 20, gather: bool = True):
+                        block_rows: int = 1 << 20, gather: bool = True, timeout: float = 60.0, on_stage=None):
     """Run DISTPAB with one Dask worker per entity (round robin when there are fewer workers).
 
     Parameters
@@ -91,6 +93,12 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     gather : bool
         True: return the perturbed frames; False: return their futures (the cluster is then
         left running: pass your own ``client``).
+    timeout : float
+        Seconds to wait for the scheduler, or for a worker when every worker was lost; then
+        :class:`~gpuanon.errors.ClusterLost`. A worker lost in either phase is recovered from: its
+        entities are placed again on the workers that remain and the phase redone there (the
+        report's ``recovered`` lists it); the output is the same. ``on_stage``: called with each
+        phase's name as it starts (fault-injection tests).
 
     Returns
     -------
@@ -131,7 +139,7 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
         dlog.setLevel(max(logging.WARNING, dlog.getEffectiveLevel()))  # our own cluster's start/stop chatter
         client, cl = make_client(n_workers or min(len(frames), 2), cluster=cluster)
     try:
-        run = _run_phases(client, frames, model, feats, label, passengers, carried, gather)
+        run = _run_phases(client, frames, model, feats, label, passengers, carried, gather, timeout, on_stage)
     finally:
         if own:
             client.close()
@@ -141,39 +149,80 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     return run["outputs"], _report(run, model, feats)
 
 
-def _place(client, frames, where) -> list:
-    """Each entity's frame onto its worker: a Future as it is, a callable run there, a frame scattered."""
-    from distributed import Future, wait  # noqa: PLC0415
+def _place_one(client, f, w):
+    """One entity's frame onto worker ``w``: a Future as it is, a callable run there, a frame scattered."""
+    from distributed import Future  # noqa: PLC0415
 
-    placed = []
-    for f, w in zip(frames, where):
-        if isinstance(f, Future):
-            placed.append(f)
-        elif callable(f) and not _is_frame(f):
-            placed.append(client.submit(f, workers=[w], allow_other_workers=False, pure=False))
-        else:
-            placed.append(client.scatter(f, workers=[w], broadcast=False, hash=False))
-    wait(placed)
-    return placed
+    if isinstance(f, Future):
+        return f
+    if callable(f) and not _is_frame(f):
+        return client.submit(f, workers=[w], allow_other_workers=False, pure=False)
+    return client.scatter(f, workers=[w], broadcast=False, hash=False)
 
 
-def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carried, gather: bool) -> dict:
+def _on_entities(run, frames, placed, task, *args, gather: bool = True):
+    """``task(frame, *args_i)`` on every entity's worker (``args``: one tuple per entity), gathered.
+
+    A worker lost meanwhile: its entities are placed again on the workers that remain (a frame
+    from this process, a callable run again; a Future given by the caller died with its worker: one
+    line, :class:`ClusterLost`) and the phase is redone there (an entity's statistics and its
+    perturbed rows are functions of its rows, its parameters and its seed alone)."""
+    from ..distributed.recovery import move_slots, workers_left  # noqa: PLC0415
+    from ..distributed.tasks import WorkerLost  # noqa: PLC0415
+
+    W = len(run.workers)
+    while True:
+        futs = [run.submit(i % W, task, p, *a) for i, (p, a) in enumerate(zip(placed, args))]
+        if not gather:
+            return futs
+        try:
+            return run.gather(futs)
+        except WorkerLost as exc:
+            alive = workers_left(run, exc.lost, run.stage)
+            status = [getattr(p, "status", "finished") if not exc.lost else "finished" for p in placed]
+            slots = sorted({d for d, w in enumerate(run.workers) if w not in alive}
+                           | {i % W for i, st in enumerate(status) if st != "finished"})
+            move_slots(run, alive, slots)
+            again = [i for i in range(len(placed)) if i % W in slots]
+            for i in again:  # a loop over the lost worker's entities
+                if not (_is_frame(frames[i]) or callable(frames[i])):
+                    raise ClusterLost(f"entity {i}'s frame was a Future held by worker {', '.join(exc.lost)}, lost "
+                                      f"during {run.stage}; nothing was returned. Pass the entity as a frame or a "
+                                      f"callable that reads it, then run again") from None
+                try:
+                    placed[i] = _place_one(run.client, frames[i], run.workers[i % W])
+                except Exception as err:  # the scheduler went too
+                    run.classify(err)
+            log.warning("dask: worker %s lost during %s; entit%s %s placed again on %s; redoing %s",
+                        ", ".join(exc.lost) or "(restarted)", run.stage, "y" if len(again) == 1 else "ies",
+                        ", ".join(map(str, again)), ", ".join(sorted({run.workers[i % W] for i in again})), run.stage)
+            run.recovered.append({"workers_lost": exc.lost, "stage": run.stage, "entities": again})
+
+
+def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carried, gather: bool,
+                timeout: float = 60.0, on_stage=None) -> dict:
     """Place the entities, phase 1 (their Stats), the coordinator's search, phase 2 (their rows perturbed)."""
+    from distributed import wait  # noqa: PLC0415
+
+    from ..distributed.tasks import Runner  # noqa: PLC0415
+
     k, backend, shuffle, block_rows = len(frames), model.backend, model.shuffle, model.block_rows
     workers = worker_addresses(client)
     if not workers:
         raise BackendError("the Dask cluster has no workers")
-    where = [workers[i % len(workers)] for i in range(k)]
+    run = Runner(client, workers[:k], timeout, on_stage)  # slots: entity i on slot i % W
+    run.recovered = []
+    W = len(run.workers)
     seconds = {}
     t0 = time.perf_counter()
-    placed = _place(client, frames, where)
+    run.stage = "placing the entities"
+    placed = [_place_one(client, f, run.workers[i % W]) for i, f in enumerate(frames)]
+    wait(placed)
     seconds["place"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    sfuts = [client.submit(_entity_stats, p, feats, label, passengers, backend, workers=[w],
-                           allow_other_workers=False, pure=False) for p, w in zip(placed, where)]
-    got = client.gather(sfuts)
-    del sfuts
+    run.stage = "the entities' statistics"
+    got = _on_entities(run, frames, placed, _entity_stats, *[(feats, label, passengers, backend)] * k)
     stats = [g[0] for g in got]
     seconds["stats"] = time.perf_counter() - t0
 
@@ -186,14 +235,14 @@ def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carrie
     received = [len(pickle.dumps((model.params_, sd), protocol=pickle.HIGHEST_PROTOCOL)) for sd in seeds]
 
     t0 = time.perf_counter()
-    ofuts = [client.submit(_entity_perturb, p, feats, carried, model.params_, sd, shuffle, block_rows,
-                           backend, workers=[w], allow_other_workers=False, pure=False)
-             for p, sd, w in zip(placed, seeds, where)]
-    outputs = client.gather(ofuts) if gather else ofuts
-    del ofuts, placed
+    run.stage = "perturbing the entities"
+    outputs = _on_entities(run, frames, placed, _entity_perturb,
+                           *[(feats, carried, model.params_, sd, shuffle, block_rows, backend) for sd in seeds],
+                           gather=gather)
+    del placed
     seconds["perturb"] = time.perf_counter() - t0
     return {"outputs": outputs, "stats": stats, "sent": sent, "received": received, "n_workers": len(workers),
-            "worker_backends": sorted({g[1] for g in got}), "seconds": seconds}
+            "worker_backends": sorted({g[1] for g in got}), "seconds": seconds, "recovered": run.recovered}
 
 
 def _report(run: dict, model: DISTPAB, feats) -> dict:
@@ -216,4 +265,5 @@ def _report(run: dict, model: DISTPAB, feats) -> dict:
         "backend": worker_backends[0] if len(worker_backends) == 1 else worker_backends,
         "coordinator_backend": model.backend_.name,
         "seconds": run["seconds"],
+        "recovered": run["recovered"],
     }
