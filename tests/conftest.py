@@ -12,13 +12,24 @@ from expected import with_missing
 from gpuanon.datasets import load_adult
 
 
-@pytest.fixture(autouse=True)
-def _package_logger_put_back():
+def _logger_put_back():
     log = logging.getLogger("gpuanon")
     saved = (list(log.handlers), log.propagate, log.level)
     yield
     log.handlers[:], log.propagate = saved[0], saved[1]
     log.setLevel(saved[2])
+
+
+@pytest.fixture(autouse=True)
+def _package_logger_put_back():
+    yield from _logger_put_back()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _package_logger_put_back_after_module():
+    """The same around a module: a module-scoped fixture that runs a command in process (before any
+    test's own fixture) does not leave the logger silent for the modules after it."""
+    yield from _logger_put_back()
 
 
 @pytest.fixture(scope="module")
