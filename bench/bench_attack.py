@@ -17,7 +17,6 @@ CPU seconds are ``time.process_time`` of this process (NumPy here runs on one th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,6 +24,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import numpy as np  # noqa: E402
+
+from _common import emit  # noqa: E402
 
 AUX = (["age", "workclass", "education", "marital-status"], ["occupation", "race", "gender", "native-country"])
 
@@ -84,11 +85,7 @@ def main(argv=None) -> int:
         o, c = large(args.large_rows)
         doc["large"] = {"rows": len(o), "n_attacks": args.large_attacks, "times": timed(o, o, c, args.large_attacks)}
     doc["load_average_after"] = os.getloadavg()
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(doc, args.out)
     return 0
 
 

@@ -354,12 +354,7 @@ def parse_exact(text: str, kind: str):
         return lo, (pd.Timestamp(b) if sep else lo)
     if kind == "decimal":
         return _parse_decimals(t)
-    m = re.fullmatch(rf"\[\s*({_INT})\s*,\s*({_INT})\s*\]", t) or re.fullmatch(rf"({_INT})\s*-\s*({_INT})", t)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    if re.fullmatch(_INT, t):
-        return int(t), int(t)
-    raise ValueError(f"{t!r} is not an integer, 'lo-hi' or '[lo, hi]'")
+    return _bounds(t, _INT, int, "an integer")
 
 
 _DEC = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -369,12 +364,17 @@ def _parse_decimals(t: str):
     """``(lo, hi)`` of a decimal cell as ``Decimal`` objects: a number, ``lo-hi`` or ``[lo, hi]``."""
     from decimal import Decimal  # noqa: PLC0415
 
-    m = re.fullmatch(rf"\[\s*({_DEC})\s*,\s*({_DEC})\s*\]", t) or re.fullmatch(rf"({_DEC})\s*-\s*({_DEC})", t)
+    return _bounds(t, _DEC, Decimal, "a number")
+
+
+def _bounds(t: str, number: str, convert, what: str):
+    """``(lo, hi)`` of a cell holding one ``number`` (a regular expression), ``lo-hi`` or ``[lo, hi]``."""
+    m = re.fullmatch(rf"\[\s*({number})\s*,\s*({number})\s*\]", t) or re.fullmatch(rf"({number})\s*-\s*({number})", t)
     if m:
-        return Decimal(m.group(1)), Decimal(m.group(2))
-    if re.fullmatch(_DEC, t):
-        return Decimal(t), Decimal(t)
-    raise ValueError(f"{t!r} is not a number, 'lo-hi' or '[lo, hi]'")
+        return convert(m.group(1)), convert(m.group(2))
+    if re.fullmatch(number, t):
+        return convert(t), convert(t)
+    raise ValueError(f"{t!r} is not {what}, 'lo-hi' or '[lo, hi]'")
 
 
 def is_date_range(text: str) -> bool:
