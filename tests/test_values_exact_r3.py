@@ -343,3 +343,27 @@ def test_containment_check_reads_wide_dates_and_decimals():
     bad = pd.DataFrame({"d": ["0001-01-01..9999-12-30"] * 2, "x": ["[-0.25, 12345678901234567.4]"] * 2,
                         "n": ["2-4", "1"]})
     assert cells_inside(bad, orig, ["d", "x", "n"]) == {"d": 1, "x": 1, "n": 1}
+
+
+def test_whole_numbers_beyond_64_bits_stay_exact(tmp_path):
+    """A CSV pass-through column of integers beyond 64 bits is written to Parquet as exact decimals
+    (not rounded doubles) and to CSV as read; as a quasi-identifier it is refused in one line naming
+    ``--categorical`` (it cannot be keyed exactly as a number)."""
+    big = ["123456789012345678901", "-98765432109876543210", "18446744073709551617", "", "7", "8"]
+    src = tmp_path / "in.csv"
+    src.write_text("age,big\n" + "".join(f"{30 + i},{b}\n" for i, b in enumerate(big)))
+    for ext in ("csv", "parquet"):
+        out = tmp_path / f"out.{ext}"
+        r = _anonymize(src, out, "--qi", "age", "--k", "2")
+        assert r.returncode == 0, r.stderr
+        if ext == "parquet":
+            col = pq.read_table(out).column("big")
+            assert pa.types.is_decimal(col.type)
+            got = ["" if v is None else str(v) for v in col.to_pylist()]
+        else:
+            got = [row.split(",")[1].strip('"') for row in out.read_text().splitlines()[1:]]
+        assert sorted(got) == sorted(big), got
+    r = subprocess.run(RUN + ["anonymize", str(src), "--out", str(tmp_path / "q.csv"), "--qi", "age,big", "--k", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--categorical big" in r.stderr and not (tmp_path / "q.csv").exists(), r.stderr
+    assert "Traceback" not in r.stderr

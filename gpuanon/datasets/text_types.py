@@ -12,7 +12,7 @@ cells are missing unless the caller names more (``na_values``). Then each column
   ``datetime64`` (UTC when the cells carry a zone; nanoseconds, or microseconds when a year lies
   outside 1677-2262);
 * a column is numeric only when every non-empty cell is a number (``12``, ``-1.50``, ``1e3``): whole
-  numbers as int64 (uint64 above int64's range; beside missing cells pandas' nullable integers for a
+  numbers as int64 (uint64 above int64's range, exact decimals beyond 64 bits; beside missing cells pandas' nullable integers for a
   quasi-identifier or a column declared numeric, and for values beyond a double's exact range, else
   float64), others float64, parsed exactly; a column with a cell whose significant digits a double
   does not give back (``12345678901234567.5``) as exact decimals (Python ``Decimal``, the most places
@@ -106,8 +106,9 @@ def _as_floats(col):
 
 
 def _numbers(col, floats, keep_ints: bool = False):
-    """Whole numbers as int64 (uint64 above int64's range), else the floats; with missing cells the
-    floats too when every value fits a double, unless ``keep_ints`` (a quasi-identifier)."""
+    """Whole numbers as int64 (uint64 above int64's range); with missing cells the floats when every
+    value fits a double, unless ``keep_ints`` (a quasi-identifier); None when no cast holds them (beyond
+    64 bits, or a later cell that is no whole number)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -126,7 +127,7 @@ def _numbers(col, floats, keep_ints: bool = False):
             if lo is None or (-_EXACT <= lo and hi <= _EXACT):
                 return floats  # NaN for the missing cells; every value exact
             return ints  # pandas' nullable integers keep the values exact beside the missing cells
-    return floats
+    return None
 
 
 def _decimals(col, valid):
@@ -222,9 +223,10 @@ def _type_one(name: str, raw, types: ColumnTypes):
     if floats is not None:
         if name in types.numeric or not pc.any(pc.match_substring_regex(valid, _LEADING_ZERO)).as_py():
             keep = name in types.numeric or types.checked.get(name) == "quasi-identifier"
-            if all(_INT_RE.match(v) for v in head):
-                return _numbers(trimmed, floats, keep)
-            dec = _decimals(trimmed, valid)
+            ints = _numbers(trimmed, floats, keep) if all(_INT_RE.match(v) for v in head) else None
+            if ints is not None:
+                return ints
+            dec = _decimals(trimmed, valid)  # whole numbers beyond 64 bits too: exact, not rounded doubles
             return floats if dec is None else dec
         return text()  # leading zeros: codes, not quantities
     if name not in types.numeric and name not in types.checked:
