@@ -88,6 +88,26 @@ class SyncSites:
         return False
 
 
+def profiled(fn, top: int = 25) -> dict:
+    """One more run of ``fn()`` under cProfile: the ``top`` functions by own time and by cumulative
+    time, as text lines (on a device, time waiting for the GPU shows at the sync that waits)."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.runcall(fn)
+    _sync()
+    wall = round(time.perf_counter() - t, 3)
+    out = {"seconds_under_profile": wall}
+    for key in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(key).print_stats(top)
+        out[key] = [ln for ln in buf.getvalue().splitlines() if ln.strip()][-top:]
+    return out
+
+
 def _timed_fit(cfg, df, backend, sites: bool = False) -> tuple[dict, object, object]:
     m = _mondrian(cfg, backend)
     rec = SyncSites() if sites else None
@@ -121,6 +141,9 @@ def run_mondrian(cfg: dict) -> dict:
         res.setdefault("warm_runs", []).append(again["fit_transform"])
     if res.get("warm_runs"):
         res["warm_best"] = min([res["warm"]["fit_transform"], *res["warm_runs"]])
+    if cfg.get("profile"):  # where the warm time goes on the host (after the figures above are kept)
+        report_result({**res, "partial": "profile pending"})
+        res["profile"] = profiled(lambda: _mondrian(cfg, cfg["backend"]).fit_transform(df))
     res["compile_and_first_call_extra_s"] = round(res["cold"]["fit_transform"] - res["warm"]["fit_transform"], 6)
     # the first launches of the device kernels (NVRTC compile, load, one run), timed apart by the estimator
     res["kernel_compile_s"] = res["cold"]["stages"].get("kernel_compile", 0.0)
@@ -275,7 +298,39 @@ def run_env(cfg: dict) -> dict:
             out["add_at_int64"] = a.get().tolist() == [1, 0, 2**40 + 3]
         except Exception as exc:  # the probe's failure is the finding
             out["add_at_int64"] = f"{type(exc).__name__}: {exc}"[:300]
+        try:
+            out["bandwidth_gb_s"] = bandwidth(cupy)
+        except Exception as exc:
+            out["bandwidth_gb_s"] = f"{type(exc).__name__}: {exc}"[:300]
     return out
+
+
+def bandwidth(cupy, mib: int = 512) -> dict:
+    """GB/s of one ``mib`` MiB copy each way, best of 3: into a fresh NumPy array (``a.get()``, as
+    ``gpuanon.backend.to_host`` does), into a reused pageable array, and into pinned memory from
+    CuPy's pinned pool (``cupyx.empty_pinned``); up from a pageable and from a pinned array."""
+    import cupyx
+    import numpy as np
+
+    n = mib * 2**20 // 4
+    host = np.ones(n, dtype=np.float32)
+    dev = cupy.asarray(host)
+    reuse, pinned = np.empty_like(host), cupyx.empty_pinned(n, dtype=np.float32)
+    pinned[:] = host
+
+    def best(fn):
+        times = []
+        for _ in range(3):
+            cupy.cuda.Device().synchronize()
+            t = time.perf_counter()
+            fn()
+            cupy.cuda.Device().synchronize()
+            times.append(time.perf_counter() - t)
+        return round(n * 4 / min(times) / 1e9, 2)
+
+    return {"mib": mib, "down_fresh": best(lambda: dev.get()), "down_reused": best(lambda: dev.get(out=reuse)),
+            "down_pinned": best(lambda: dev.get(out=pinned)), "up_pageable": best(lambda: cupy.asarray(host)),
+            "up_pinned": best(lambda: dev.set(pinned))}
 
 
 PARTS = {"mondrian": run_mondrian, "distpab": run_distpab, "cli": run_cli, "cluster": run_cluster,

@@ -196,10 +196,10 @@ def part_configs(args, env: dict) -> dict:
     hep = {"part": "mondrian", "dataset": "hepmass", "k": 10, "qis": QI_HEP, "sensitive": "label", "format": "minmax"}
     gpu = args.backend == "gpu"
     cfg = {"tests_equal": ("pytest", EQUAL_TESTS), "tests_rest": ("pytest", f"not ({EQUAL_TESTS})"),
-           "mondrian_hepmass_big": {**hep, "rows": sizes["hep_big"]},
+           "mondrian_hepmass_big": {**hep, "rows": sizes["hep_big"], "profile": True},
            "mondrian_adult": {"part": "mondrian", "dataset": "adult", "k": 3, "qis": list(ADULT_QUASI_IDENTIFIERS),
                               "sensitive": "income", "format": "range", "repeat": 4},
-           "distpab": {"part": "distpab", "rows": sizes["distpab"]}, "risk": {"part": "risk", "rows": sizes["hep_big"]},
+           "distpab": {"part": "distpab", "rows": sizes["distpab"]}, "risk": {"part": "risk", "rows": sizes["hep_big"], "profile": True},
            "suda": {"part": "suda"}, "cli": {"part": "cli", "rows": sizes["cli"]},
            "cluster": {"part": "cluster", "rows": sizes["cluster"], "cluster": "cuda:1" if gpu else "local:1"},
            "mondrian_hepmass_1m": {**hep, "rows": sizes["hep_1m"], "compare_cpu": True},
