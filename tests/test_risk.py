@@ -294,7 +294,7 @@ def test_a_hash_collision_falls_back_to_exact_grouping(monkeypatch):
     """Every row hashed alike: the per-word check finds the classes differ and groups them exactly."""
     from gpuanon.risk import classes
 
-    monkeypatch.setattr(classes, "_mix", lambda z, xp: z * xp.uint64(0))
+    monkeypatch.setattr(classes, "splitmix64", lambda z, xp: z * xp.uint64(0))
     df = pd.DataFrame({"a": np.array([1, 2, 1, 3], dtype=np.float32), "b": np.array([0, 0, 0, 5], np.float32),
                        "c": [1.0, 1.0, 1.0, 2.0], "d": ["x", "x", "x", "y"]})
     g = classes.group(df, ["a", "b", "c", "d"])

@@ -125,6 +125,7 @@ def test_risk_before_uses_the_originals_rows(tables, capsys, tmp_path):
     assert b["risk"]["sample"]["n_suppressed"] == 10
     assert b["risk_original"]["population"]["population_size"] == 30_000
     assert b["risk_original"]["population"] == a["risk"]["population"]
+    assert b["risk"]["population"]["population_size"] == 30_000  # "after": the same N, not its 290 rows / f
 
 
 def test_origin_problem_column_by_column_above_the_budget(monkeypatch):

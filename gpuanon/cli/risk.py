@@ -81,6 +81,7 @@ def summary_lines(doc: dict, label: str = "") -> list:
 def run(args) -> int:
     from ..datasets import load_table  # noqa: PLC0415
     from ..risk import assess  # noqa: PLC0415
+    from ..risk.report import same_population  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
     outputs = command_outputs(args, [("--report", args.report, False), ("--html", args.html, False),
@@ -96,8 +97,6 @@ def run(args) -> int:
     ptable = load_table(args.population_table, **reader_options(args, checked=False)) if args.population_table else None
     kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, weights=args.weights,
               population_table=ptable, threshold=args.threshold, suda=args.suda, suda_max_size=args.suda_max_size)
-    res = assess(df, cols, per_record=bool(args.per_record), backend=args.backend, **kw)
-    doc = res.to_dict()
     before = None
     if args.original:
         orig = load_table(args.original, **reader_options(args, checked=False))
@@ -106,7 +105,11 @@ def run(args) -> int:
         okw = dict(kw)  # N as given, or the original's own rows / f (as `gpuanon risk ORIGINAL` and ARX take it)
         if args.weights is not None and args.weights not in orig.columns:
             okw["weights"] = None
-        before = assess(orig, ocols, backend=args.backend, **okw).to_dict()
+        b = assess(orig, ocols, backend=args.backend, **okw)
+        kw.update(population=same_population(b), sampling_fraction=None)  # the same N on both sides
+        before = b.to_dict()
+    res = assess(df, cols, per_record=bool(args.per_record), backend=args.backend, **kw)
+    doc = res.to_dict()
     report = {"input": source, "original": args.original, "risk": doc, "risk_original": before}
     lines = ([*summary_lines(before, "before: "), *summary_lines(doc, "after:  ")] if before is not None
              else summary_lines(doc))  # before any output is written

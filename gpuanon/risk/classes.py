@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..backend import is_device_frame, to_device, to_host, to_scalar
 from ..errors import InputError, shown
+from ..verify import splitmix64
 
 SUPPRESSED = "*"
 _LIMIT = 1 << 62
@@ -119,15 +120,8 @@ def _device_cells(s, xp):
     return codes.astype(xp.uint64), max(1, int(card - 1).bit_length()), star
 
 
-_GOLD, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-
-
-def _mix(z, xp):
-    """splitmix64's finalizer, elementwise on uint64 (arithmetic wraps)."""
-    z = z + xp.uint64(_GOLD)
-    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(_M1)
-    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(_M2)
-    return z ^ (z >> xp.uint64(31))
+#: the word mixer's multiplier (splitmix64's first)
+_MUL = 0xBF58476D1CE4E5B9
 
 
 def _pack(cells: list, widths: list, xp) -> list:
@@ -180,7 +174,7 @@ def group_rows(words: list, xp) -> tuple[object, int]:
         return xp.zeros(n, dtype=xp.int64), int(n > 0)
     if len(words) == 1:
         return _dense(words[0], xp)
-    k, s29 = xp.uint64(_M1), xp.uint64(29)
+    k, s29 = xp.uint64(_MUL), xp.uint64(29)
     h = xp.full(n, 0x12345678, dtype=xp.uint64)
     tmp = np.empty(n, dtype=np.uint64) if xp is np else None
     for w in words:
@@ -192,7 +186,7 @@ def group_rows(words: list, xp) -> tuple[object, int]:
         else:
             h = (h ^ w) * k
             h = h ^ (h >> s29)
-    gid, n_cls = _dense(_mix(h, xp), xp)
+    gid, n_cls = _dense(splitmix64(h, xp), xp)
     del h
     if n_cls == n:  # every row its own hash, so every row its own tuple: nothing can have collided
         return gid, n_cls

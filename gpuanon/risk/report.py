@@ -2,7 +2,7 @@
 published output (after), on the same QIs (an output's ``_min`` / ``_max`` pair stands for its QI).
 
 The population is the same on both sides: a sampling fraction is turned into N = n_in / f once, and
-the output (fewer rows where some were suppressed) is measured against that N.
+the output (fewer rows where some were suppressed) is measured against that N (:func:`same_population`).
 
 Two ways to the same figures: :func:`section_of_classes` from classes already grouped (``anonymize``
 hands it the fit's own: :mod:`gpuanon.anonymize.risk_classes`), and :func:`risk_section` from the two
@@ -15,7 +15,13 @@ from __future__ import annotations
 import math
 
 from ..cells import resolve_qi_columns
-from . import assess, assess_classes, suda_of
+from .measures import RiskResult, assess, assess_classes, suda_of
+from .sampling import Population
+
+
+def same_population(before: RiskResult) -> Population | None:
+    """The population N that ``before`` was measured against, for the other side of a before / after."""
+    return None if before.population is None else Population(size=before.population.population_size)
 
 
 def risk_section(before, after, quasi_identifiers, *, population: int | None = None,
@@ -24,9 +30,8 @@ def risk_section(before, after, quasi_identifiers, *, population: int | None = N
     """``{"before": RiskResult.to_dict(), "after": ..., "threshold": tau}``."""
     qi = list(quasi_identifiers)
     kw = dict(threshold=threshold, suda=suda, suda_max_size=suda_max_size, backend=backend)
-    b = assess(before, qi, population=population, sampling_fraction=sampling_fraction, **kw)
-    N = b.population.population_size if b.population is not None else None
-    a = assess(after, resolve_qi_columns(qi, after.columns), population=N, **kw)
+    b = assess(before, qi, population=Population.of(population, sampling_fraction), **kw)
+    a = assess(after, resolve_qi_columns(qi, after.columns), population=same_population(b), **kw)
     return {"before": b.to_dict(), "after": a.to_dict(), "threshold": threshold}
 
 
@@ -38,11 +43,11 @@ def section_of_classes(before, after, quasi_identifiers, output_columns, *, popu
     ``suda_tables``: ``(input frame, output frame)`` for SUDA2 / DIS-SUDA, which read the published
     cells column by column (None: no SUDA)."""
     qi = list(quasi_identifiers)
-    b = assess_classes(before, qi, population=population, sampling_fraction=sampling_fraction, threshold=threshold)
-    N = b.population.population_size if b.population is not None else None
-    a = assess_classes(after, output_columns, population=N, threshold=threshold)
+    b = assess_classes(before, qi, population=Population.of(population, sampling_fraction), threshold=threshold)
+    same = same_population(b)
+    a = assess_classes(after, output_columns, population=same, threshold=threshold)
     if suda_tables is not None:
-        kw = dict(suda_max_size=suda_max_size, population=N, backend=backend)
+        kw = dict(suda_max_size=suda_max_size, population=None if same is None else same.size, backend=backend)
         b.suda = suda_of(suda_tables[0], qi, n=before.n, **kw)
         a.suda = suda_of(suda_tables[1], output_columns, n=after.n, **kw)
     return {"before": b.to_dict(), "after": a.to_dict(), "threshold": threshold}
