@@ -256,11 +256,12 @@ def test_device_path_on_the_double_equals_the_host():
     with B.use_device_module(without):
         assess(HAND, ["a", "z"], weights="w", population=1000, backend="gpu")
     assert dev.stats.summary()["ops"] > 3 * without.stats.summary()["ops"]  # SUDA2 ran on the device too
-    mixed = HAND.assign(x=np.arange(12, dtype=np.float32) % 3, y=np.float32(1.5), v=np.arange(12) % 2)
+    mixed = HAND.assign(x=np.arange(12, dtype=np.float32) % 3, y=np.float32(1.5), v=np.arange(12) % 2,
+                        s=np.array([0.0, -0.0, np.nan, -np.nan] * 3, dtype=np.float32))  # one 0, one NaN
     with B.use_device_module(dev):
-        d2 = assess(mixed, ["a", "x", "y", "v"], backend="gpu")  # float32 pairs, ints and text on the device
+        d2 = assess(mixed, ["a", "x", "y", "v", "s"], backend="gpu")  # float32 bits, ints and text on the device
         d3 = assess(HAND, ["a", "z"], population_table=POP, backend="gpu")
-    assert d2.to_dict() == assess(mixed, ["a", "x", "y", "v"]).to_dict()
+    assert d2.to_dict() == assess(mixed, ["a", "x", "y", "v", "s"]).to_dict()
     assert d3.to_dict() == assess(HAND, ["a", "z"], population_table=POP).to_dict()
     s = dev.stats.summary()
     assert s["syncs_escaped"] == 0 and s["uploads_escaped"] == 0, s["escaped_sites"]

@@ -98,9 +98,10 @@ def _bits(values, xp) -> tuple[object, int]:
 def _host_cells(s: pd.Series, xp):
     """``(cells uint64, width, '*' mask or None)`` of a pandas column: a plain numeric column by its
     bits, any other by its codes (missing a code of its own)."""
-    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "fiub":
-        cells, width = _bits(s.to_numpy(), np)
-        star = None
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "fiub":  # on a device: the column up as it is
+        # (4 bytes a float32 cell, not the 8 of its widened bits), its bits made there
+        cells, width = _bits(s.to_numpy() if xp is np else to_device(s.to_numpy(), xp), xp)
+        return cells, width, None
     else:
         codes, card, code = _column_codes(s)
         cells, width = codes.astype(np.uint64), max(1, int(card - 1).bit_length())
