@@ -229,7 +229,7 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
 
 
 def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
-    """Owners of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
+    """Owners and rows of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
     used condition checked on the pairs, in blocks of about BLOCK pairs."""
     out = []
     cum = np.cumsum(ln)
@@ -248,16 +248,21 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
             sel = np.flatnonzero(q.used[c2.name][owner] & ok)
             if len(sel):
                 ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
-        out.append(owner[ok])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+        out.append((owner[ok], rows[ok]))
+    if not out:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([o for o, _ in out]), np.concatenate([r for _, r in out])
 
 
-def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
-    """Match counts of predicates ``qid`` (sorted), exact up to 2: the candidate rows of each one's most
-    selective condition, every condition checked on those (predicate, row) pairs, all columns' pairs
-    together; the candidates are taken in growing chunks, and a predicate that has matched two rows stops."""
+def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, pairs: list | None = None):
+    """Match counts of predicates ``qid`` (sorted), exact up to ``cap``: the candidate rows of each one's
+    most selective condition, every condition checked on those (predicate, row) pairs, all columns' pairs
+    together; the candidates are taken in growing chunks, and a predicate that has matched ``cap`` rows
+    stops. ``pairs``: a list that receives the matching (predicate, row) pairs found."""
     used = [c for c in columns if q.used[c.name][qid].any()]
     if not used:
+        if pairs is not None:
+            pairs.append((np.repeat(qid, ix.n), np.tile(ix.rows, len(qid))))
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
     anchor = np.argmin(size, axis=0)
@@ -277,10 +282,12 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
     live = np.flatnonzero(en > st)
     while len(live):  # rounds of growing chunks (a few, not one per predicate)
         ln = np.minimum(en[live] - st[live], chunk)
-        hit = _pair_matches(q, used, table, own[live], st[live], ln, perm)
+        hit, hit_rows = _pair_matches(q, used, table, own[live], st[live], ln, perm)
         counts += np.bincount(np.searchsorted(qid, hit), minlength=len(qid))
+        if pairs is not None:
+            pairs.append((hit, hit_rows))
         st[live] += ln
-        live = live[(st[live] < en[live]) & (counts[pos[live]] < 2)]
+        live = live[(st[live] < en[live]) & (counts[pos[live]] < cap)]
         chunk *= 4
     return counts
 
@@ -331,3 +338,18 @@ def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | 
         ix = index if index is not None else _index(columns, table, rows)
         counts[rest] = _exact_counts(q, columns, table, ix, rest)
     return np.minimum(counts, 2)
+
+
+def match_pairs(q: Predicates, columns, table, index: _Index, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``index`` each predicate matches, for the predicates that match at most ``cap``:
+    ``(predicate, row)`` pairs and ``over`` (bool per predicate: matches more than ``cap``, pairs left out)."""
+    qid = np.arange(q.n)
+    if not q.n or not index.n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(q.n, dtype=bool)
+    found: list = []
+    counts = _exact_counts(q, columns, table, index, qid, cap + 1, found)
+    over = counts > cap
+    own = np.concatenate([o for o, _ in found]) if found else np.zeros(0, dtype=np.int64)
+    rows = np.concatenate([r for _, r in found]) if found else np.zeros(0, dtype=np.int64)
+    keep = ~over[own]
+    return own[keep], rows[keep], over
