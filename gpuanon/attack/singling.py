@@ -159,7 +159,7 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
         recs = rows[rng.integers(0, len(rows), batch)]
         q = from_records(e, recs, _random_columns(rng, batch, len(cols), n_cols), med)
         ok = np.flatnonzero(match_counts(q, cols, e.release, rng, index=ix) == 1)
-        k = _hashes(q.keys(cols)[ok])
+        k = _hashes(q.take(ok).keys(cols))
         fresh = _new(keys, k)[:n - have]
         if len(fresh):
             got.append(q.take(ok[fresh]))
