@@ -55,3 +55,45 @@ def test_no_attacks_no_section(ev):
         p.pop("attacks")
     doc["config"].pop("attacks")
     assert "Attacks on each protection" not in render_evaluation_html(doc)
+
+
+def _anonymize(tmp_path, *extra):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    df, _ = get_dataset("adult")
+    df.iloc[:600].to_csv(tmp_path / "in.csv", index=False)
+    env = dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", str(tmp_path / "in.csv"), "--qi",
+                        "age,education,marital-status,race,gender", "--sensitive", "income", "--k", "10",
+                        "--out", str(tmp_path / "out.csv"), "--report", str(tmp_path / "r.json"), *extra],
+                       capture_output=True, text=True, env=env, timeout=300)
+    doc = json.loads((tmp_path / "r.json").read_text()) if p.returncode == 0 else None
+    return p, doc
+
+
+def test_anonymize_attacks_with_a_control_fraction(tmp_path):
+    import pandas as pd
+
+    p, doc = _anonymize(tmp_path, "--attacks", "100", "--control-fraction", "0.25")
+    assert p.returncode == 0, p.stderr
+    a = doc["attacks"]
+    assert a["n_attacks"] == 100 and a["control_rows"] == 150 and a["control_fraction"] == 0.25
+    assert len(pd.read_csv(tmp_path / "out.csv")) == 450  # the control rows are not released
+    r = a["risks"]
+    # fnlwgt passes through: singling out carried by it, near 1
+    so = r["singling_out_multivariate"]
+    assert so["risk"] > 0.9 and max(so["columns_of_successes"], key=so["columns_of_successes"].get) == "fnlwgt"
+    assert {"linkability", "linkability_tie_aware", "inference"} <= set(r)
+    assert r["inference"]["control_rate"] is not None
+
+
+@pytest.mark.parametrize("args,words", [(["--control-fraction", "0.5"], "--control-fraction belongs to --attacks"),
+                                        (["--attacks", "--control-fraction", "1.5"], "--control-fraction 1.5")])
+def test_anonymize_attack_errors(tmp_path, args, words):
+    p, _ = _anonymize(tmp_path, *args)
+    assert p.returncode != 0 and words in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "out.csv").exists()

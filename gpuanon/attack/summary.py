@@ -56,3 +56,19 @@ def attack_release(release, original, control=None, *, quasi_identifiers, secret
     doc = evaluate(release, original, control, quasi_identifiers=qi or None, secrets=secrets, columns=cols,
                    attacks=attacks, n_attacks=n_attacks, seed=seed)
     return risk_summary(doc)
+
+
+def split_control(df, fraction: float, seed: int = 0):
+    """``(rest, control)``: a seeded random ``fraction`` of the rows held out as the attacks' control (rows
+    of the same population that the release is not made from); both in table order."""
+    import numpy as np  # noqa: PLC0415
+
+    n_c = int(round(fraction * len(df)))
+    if not 0 < n_c < len(df):
+        from ..errors import InputError  # noqa: PLC0415
+
+        raise InputError(f"--control-fraction {fraction} leaves {n_c} control row(s) of {len(df)}; choose a fraction "
+                         "in (0, 1) that keeps rows on both sides, e.g. --control-fraction 0.5")
+    held = np.zeros(len(df), dtype=bool)
+    held[np.random.default_rng(seed).permutation(len(df))[:n_c]] = True
+    return df[~held].reset_index(drop=True), df[held].reset_index(drop=True)
