@@ -96,3 +96,15 @@ def test_tie_aware_rate_on_a_raw_copy_is_the_chance_a_random_choice_links():
     # ties kept: the target itself is among the equally near rows on both sides, always
     assert r["ties_kept"]["n_success"] == 2000
     assert p < 0.1 and r["ties_kept"]["risk"]["value"] > 0.99
+
+
+def test_one_neighbour_positions_match_the_masks():
+    rng = np.random.default_rng(5)
+    d = rng.integers(0, 3, (60, 30)).astype(np.float64) / 2
+    ra, rb = neighbours._rank(rng.permutation(30)), neighbours._rank(rng.permutation(30))
+    e = rng.integers(0, 3, (60, 30)).astype(np.float64) / 2
+    (ca, xa, ta), (cb, xb, tb) = neighbours._chosen(d, 1, ra), neighbours._chosen(e, 1, rb)
+    (fa, qa, sa), (fb, qb, sb) = neighbours._nearest(d, ra), neighbours._nearest(e, rb)
+    assert np.array_equal(fa == fb, (ca & cb).any(axis=1))
+    assert np.array_equal(qa == qb, (xa & xb).any(axis=1))  # positions, whatever each side's random order
+    assert np.array_equal(sa, ta) and np.array_equal(sb, tb)

@@ -87,6 +87,13 @@ def _chosen(d: np.ndarray, k: int, rank: np.ndarray) -> tuple[np.ndarray, np.nda
     return lt | _smallest(eq, pos, need), lt | _smallest(eq, rank, need), lt | eq
 
 
+def _nearest(d: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_chosen` for one neighbour: the nearest row's position by anonymeter's rule (the first) and by
+    the random order (the equally near row of smallest ``rank``), and the mask of the equally near rows."""
+    eq = d == d.min(axis=1, keepdims=True)
+    return np.argmax(eq, axis=1), np.argmin(np.where(eq, rank[None, :], np.int32(d.shape[1])), axis=1), eq
+
+
 def _rank(order: np.ndarray) -> np.ndarray:
     """Each release row's place in the random ``order``."""
     rank = np.empty(len(order), dtype=np.int32)
@@ -99,6 +106,13 @@ def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
     first = rand = ties = 0
     ka, kb = _kinds(e, a_cols), _kinds(e, b_cols)
     for blk in _blocks(len(trows), e.release.n):  # a random order of the release rows per block and side
+        if k == 1:  # one neighbour: the chosen rows as positions
+            fa, ra, ta = _nearest(distances(e, a_cols, table, trows[blk], ka), _rank(rng.permutation(e.release.n)))
+            fb, rb, tb = _nearest(distances(e, b_cols, table, trows[blk], kb), _rank(rng.permutation(e.release.n)))
+            first += int((fa == fb).sum())
+            rand += int((ra == rb).sum())
+            ties += int((ta & tb).any(axis=1).sum())
+            continue
         ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk], ka), k, _rank(rng.permutation(e.release.n)))
         cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk], kb), k, _rank(rng.permutation(e.release.n)))
         first += int((ca & cb).any(axis=1).sum())
