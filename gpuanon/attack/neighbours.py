@@ -34,6 +34,7 @@ def distances(e, cols, table, trows, kinds: dict | None = None) -> np.ndarray:
     rel = e.release
     kinds = _kinds(e, cols) if kinds is None else kinds
     d = np.zeros((len(trows), rel.n))
+    tmp = np.empty_like(d)  # one scratch block: the same operations, in place
     for c in cols:  # a loop over columns
         if c.kind == "numeric":
             v = table.lo[c.name][trows][:, None]
@@ -41,7 +42,10 @@ def distances(e, cols, table, trows, kinds: dict | None = None) -> np.ndarray:
             vn = np.isnan(v)
             plain = kinds[c.name] != "cells" and not vn.any()
             if plain and kinds[c.name] == "points":  # points: anonymeter's |x - y| / range
-                d += np.abs(v - lo[None, :]) / c.scale
+                np.subtract(v, lo[None, :], out=tmp)
+                np.abs(tmp, out=tmp)
+                tmp /= c.scale
+                d += tmp
                 continue
             lo, hi = lo[None, :], hi[None, :]
             with np.errstate(invalid="ignore"):
@@ -52,7 +56,7 @@ def distances(e, cols, table, trows, kinds: dict | None = None) -> np.ndarray:
                 gap = np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
             d += gap
         elif not c.sets.shape[0]:  # point cells only
-            d += rel.cell[c.name][None, :] != table.cell[c.name][trows][:, None]
+            d += np.not_equal(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None], out=tmp)
         else:
             d += ~c.overlap(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None])
     return d
