@@ -16,32 +16,49 @@ from .stats import results
 BLOCK = 1 << 22
 
 
-def distances(e, cols, table, trows, rrows=None) -> np.ndarray:
-    """``(len(trows), n_release)`` distances of ``table``'s rows ``trows`` to the release rows."""
+def _kinds(e, cols) -> dict:
+    """Per numeric column, how its release cells are read: ``points`` (finite points, no missing value:
+    anonymeter's ``|x - y| / range``), ``plain`` (finite cells, none missing) or ``cells`` (the rest)."""
+    out = {}
+    for c in cols:  # a loop over columns
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name], e.release.hi[c.name]
+            plain = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
+            out[c.name] = "points" if plain and np.array_equal(lo, hi) else "plain" if plain else "cells"
+    return out
+
+
+def distances(e, cols, table, trows, kinds: dict | None = None) -> np.ndarray:
+    """``(len(trows), n_release)`` distances of ``table``'s rows ``trows`` to the release rows
+    (``kinds``: :func:`_kinds` of ``cols``, computed once per attack)."""
     rel = e.release
-    rsel = slice(None) if rrows is None else rrows
-    n_rel = rel.n if rrows is None else len(rrows)
-    d = np.zeros((len(trows), n_rel))
+    kinds = _kinds(e, cols) if kinds is None else kinds
+    d = np.zeros((len(trows), rel.n))
+    tmp = np.empty_like(d)  # one scratch block: the same operations, in place
     for c in cols:  # a loop over columns
         if c.kind == "numeric":
             v = table.lo[c.name][trows][:, None]
-            lo, hi = rel.lo[c.name][rsel], rel.hi[c.name][rsel]
-            vn, rn = np.isnan(v), np.isnan(lo)
-            plain = not vn.any() and not rn.any() and np.isfinite(lo).all() and np.isfinite(hi).all()
-            if plain and np.array_equal(lo, hi):  # points: anonymeter's |x - y| / range
-                d += np.abs(v - lo[None, :]) / c.scale
+            lo, hi = rel.lo[c.name], rel.hi[c.name]
+            vn = np.isnan(v)
+            plain = kinds[c.name] != "cells" and not vn.any()
+            if plain and kinds[c.name] == "points":  # points: anonymeter's |x - y| / range
+                np.subtract(v, lo[None, :], out=tmp)
+                np.abs(tmp, out=tmp)
+                tmp /= c.scale
+                d += tmp
                 continue
             lo, hi = lo[None, :], hi[None, :]
             with np.errstate(invalid="ignore"):
                 gap = np.maximum(np.maximum(lo - v, v - hi), 0.0) / c.scale
             if not plain:
+                rn = np.isnan(lo)
                 gap = np.where(vn | rn, np.where(vn & rn, 1.0, np.inf), gap)
                 gap = np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
             d += gap
         elif not c.sets.shape[0]:  # point cells only
-            d += rel.cell[c.name][rsel][None, :] != table.cell[c.name][trows][:, None]
+            d += np.not_equal(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None], out=tmp)
         else:
-            d += ~c.overlap(rel.cell[c.name][rsel][None, :], table.cell[c.name][trows][:, None])
+            d += ~c.overlap(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None])
     return d
 
 
@@ -51,24 +68,57 @@ def _blocks(n_targets: int, n_rel: int):
         yield slice(s, min(n_targets, s + size))
 
 
-def _chosen(d: np.ndarray, k: int, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _smallest(eq: np.ndarray, key: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """Per row, the ``need`` positions of ``eq`` with the smallest ``key`` (distinct ints, one per column)."""
+    kk = np.where(eq, key[None, :], np.int32(eq.shape[1]))
+    kmax = int(need.max())
+    if kmax == 1:
+        thr = kk.min(axis=1, keepdims=True)
+    else:
+        part = np.partition(kk, np.arange(min(kmax, kk.shape[1])), axis=1)
+        thr = np.take_along_axis(part, need - 1, axis=1)
+    return eq & (kk <= thr)
+
+
+def _chosen(d: np.ndarray, k: int, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` nearest per row: ties at the k-th distance to the first positions (anonymeter's rule),
-    to the first in the random ``order`` of the release rows (a uniformly random choice among them), and
-    every row as near as the k-th (ties kept)."""
+    to the first in a random order of the release rows (``rank``: each row's place in it; a uniformly
+    random choice among them), and every row as near as the k-th (ties kept)."""
     dk = np.partition(d, k - 1, axis=1)[:, k - 1][:, None]
     lt, eq = d < dk, d == dk
-    need = k - lt.sum(axis=1, keepdims=True)
-    rand = np.empty_like(eq)
-    rand[:, order] = np.cumsum(eq[:, order], axis=1) <= need
-    return lt | (eq & (np.cumsum(eq, axis=1) <= need)), lt | (eq & rand), d <= dk
+    need = (k - lt.sum(axis=1, keepdims=True)).astype(np.int64)
+    pos = np.arange(d.shape[1], dtype=np.int32)
+    return lt | _smallest(eq, pos, need), lt | _smallest(eq, rank, need), lt | eq
+
+
+def _nearest(d: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_chosen` for one neighbour: the nearest row's position by anonymeter's rule (the first) and by
+    the random order (the equally near row of smallest ``rank``), and the mask of the equally near rows."""
+    eq = d == d.min(axis=1, keepdims=True)
+    return np.argmax(eq, axis=1), np.argmin(np.where(eq, rank[None, :], np.int32(d.shape[1])), axis=1), eq
+
+
+def _rank(order: np.ndarray) -> np.ndarray:
+    """Each release row's place in the random ``order``."""
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return rank
 
 
 def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
     """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept."""
     first = rand = ties = 0
+    ka, kb = _kinds(e, a_cols), _kinds(e, b_cols)
     for blk in _blocks(len(trows), e.release.n):  # a random order of the release rows per block and side
-        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk]), k, rng.permutation(e.release.n))
-        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk]), k, rng.permutation(e.release.n))
+        if k == 1:  # one neighbour: the chosen rows as positions
+            fa, ra, ta = _nearest(distances(e, a_cols, table, trows[blk], ka), _rank(rng.permutation(e.release.n)))
+            fb, rb, tb = _nearest(distances(e, b_cols, table, trows[blk], kb), _rank(rng.permutation(e.release.n)))
+            first += int((fa == fb).sum())
+            rand += int((ra == rb).sum())
+            ties += int((ta & tb).any(axis=1).sum())
+            continue
+        ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk], ka), k, _rank(rng.permutation(e.release.n)))
+        cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk], kb), k, _rank(rng.permutation(e.release.n)))
         first += int((ca & cb).any(axis=1).sum())
         rand += int((ra & rb).any(axis=1).sum())
         ties += int((ta & tb).any(axis=1).sum())
@@ -141,9 +191,9 @@ def _credit(e, secret, table, trows, guess_rows) -> np.ndarray:
 
 
 def _infer(e, aux_cols, secret, table, trows) -> float:
-    total = 0.0
+    total, kinds = 0.0, _kinds(e, aux_cols)
     for blk in _blocks(len(trows), e.release.n):
-        g = np.argmin(distances(e, aux_cols, table, trows[blk]), axis=1)  # the first of the nearest
+        g = np.argmin(distances(e, aux_cols, table, trows[blk], kinds), axis=1)  # the first of the nearest
         total += float(_credit(e, secret, table, trows[blk], g).sum())
     return total
 

@@ -19,6 +19,10 @@ import numpy as np
 BLOCK = 1 << 22
 #: rows of the dense first look that drops the predicates matching two of them
 SAMPLE = 256
+#: the sample is looked at in stages: its first rows, then the rest for the predicates still below two
+STAGES = (32,)
+#: candidates per predicate in the first round of exact counting (each round takes four times more)
+CHUNK = 64
 
 
 @dataclass
@@ -77,6 +81,24 @@ class Predicates:
         return {c.name: int(self.used[c.name][mask].sum()) for c in columns}
 
 
+def _numeric_mask(q: Predicates, name: str, u, lo, hi) -> np.ndarray:
+    """``(len(u), len(lo))``: whether the numeric conditions of predicates ``u`` may hold for cells ``[lo, hi]``."""
+    a, b = q.a[name][u][:, None], q.b[name][u][:, None]
+    nan = np.isnan(lo)
+    with np.errstate(invalid="ignore"):
+        if np.array_equal(lo, hi, equal_nan=True):  # points: inside and within agree
+            m = (lo <= b) & (lo >= a)
+            inv = q.inv[name][u]
+            if inv.any():
+                m ^= inv[:, None]
+        else:
+            inside = (lo <= b) & (hi >= a)
+            m = np.where(q.inv[name][u][:, None], ~((lo >= a) & (hi <= b)), inside)
+    if nan.any():
+        m = np.where(nan, q.null[name][u][:, None], m)
+    return m
+
+
 def holds(q: Predicates, columns, table, rows) -> np.ndarray:
     """``(q.n, len(rows))``: whether each predicate may match each of ``table``'s ``rows``."""
     out = np.ones((q.n, len(rows)), dtype=bool)
@@ -85,13 +107,7 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
         if not len(u):
             continue
         if c.kind == "numeric":
-            lo, hi = table.lo[c.name][rows][None, :], table.hi[c.name][rows][None, :]
-            a, b = q.a[c.name][u][:, None], q.b[c.name][u][:, None]
-            with np.errstate(invalid="ignore"):
-                inside = (lo <= b) & (hi >= a)
-                within = (lo >= a) & (hi <= b)
-            m = np.where(q.inv[c.name][u][:, None], ~within, inside)
-            m = np.where(np.isnan(lo), q.null[c.name][u][:, None], m)
+            m = _numeric_mask(q, c.name, u, table.lo[c.name][rows], table.hi[c.name][rows])
         else:
             r, p = table.cell[c.name][rows][None, :], q.p[c.name][u][:, None]
             neg = q.neg[c.name][u][:, None]
@@ -100,15 +116,35 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
     return out
 
 
+def _sample_hits(q: Predicates, columns, table, sample) -> np.ndarray:
+    """Matches of each predicate among the ``sample`` rows, counted in stages (the first ``STAGES[0]`` rows,
+    then the rest for the predicates that matched fewer than two): exact below 2."""
+    hit = np.zeros(q.n, dtype=np.int64)
+    live, done = np.arange(q.n), 0
+    for stop in STAGES + (len(sample),):  # a few stages
+        part = sample[done:stop]
+        if not len(part) or not len(live):
+            break
+        step = max(1, BLOCK // len(part))
+        for s in range(0, len(live), step):  # blocks of (predicates x rows)
+            blk = live[s:s + step]
+            hit[blk] += holds(q.take(blk), columns, table, part).sum(axis=1)
+        live, done = live[hit[live] < 2], stop
+    return hit
+
+
 def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
     """Whether predicate ``qid[i]``'s condition on column ``c`` may hold for row ``rows[i]`` (pairs)."""
     name = c.name
     if c.kind == "numeric":
         lo, hi = table.lo[name][rows], table.hi[name][rows]
         a, b = q.a[name][qid], q.b[name][qid]
+        inv, nan = q.inv[name][qid], np.isnan(lo)
         with np.errstate(invalid="ignore"):
-            m = np.where(q.inv[name][qid], ~((lo >= a) & (hi <= b)), (lo <= b) & (hi >= a))
-        return np.where(np.isnan(lo), q.null[name][qid], m)
+            m = (lo <= b) & (hi >= a)
+            if inv.any():
+                m = np.where(inv, ~((lo >= a) & (hi <= b)), m)
+        return np.where(nan, q.null[name][qid], m) if nan.any() else m
     r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
     return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
 
@@ -192,11 +228,41 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
     return np.bincount(pos, weights=e - s, minlength=len(qid))
 
 
-def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
-    """Exact match counts of predicates ``qid`` (sorted): the candidate rows of each one's most selective
-    condition, every condition checked on those (predicate, row) pairs, all columns' pairs together."""
+def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
+    """Owners and rows of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
+    used condition checked on the pairs, in blocks of about BLOCK pairs."""
+    out = []
+    cum = np.cumsum(ln)
+    cuts = np.searchsorted(cum, np.arange(BLOCK, int(cum[-1]) + BLOCK, BLOCK)) + 1 if len(cum) else []
+    prev = 0
+    for cut in list(cuts) + [len(own)]:  # blocks of about BLOCK pairs
+        sl = slice(prev, max(prev, min(cut, len(own))))
+        prev = sl.stop
+        lb = ln[sl]
+        if not lb.sum():
+            continue
+        owner = np.repeat(own[sl], lb)
+        rows = perm[np.repeat(st[sl] - (np.cumsum(lb) - lb), lb) + np.arange(int(lb.sum()))]
+        ok = np.ones(len(rows), dtype=bool)
+        for c2 in used:
+            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
+            if len(sel):
+                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        out.append((owner[ok], rows[ok]))
+    if not out:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([o for o, _ in out]), np.concatenate([r for _, r in out])
+
+
+def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, pairs: list | None = None):
+    """Match counts of predicates ``qid`` (sorted), exact up to ``cap``: the candidate rows of each one's
+    most selective condition, every condition checked on those (predicate, row) pairs, all columns' pairs
+    together; the candidates are taken in growing chunks, and a predicate that has matched ``cap`` rows
+    stops. ``pairs``: a list that receives the matching (predicate, row) pairs found."""
     used = [c for c in columns if q.used[c.name][qid].any()]
     if not used:
+        if pairs is not None:
+            pairs.append((np.repeat(qid, ix.n), np.tile(ix.rows, len(qid))))
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
     anchor = np.argmin(size, axis=0)
@@ -211,24 +277,18 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid) -> np.ndarray:
     own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
     perm = np.concatenate([ix.perm[c.name] for c in used])
     counts = np.zeros(len(qid), dtype=np.int64)
-    ln_all = en - st
-    cum = np.cumsum(ln_all)
-    cuts = np.searchsorted(cum, np.arange(BLOCK, int(cum[-1]) + BLOCK, BLOCK)) + 1 if len(cum) else []
-    prev = 0
-    for cut in list(cuts) + [len(own)]:  # blocks of about BLOCK pairs
-        sl = slice(prev, max(prev, min(cut, len(own))))
-        prev = sl.stop
-        ln = ln_all[sl]
-        if not ln.sum():
-            continue
-        owner = np.repeat(own[sl], ln)
-        rows = perm[np.repeat(st[sl] - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))]
-        ok = np.ones(len(rows), dtype=bool)
-        for c2 in used:
-            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
-            if len(sel):
-                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
-        counts += np.bincount(np.searchsorted(qid, owner[ok]), minlength=len(qid))
+    pos = np.searchsorted(qid, own)
+    chunk = CHUNK
+    live = np.flatnonzero(en > st)
+    while len(live):  # rounds of growing chunks (a few, not one per predicate)
+        ln = np.minimum(en[live] - st[live], chunk)
+        hit, hit_rows = _pair_matches(q, used, table, own[live], st[live], ln, perm)
+        counts += np.bincount(np.searchsorted(qid, hit), minlength=len(qid))
+        if pairs is not None:
+            pairs.append((hit, hit_rows))
+        st[live] += ln
+        live = live[(st[live] < en[live]) & (counts[pos[live]] < cap)]
+        chunk *= 4
     return counts
 
 
@@ -271,13 +331,25 @@ def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | 
     if not q.n or not len(rows):
         return counts
     sample = rows[rng.permutation(len(rows))[:SAMPLE]]
-    hit = np.zeros(q.n, dtype=np.int64)
-    for s in range(0, q.n, max(1, BLOCK // len(sample))):
-        blk = np.arange(s, min(q.n, s + max(1, BLOCK // len(sample))))
-        hit[blk] = holds(q.take(blk), columns, table, sample).sum(axis=1)
+    hit = _sample_hits(q, columns, table, sample)
     counts[hit >= 2] = 2
     rest = np.flatnonzero(hit < 2)
     if len(rest):
         ix = index if index is not None else _index(columns, table, rows)
         counts[rest] = _exact_counts(q, columns, table, ix, rest)
     return np.minimum(counts, 2)
+
+
+def match_pairs(q: Predicates, columns, table, index: _Index, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``index`` each predicate matches, for the predicates that match at most ``cap``:
+    ``(predicate, row)`` pairs and ``over`` (bool per predicate: matches more than ``cap``, pairs left out)."""
+    qid = np.arange(q.n)
+    if not q.n or not index.n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(q.n, dtype=bool)
+    found: list = []
+    counts = _exact_counts(q, columns, table, index, qid, cap + 1, found)
+    over = counts > cap
+    own = np.concatenate([o for o, _ in found]) if found else np.zeros(0, dtype=np.int64)
+    rows = np.concatenate([r for _, r in found]) if found else np.zeros(0, dtype=np.int64)
+    keep = ~over[own]
+    return own[keep], rows[keep], over

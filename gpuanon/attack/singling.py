@@ -17,8 +17,11 @@ import numpy as np
 
 from ..verify import splitmix64
 from .cells import Encoded, unique_rows
-from .predicates import Predicates, match_counts, row_index, subset_index
+from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from .stats import results
+
+#: control rows per predicate listed once for the correction's subsamples (predicates matching more are counted on each)
+PAIR_CAP = 64
 
 
 def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
@@ -156,7 +159,7 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
         recs = rows[rng.integers(0, len(rows), batch)]
         q = from_records(e, recs, _random_columns(rng, batch, len(cols), n_cols), med)
         ok = np.flatnonzero(match_counts(q, cols, e.release, rng, index=ix) == 1)
-        k = _hashes(q.keys(cols)[ok])
+        k = _hashes(q.take(ok).keys(cols))
         fresh = _new(keys, k)[:n - have]
         if len(fresh):
             got.append(q.take(ok[fresh]))
@@ -181,12 +184,20 @@ def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
 
     sizes, succ = [], []
     full = row_index(e.columns, e.control, crow)
+    # the control rows each predicate matches (those matching few): a subsample's count is how many it keeps
+    own, mrows, over = match_pairs(q, e.columns, e.control, full, PAIR_CAP)
+    q_over = q.take(np.flatnonzero(over))
     for n_rows in np.linspace(min(1000, len(crow)), len(crow), 10).astype(int):  # 10 sizes x 5 draws
         for _ in range(5):
             keep = np.zeros(e.control.n, dtype=bool)
             keep[rng.choice(crow, size=n_rows, replace=False)] = True
-            sub = subset_index(full, e.columns, keep)
-            succ.append(int((match_counts(q, e.columns, e.control, rng, index=sub) == 1).sum()))
+            n_one = int((np.bincount(own[keep[mrows]], minlength=q.n)[~over] == 1).sum())
+            if q_over.n:  # the others counted on the subsample
+                sub = subset_index(full, e.columns, keep)
+                n_one += int((match_counts(q_over, e.columns, e.control, rng, index=sub) == 1).sum())
+            else:
+                rng.permutation(n_rows)  # the draw of match_counts' sample: the same seed, the same report
+            succ.append(n_one)
             sizes.append(n_rows)
     sizes, succ = np.array(sizes, dtype=np.float64), np.array(succ, dtype=np.float64)
     w0 = 1 / sizes.max()

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from . import attack_release
 from .common import given, hierarchy_spec, plural, read_input, rho_value
 from .config import defaults
 from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, add_risk_options, table_command
@@ -53,6 +54,7 @@ def add_parser(sub, config: dict | None = None):
     g.add_argument("--html", help="self-contained HTML report with plots")
     g.add_argument("--config", help="TOML file with the same keys as these options (options win)")
     add_risk_options(a, max_risk=True)
+    attack_release.add_anonymize_options(a)
     a.set_defaults(**defaults("anonymize"))
     if config:  # a --config file: over the packaged defaults, under the options typed
         a.set_defaults(**config)
@@ -81,6 +83,7 @@ def run(args) -> int:
         from ..risk import check_population  # noqa: PLC0415
 
         check_population(len(df), args.population, args.sampling_fraction, args.risk_threshold)
+    df = attack_release.split_for_attacks(args, df)  # --control-fraction: rows held out of the release
     t_read = time.perf_counter() - t0
     m = estimator(args, roles)
     nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
@@ -100,6 +103,7 @@ def run(args) -> int:
             report["risk"] = risk
         if max_risk is not None:
             report["max_risk"] = max_risk
+        attack_release.attacks_after_write(args, m, df, out, report)  # --attacks: the risks of the output
         if report_path:
             w.json("--report", report)
         if html_path:

@@ -115,3 +115,43 @@ def run(args) -> int:
     for line in summary_lines(doc):
         print(line)
     return 0
+
+
+def add_anonymize_options(a) -> None:
+    """``anonymize --attacks [N] [--control-fraction F]``."""
+    g = a.add_argument_group("attacks on the output (singling out, linkability, inference; docs/attack.md)")
+    g.add_argument("--attacks", nargs="?", const=2000, type=int, metavar="N",
+                   help="attack the output (N attacks of each kind, default 2000): its risks under 'attacks' in "
+                        "--report")
+    g.add_argument("--control-fraction", dest="control_fraction", type=float, metavar="F",
+                   help="with --attacks: hold a seeded random share F of the input rows out of the release as the "
+                        "attacks' control (without it the risk is the attack rate)")
+
+
+def split_for_attacks(args, df):
+    """``--control-fraction F``: the rows anonymized; the held-out rest kept on ``args`` for the attacks."""
+    args.attack_control = None
+    f = getattr(args, "control_fraction", None)
+    if f is None:
+        return df
+    if not getattr(args, "attacks", None):
+        raise InputError("--control-fraction belongs to --attacks; add --attacks (or drop --control-fraction)")
+    from ..attack.summary import split_control  # noqa: PLC0415
+
+    df, args.attack_control = split_control(df, f, getattr(args, "seed", None) or 0)
+    return df
+
+
+def attacks_after_write(args, m, df, out, report: dict) -> None:
+    """``anonymize --attacks``: the attacks on the written output, as ``report['attacks']``."""
+    if not getattr(args, "attacks", None):
+        return
+    from ..attack.summary import attack_release  # noqa: PLC0415
+
+    host = lambda f: f.to_pandas() if f is not None and hasattr(f, "to_pandas") else f  # noqa: E731
+    control = host(getattr(args, "attack_control", None))
+    risks = attack_release(host(out), host(df), control, quasi_identifiers=list(m.schema_.quasi_identifiers),
+                           secret=m.schema_.sensitive, n_attacks=args.attacks, seed=getattr(args, "seed", None) or 0)
+    report["attacks"] = {"n_attacks": args.attacks, "control_rows": None if control is None else len(control),
+                         "control_fraction": getattr(args, "control_fraction", None), "risks": risks}
+    log.info("attacks: %s", ", ".join(f"{k} {v['risk']:.3f}" for k, v in risks.items() if v["risk"] is not None))

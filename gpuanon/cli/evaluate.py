@@ -30,6 +30,10 @@ def add_parser(sub):
                    help="seed of the split, the models and the perturbation (default 0)")
     g.add_argument("--positive", help="positive class of a binary target (default: the minority class)")
     g.add_argument("--max-suppression", dest="max_suppression", type=float)
+    g.add_argument("--attacks", nargs="?", const=500, type=int, metavar="N",
+                   help="attack every protection's release (singling out, linkability, inference of the sensitive "
+                        "column; the held-out rows the control) with N attacks of each kind (default 500): its "
+                        "risks in the report, the frontier of accuracy against attack risk on the page")
     g.add_argument("--backend", choices=BACKENDS)
     g.add_argument("--out", required=True, help="results CSV (one row per protection and model)")
     g.add_argument("--report", help="JSON with the results, protections and rank correlations "
@@ -60,7 +64,7 @@ def run(args) -> int:
                         identifiers=split_list(args.identifiers), numeric=split_list(args.numeric),
                         categorical=split_list(args.categorical), test_size=args.test_size,
                         random_state=args.random_state, backend=args.backend,
-                        max_suppression=args.max_suppression, positive=args.positive)
+                        max_suppression=args.max_suppression, positive=args.positive, attacks=args.attacks)
     ev.config["input"] = source
     doc = ev.to_dict()
     md = markdown_scores(ev.results)

@@ -218,12 +218,24 @@ def _results_frame(rows: list[dict]) -> tuple[pd.DataFrame, dict]:
     return res, (rank_correlations(res) if not raw_acc.empty else {})
 
 
+def _attack(release: pd.DataFrame, sp: Split, qi: list, sensitive: str, n_attacks: int, seed: int) -> dict:
+    """The attacks on one protection's release: the training rows its original, the held-out rows its control."""
+    from ..attack.summary import attack_release  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    out = attack_release(release, sp.train, sp.test, quasi_identifiers=qi, secret=sensitive, n_attacks=int(n_attacks),
+                         seed=int(seed))
+    log.info("  attacks: %s (%.2f s)", ", ".join(f"{k} {v['risk']:.3f}" for k, v in out.items()
+                                                 if v["risk"] is not None), time.perf_counter() - t0)
+    return out
+
+
 def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Sequence[str] | str = MODEL_NAMES, *,
                    quasi_identifiers: Sequence[str] | None = None, target: str | None = None,
                    sensitive: str | None = None, identifiers: Sequence[str] | None = None,
                    numeric: Sequence[str] | None = None, categorical: Sequence[str] | None = None,
                    test_size: float = 0.3, random_state: int = 0, backend: str | None = None,
-                   max_suppression: float = 0.01, positive=None,
+                   max_suppression: float = 0.01, positive=None, attacks: int | None = None,
                    progress: Callable[[dict], None] | None = None) -> Evaluation:
     """Split once, protect the training part, train every model, test on raw held-out rows.
 
@@ -235,6 +247,9 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     quasi_identifiers, target : required; ``sensitive`` defaults to the target (the thesis's setup).
     positive : the positive class of a binary target (default: the training part's minority class).
     random_state : seeds the split, every model and every protection's randomness.
+    attacks : attacks of each kind on every protection's release (singling out, linkability, inference
+        of the sensitive column; :mod:`gpuanon.attack`), the held-out rows the control: each protection's
+        entry gets ``attacks`` (its risks); None: no attacks.
 
     Returns
     -------
@@ -266,6 +281,8 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     rows, prot_info, libraries = [], [], {}
     for p in prots:
         got, info = _protect(p, sp, setup)
+        if attacks and got.release is not None:
+            info["attacks"] = _attack(got.release, sp, qi, sensitive, attacks, random_state)
         rows += _score_models(p, got, model_keys, be, len(sp.classes), pos, random_state, libraries, progress)
         prot_info.append(info)
     res, corr = _results_frame(rows)
@@ -274,7 +291,7 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
               "classes": [str(c) for c in sp.classes], "positive": None if pos is None else str(sp.classes[pos]),
               "quasi_identifiers": qi, "sensitive": sensitive, "backend": be.name, "device": be.device,
               "features": space.columns, "n_features_raw": space.n_features, "models": model_keys,
-              "protections": [p.name for p in prots]}
+              "protections": [p.name for p in prots], **({"attacks": int(attacks)} if attacks else {})}
     return Evaluation(res, prot_info, corr, config, libraries, time.perf_counter() - t_start)
 
 

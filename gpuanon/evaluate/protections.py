@@ -77,6 +77,8 @@ class Protected:
     y_test: np.ndarray
     metrics: dict
     info: dict = field(default_factory=dict)
+    #: the published table (for the attacks on it: ``evaluate --attacks``); None when there is none
+    release: pd.DataFrame | None = None
 
 
 @dataclass
@@ -130,7 +132,7 @@ class Raw(Protection):
     def apply(self, train, test, setup):
         sp = setup.space
         met = raw_metrics(train, setup.qi, {c: sp.kinds[c] for c in setup.qi}, setup.target) if setup.qi else {}
-        return Protected(sp.transform_raw(train), setup.y_train, setup.x_test_raw, setup.y_test, met)
+        return Protected(sp.transform_raw(train), setup.y_train, setup.x_test_raw, setup.y_test, met, release=train)
 
 
 class MondrianSpec(Protection):
@@ -172,7 +174,7 @@ class MondrianSpec(Protection):
         X_tr = setup.space.transform_generalized(out, hmap)
         y_tr = pd.Index(setup.classes).get_indexer(out[setup.target])
         info = {"achieved": m.report_["achieved"], "n_partitions": int(m.n_partitions_)}
-        return Protected(X_tr, y_tr, setup.x_test_raw, setup.y_test, mondrian_metrics(m), info)
+        return Protected(X_tr, y_tr, setup.x_test_raw, setup.y_test, mondrian_metrics(m), info, release=out)
 
 
 class Suppress(MondrianSpec):
@@ -223,8 +225,9 @@ class Distpab(Protection):
         X_te, perm_te = dp.perturb(Xn_te, entity=1)
         info = {"distpab": {k: v for k, v in dp.report().items()
                             if k in ("phi", "angle_degrees", "axis_feature", "noise", "features")}}
-        return Protected(to_host(X_tr), setup.y_train[to_host(perm)], to_host(X_te), setup.y_test[to_host(perm_te)],
-                         {}, info)
+        X_tr = to_host(X_tr)
+        return Protected(X_tr, setup.y_train[to_host(perm)], to_host(X_te), setup.y_test[to_host(perm_te)],
+                         {}, info, release=pd.DataFrame(X_tr, columns=num_cols))
 
 
 KINDS = {"raw": Raw, "mondrian": MondrianSpec, "suppress": Suppress, "distpab": Distpab}

@@ -161,6 +161,8 @@ def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") ->
     """A self-contained HTML page for an evaluation (:meth:`gpuanon.evaluate.Evaluation.to_dict`)."""
     import pandas as pd  # noqa: PLC0415
 
+    from .attack_frontier import attack_section  # noqa: PLC0415
+
     res = pd.DataFrame(ev["results"])
     for c in res.columns:
         if c not in ("protection", "kind", "model", "model_title", "library"):
@@ -190,5 +192,5 @@ def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") ->
     return render_page("evaluation.html", title=title, header=header,
                    accuracy_table=_score_table(res, ["accuracy", "f1_macro"]), accuracy_chart=accuracy_bars(res),
                    correlations=correlations, balanced_table=_score_table(res, ["balanced_accuracy", "roc_auc"]),
-                   protections=protections, models=models, json_summary="Full JSON",
+                   protections=protections, models=models, attacks=attack_section(ev, res), json_summary="Full JSON",
                    raw_json=_raw_json(ev, 400_000))
