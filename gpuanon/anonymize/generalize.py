@@ -17,7 +17,8 @@ partitioning and shared by generalization, the published cells the verifier grou
 metrics. Text is
 made once per class and published as a ``pandas.Categorical`` indexed by the row's class (a
 dictionary column in Parquet); ``minmax`` and ``mean`` columns are gathered from per-class
-values. Nothing here loops over rows or classes in Python.
+values where the classes are (on a GPU: on the device, then one copy per dtype of the finished
+columns for a pandas frame, none for a cuDF frame). Nothing here loops over rows or classes in Python.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def _gathered_on_device(cs: ClassStats, wanted: dict) -> dict:
         groups.setdefault(dev, []).append(name)
     out: dict = {}
     for dev, names in groups.items():  # a loop over dtypes
-        stack = xp.stack([wanted[c][0].astype(dev, copy=False) for c in names])
+        # cast while stacked (a NumPy / CuPy cast: the values are exact in the output's dtype)
+        stack = xp.stack([wanted[c][0] for c in names], dtype=dev, casting="unsafe")
         host = to_host(xp.take(stack, cs.row_pos, axis=1))  # (columns, kept rows): rows are the columns
         del stack
         for r, c in enumerate(names):
