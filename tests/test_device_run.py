@@ -122,11 +122,17 @@ def test_device_run_falls_back_to_core_and_runs_the_parts_on_the_cpu(tmp_path):
     assert "cluster" in summary["skipped"] and summary["reasons"]["cluster"] == "not selected (--parts)"
     doc = json.loads((out / "gpu_check.json").read_text())
     tests = doc["parts"]["tests_equal"]
-    assert tests["exit_status"] == 0 and tests["counts"] == {"skipped": 28}
+    # every test_gpu.py item the part selects, skipped here (no GPU)
+    collected = subprocess.run([sys.executable, "-m", "pytest", "tests/test_gpu.py", "--collect-only", "-q",
+                                "-o", "addopts=", "-p", "no:cacheprovider", "-k", tests["select"]],
+                               cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120).stdout
+    n_sel = sum(1 for ln in collected.splitlines() if ln.startswith("tests/test_gpu.py::"))
+    assert n_sel >= 28
+    assert tests["exit_status"] == 0 and tests["counts"] == {"skipped": n_sel}
     cases = ET.parse(out / tests["junit"]).getroot().iter("testcase")
-    assert sum(1 for c in cases if c.find("skipped") is not None) == 28
+    assert sum(1 for c in cases if c.find("skipped") is not None) == n_sel
     live = [json.loads(ln) for ln in (out / "tests_live.jsonl").read_text().splitlines()]
-    assert len(live) == 28 and all(r["outcome"] == "skipped" and "no usable GPU" in r["reason"] for r in live)
+    assert len(live) == n_sel and all(r["outcome"] == "skipped" and "no usable GPU" in r["reason"] for r in live)
     assert doc["parts"]["mondrian_adult"]["warm"]["achieved_k"] >= 3
     assert len(list(out.iterdir())) <= 8  # what a device call brings back from $OUT
 

@@ -17,7 +17,8 @@ partitioning and shared by generalization, the published cells the verifier grou
 metrics. Text is
 made once per class and published as a ``pandas.Categorical`` indexed by the row's class (a
 dictionary column in Parquet); ``minmax`` and ``mean`` columns are gathered from per-class
-values. Nothing here loops over rows or classes in Python.
+values where the classes are (on a GPU: on the device, then one copy per dtype of the finished
+columns for a pandas frame, none for a cuDF frame). Nothing here loops over rows or classes in Python.
 """
 
 from __future__ import annotations
@@ -107,13 +108,22 @@ def class_values(cs: ClassStats, fmt: str) -> dict:
 
 
 class _HostColumns:
-    """Output columns as pandas objects: per-class values come to the host once and are gathered
-    there by each row's class (text as a ``Categorical`` whose codes index the classes' texts)."""
+    """Output columns as pandas objects. Text: a ``Categorical`` whose codes index the classes'
+    texts, gathered on the host by each row's class. Numbers: on the CPU, per-class values gathered
+    by each row's class; from device classes, :func:`_gathered_on_device` gathers the finished
+    columns where the classes are and reads them in one copy per dtype (no host gather)."""
 
     def __init__(self, cs: ClassStats, n_rows_in: int):
-        row_pos = to_host(cs.row_pos)
-        self.row_pos = row_pos.astype(np.int32) if cs.n < 2**31 - 1 else row_pos  # half the index to gather
+        self.cs = cs
         self.kept = to_host(cs.kept) if cs.n_kept != n_rows_in else None
+        self._row_pos = None
+
+    @property
+    def row_pos(self) -> np.ndarray:
+        """Each kept row's class position on the host (read at first use: a text or exact column)."""
+        if self._row_pos is None:
+            self._row_pos = to_host(self.cs.row_pos).astype(np.intp, copy=False)
+        return self._row_pos
 
     def text(self, class_texts):
         return _categorical(class_texts, self.row_pos)
@@ -121,7 +131,7 @@ class _HostColumns:
     def values(self, per_class, dtype):
         if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers: NaN is missing
             return pd.array(to_host(per_class), dtype=dtype)[self.row_pos]
-        return to_host(per_class).astype(dtype)[self.row_pos]
+        return to_host(per_class).astype(dtype).take(self.row_pos)
 
     def exact(self, per_class):
         """Per-class exact values (an array of the output's dtype) gathered by each row's class."""
@@ -132,6 +142,29 @@ class _HostColumns:
 
     def frame(self, columns: dict):
         return pd.DataFrame(columns, columns=list(columns), copy=False)
+
+
+def _gathered_on_device(cs: ClassStats, wanted: dict) -> dict:
+    """``{output column: host array}``: per-class device values (``wanted``: ``{name: (values,
+    dtype)}``) gathered by each kept row's class on the device, one take per dtype's stack of
+    columns, and read in one copy per dtype. A nullable integer dtype is gathered as float64 (NaN:
+    missing) and made a pandas array on the host."""
+    xp = cs.xp
+    groups: dict = {}
+    for name, (per_class, dtype) in wanted.items():  # a loop over columns
+        dev = np.dtype(np.float64) if isinstance(dtype, pd.api.extensions.ExtensionDtype) else np.dtype(dtype)
+        groups.setdefault(dev, []).append(name)
+    out: dict = {}
+    for dev, names in groups.items():  # a loop over dtypes
+        # cast while stacked (a NumPy / CuPy cast: the values are exact in the output's dtype)
+        stack = xp.stack([wanted[c][0] for c in names], dtype=dev, casting="unsafe")
+        host = to_host(xp.take(stack, cs.row_pos, axis=1))  # (columns, kept rows): rows are the columns
+        del stack
+        for r, c in enumerate(names):
+            dtype = wanted[c][1]
+            out[c] = pd.array(host[r], dtype=dtype) if isinstance(dtype, pd.api.extensions.ExtensionDtype) \
+                else host[r]
+    return out
 
 
 class _DeviceColumns:
@@ -209,17 +242,14 @@ def _host_together(arrays: list, xp) -> list:
     return out
 
 
-def _numeric_on_host(cs: ClassStats, table: Table, fmt: str) -> dict:
-    """``{(j, 0 or 1): host array}``: every numeric QI's per-class values that a host frame needs
-    (``mean``; smallest and largest for ``minmax`` / ``range``), read together."""
+def _numeric_on_host(cs: ClassStats, table: Table) -> dict:
+    """``{(j, 0 or 1): host array}``: every numeric QI's per-class smallest and largest values (for
+    its ``range`` text), read together."""
     want: dict = {}
     for j, col in enumerate(table.columns):  # a loop over columns
         if col.kind == "categorical" or col.exact is not None:
             continue
-        if fmt == "mean":
-            want[(j, 0)] = cs.numeric_mean(j)
-        else:
-            want[(j, 0)], want[(j, 1)] = cs.numeric_minmax(j)
+        want[(j, 0)], want[(j, 1)] = cs.numeric_minmax(j)
     return dict(zip(want, _host_together(list(want.values()), cs.xp))) if want else {}
 
 
@@ -238,8 +268,10 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
     with stage("output"):
         build = _DeviceColumns(cs, len(df)) if is_device_frame(df) else _HostColumns(cs, len(df))
         new_cols: dict[str, object] = {}
-        # a host frame from device classes: the numeric columns' per-class values in one read per dtype
-        pre = _numeric_on_host(cs, table, fmt) if isinstance(build, _HostColumns) and cs.xp is not np else {}
+        # a host frame from device classes: the numbers gathered on the device, read in one copy per dtype
+        gather = isinstance(build, _HostColumns) and cs.xp is not np
+        pre = _numeric_on_host(cs, table) if gather and fmt == "range" else {}
+        on_device: dict = {}
         for j, col in enumerate(table.columns):
             if col.kind == "categorical" or fmt == "range":
                 mm = (pre[(j, 0)], pre[(j, 1)]) if (j, 1) in pre else None
@@ -251,12 +283,17 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
                     lo, hi = (bound_values(col.exact, to_host(a), df[col.name].dtype) for a in cs.key_minmax(j))
                     new_cols[col.name + "_min"], new_cols[col.name + "_max"] = build.exact(lo), build.exact(hi)
             elif fmt == "mean":
-                new_cols[col.name] = build.values(pre[(j, 0)] if pre else cs.numeric_mean(j), np.float64)
+                new_cols[col.name] = None
+                on_device[col.name] = (cs.numeric_mean(j), np.float64)
             else:
                 dt = minmax_dtype(col, df[col.name].dtype)  # keep int / float32 columns as they are
-                lo, hi = (pre[(j, 0)], pre[(j, 1)]) if pre else cs.numeric_minmax(j)
-                new_cols[col.name + "_min"] = build.values(lo, dt)
-                new_cols[col.name + "_max"] = build.values(hi, dt)
+                lo, hi = cs.numeric_minmax(j)
+                new_cols[col.name + "_min"] = new_cols[col.name + "_max"] = None
+                on_device[col.name + "_min"], on_device[col.name + "_max"] = (lo, dt), (hi, dt)
+        if gather and on_device:
+            new_cols.update(_gathered_on_device(cs, on_device))
+        else:
+            new_cols.update({c: build.values(v, dt) for c, (v, dt) in on_device.items()})
         # the input's column order (minmax pairs at their column's place), no copies
         frames = in_input_order(df.columns, new_cols, table.qi_names, drop, lambda c: build.passthrough(df[c]))
         return build.frame(frames)
