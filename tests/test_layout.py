@@ -119,8 +119,6 @@ STAGES = {"kernels": 0, "foundations": 1, "gpuanon.datasets": 1, "gpuanon.hierar
 
 #: every import of a later stage, and why it is there (docs/architecture.md says the same)
 UPWARD = {
-    ("gpuanon.anonymize.mondrian", "gpuanon.distributed.estimator"):
-        "Mondrian(cluster=...): the estimator's cluster parameter hands its fit to the Dask runner (lazily)",
     ("gpuanon.anonymize.mondrian", "gpuanon.report.assemble"):
         "Mondrian.report_: the one report builder, from the fit record (lazily)",
     ("gpuanon.anonymize.sweep", "gpuanon.report.markdown"): "markdown_table: a formatter with no stage of its own",

@@ -14,11 +14,11 @@ STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_
                "verify", "metrics", "kernel_compile", "write", "total")
 
 
-def anonymization_report(model, result, *, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
-    """``Mondrian.report_``: the estimator ``model``'s parameters and its fit record ``result``
-    (:class:`~gpuanon.anonymize.result.FitResult`, from either runner; its verification and metrics
-    set) on a table of ``n_rows_in`` rows published as ``n_rows_out``. A cluster run adds ``cluster``."""
-    r, v = result, result.verification
+def anonymization_report(result, *, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
+    """``Mondrian.report_``: the fit record ``result`` (:class:`~gpuanon.anonymize.result.FitResult`,
+    from either runner; its verification and metrics set) with its plan's parameters, on a table of
+    ``n_rows_in`` rows published as ``n_rows_out``. A cluster run adds ``cluster``."""
+    r, v, model = result, result.verification, result.plan
     report = {
         "backend": r.backend.name,
         "backend_reason": r.backend.reason,
