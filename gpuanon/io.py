@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -196,6 +198,13 @@ class Outputs:
                                       f"its own name, e.g. {label.split()[0]} {_other_name(label, path)}")
             seen.append((label, path))
 
+    def staging(self, label: str) -> str:
+        """A temporary name beside output ``label`` (not created) for a writer that makes it itself (a
+        directory of Parquet files that a cluster's workers write); :meth:`_Transaction.adopt` then
+        renames it with the other outputs, or removes it."""
+        path = Path(self.items[label][0])
+        return str(path.resolve().parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
     @contextmanager
     def writing(self):
         """Yield a :class:`_Transaction`; on leaving, rename every temporary file over its output (all or,
@@ -245,12 +254,17 @@ class _Transaction:
         path = self.path(label)
         self.file(label, lambda tmp: _write_table_file(df, tmp, path, metadata))
 
+    def adopt(self, label: str, tmp: str) -> None:
+        """The output ``label`` was written to ``tmp`` (:meth:`Outputs.staging`), a file or a directory."""
+        self.tmps[self.path(label)] = tmp
+
     def commit(self) -> None:
         umask = os.umask(0)
         os.umask(umask)
         for path, tmp in self.tmps.items():
             self.current = path
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
+            if not os.path.isdir(tmp):  # a directory was made with the usual permissions by its writer
+                os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
         for path, tmp in list(self.tmps.items()):
             self.current = path
             os.replace(tmp, path)
@@ -260,16 +274,21 @@ class _Transaction:
 
     def abort(self) -> None:
         for tmp in self.tmps.values():
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            remove(tmp)
         for path in self.done:  # a rename failed after others succeeded: none of the outputs is left
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            remove(path)
         self.tmps.clear()
+
+
+def remove(path) -> None:
+    """Remove a file or a directory tree, quietly (an output left behind by a failed run)."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 @contextmanager

@@ -139,7 +139,7 @@ def _note(case: str, fault: str, outcome: str, secs: float) -> None:
 
 
 def _report(m, res) -> dict:
-    rep = anonymization_report(m, res, n_rows_in=res.verification.n_rows + res.n_suppressed,
+    rep = anonymization_report(res, n_rows_in=res.verification.n_rows + res.n_suppressed,
                                n_rows_out=res.verification.n_rows)
     rep.pop("cluster")
     rep.pop("seconds", None)

@@ -121,8 +121,6 @@ STAGES = {"kernels": 0, "foundations": 1, "gpuanon.datasets": 1, "gpuanon.hierar
 
 #: every import of a later stage, and why it is there (docs/architecture.md says the same)
 UPWARD = {
-    ("gpuanon.anonymize.mondrian", "gpuanon.distributed.estimator"):
-        "Mondrian(cluster=...): the estimator's cluster parameter hands its fit to the Dask runner (lazily)",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
         "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.tasks"):

@@ -1,29 +1,42 @@
 """The plan of a Mondrian run: where the estimator's parameters become what the pipeline checks.
 
-:class:`Plan` (``Plan.of(estimator, schema)``) is the one place where the parameters become the
-criteria (:meth:`Plan.criteria`), the verifier's keywords (:meth:`Plan.verify_keywords`), the
-hierarchy plan and its leaf orders (:meth:`Plan.hierarchy_plan`, :meth:`Plan.leaf_orders`), the
-k check, the whole-table check and the block suppression (:meth:`Plan.check_k`,
-:meth:`Plan.check_whole_table`, :meth:`Plan.suppression_reason`). Both runners (one process: :mod:`.mondrian`; a Dask cluster:
-:mod:`gpuanon.distributed.mondrian`) take it; :func:`check_parameters` is the estimator's
-parameter validation, with one message per parameter naming the fix.
+:class:`Plan` is made once per fit, by ``Plan.of(estimator, n_rows)``: the one place where every
+parameter is validated (:func:`check_parameters`, k against the table's ``n_rows`` included; one
+message per parameter naming the fix), for both runners. The runner that sees the table adds its
+roles with :meth:`Plan.with_roles` (on the whole frame in one process, on a sample of the first
+shard on a cluster). The plan then gives the criteria (:meth:`Plan.criteria`), the verifier's
+keywords (:meth:`Plan.verify_keywords`), the hierarchy plan and its leaf orders
+(:meth:`Plan.hierarchy_plan`, :meth:`Plan.leaf_orders`), the whole-table check and the block
+suppression (:meth:`Plan.check_whole_table`, :meth:`Plan.suppression_reason`). Both runners (one
+process: :mod:`.pipeline`; a Dask cluster: :mod:`gpuanon.distributed.mondrian`) take it, and the
+fit record carries it (``FitResult.plan``): later readers take ``result.plan.k`` and the like.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ..backend import to_host, to_scalar
+from ..backend import is_device_frame, to_host, to_scalar
 from ..errors import PrivacyError, SchemaError, shown
 from ..hierarchy import hierarchy_plan, leaf_orders
+from ..schema import Schema
 from .criteria import (Criteria, blocks_reason, check_criteria_values, check_suppression, missing_code,
                        resolve_t_distance, whole_table_error)
 from .generalize import FORMATS
 
 MODES = ("strict", "relaxed")
+
+
+def check_input(df, device_ok: bool = True) -> None:
+    """A frame with rows (pandas; a cuDF frame too where ``device_ok``): one clear error otherwise."""
+    if not (isinstance(df, pd.DataFrame) or (device_ok and is_device_frame(df))):
+        raise SchemaError(f"input must be a pandas DataFrame, got {type(df).__name__}")
+    if len(df) == 0:
+        raise SchemaError("the input table is empty (0 rows); give a table with rows")
 
 
 def _check_int(name: str, value, lo: int, fix: str) -> int:
@@ -33,7 +46,7 @@ def _check_int(name: str, value, lo: int, fix: str) -> int:
 
 
 def check_parameters(est, n_rows: int) -> None:
-    """The estimator's parameters that need no schema, checked against a table of ``n_rows`` rows."""
+    """The estimator's parameters that need no roles, checked against a table of ``n_rows`` rows."""
     k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
     check_k(k, n_rows)
     check_criteria_values(est.l, est.l_kind, est.c, est.t, est.t_distance)
@@ -54,7 +67,8 @@ def check_k(k: int, n_rows: int) -> None:
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated estimator's parameters and the table's roles (``schema``)."""
+    """A validated estimator's parameters, the roles as asked, and the table's roles (``schema``,
+    None until :meth:`with_roles`)."""
 
     k: int
     l: int
@@ -68,13 +82,35 @@ class Plan:
     optimize: bool
     hierarchies: Any
     rho: Any
-    schema: Any
+    roles: dict  # the roles and kinds as asked: Schema.from_frame's keywords
+    schema: Any = None
 
     @classmethod
-    def of(cls, est, schema) -> "Plan":
+    def of(cls, est, n_rows: int) -> "Plan":
+        """``est``'s parameters (a :class:`~gpuanon.Mondrian` or anything with its parameter names),
+        validated against a table of ``n_rows`` rows: the one validation of both runners."""
+        check_parameters(est, n_rows)
+        roles = dict(quasi_identifiers=est.quasi_identifiers, sensitive=est.sensitive, target=est.target,
+                     identifiers=est.identifiers, numeric=est.numeric, categorical=est.categorical,
+                     sensitive_ordered=est.sensitive_ordered)
         return cls(int(est.k), int(est.l or 0), est.l_kind, float(est.c), None if est.t is None else float(est.t),
                    est.t_distance, est.mode, est.output_format, est.max_suppression, bool(est.optimize),
-                   est.hierarchies, est.rho, schema)
+                   est.hierarchies, est.rho, roles)
+
+    def with_roles(self, df) -> "Plan":
+        """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
+        sample of it); one clear error per problem."""
+        schema = Schema.from_frame(df, **self.roles)
+        if self.output_format == "minmax":
+            for c in schema.numeric_qis:
+                for suffix in ("_min", "_max"):
+                    if f"{c}{suffix}" in df.columns:
+                        raise SchemaError(
+                            f"column '{c}{suffix}' already exists, and the minmax format would write "
+                            f"quasi-identifier '{c}' there; rename it or use --format range")
+        if (self.l or self.t is not None) and schema.sensitive is None:
+            raise SchemaError("l-diversity and t-closeness need a sensitive attribute; pass --sensitive COL")
+        return replace(self, schema=schema)
 
     @property
     def relaxed(self) -> bool:
@@ -101,9 +137,6 @@ class Plan:
     def verify_keywords(self, crit: Criteria) -> dict:
         """The independent verifier's keywords (:func:`gpuanon.verify.verify_encoded`, ``verify``)."""
         return dict(k=self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t, t_distance=crit.t_distance)
-
-    def check_k(self, n_rows: int) -> None:
-        check_k(self.k, n_rows)
 
     def check_whole_table(self, crit: Criteria, n_rows: int, whole_hist, xp) -> None:
         """PrivacyError (the fix named) when the whole table (``whole_hist``: 1 x sensitive values)

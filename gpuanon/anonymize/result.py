@@ -1,9 +1,12 @@
 """The record of one Mondrian fit, whichever runner made it (one process or a Dask cluster).
 
-:class:`FitResult` is what both runners give back: ``Mondrian`` keeps it as ``result_`` and sets
-its public attributes from it (:meth:`Mondrian._adopt`), and :func:`gpuanon.report.assemble.anonymization_report`
-builds the report from it. A cluster run adds :class:`ClusterDetails` (what only a cluster has:
-the levels, bytes moved, the workers' output); one process leaves it None.
+:class:`FitResult` is what both runners give back (``Runner.fit``): it carries the run's
+:class:`~gpuanon.anonymize.plan.Plan`, ``Mondrian`` keeps it as ``result_`` and sets its public
+attributes from it, and :func:`gpuanon.report.assemble.anonymization_report` builds the report from
+it. Its ``encoded`` side (the encoded :class:`~gpuanon.encoding.Table` of one process, or a
+cluster's :class:`EncodingSummary`) answers the report's encoding questions the same way for both.
+A cluster run adds :class:`ClusterDetails` (what only a cluster has: the levels, bytes moved, the
+workers' output); one process leaves it None. :class:`Published` is a runner's ``publish``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,34 @@ class ClusterDetails:
         return {k: x for k, x in self.info.items() if k != "seconds"}
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a fit runs, for either runner: the ``backend`` asked for (None: ``GPUANON_BACKEND`` or
+    auto), whether long stages say so (``progress``) and from how many seconds
+    (``stage_log_seconds``). What it computes is the plan's."""
+
+    backend: str | None = None
+    progress: bool = True
+    stage_log_seconds: float = 0.5
+
+
+@dataclass
+class EncodingSummary:
+    """A cluster's global encoding as the report reads it (the workers hold the encoded table):
+    the QI ``columns``, the rows with a missing sensitive value and the ``encoding`` section; the
+    same questions as :class:`~gpuanon.encoding.Table` answers in one process."""
+
+    columns: list
+    sensitive_missing: int
+    metadata: dict
+
+    def sa_missing_rows(self) -> int:
+        return int(self.sensitive_missing)
+
+    def encoding_metadata(self) -> dict:
+        return self.metadata
+
+
 @dataclass
 class FitResult:
     """One fit: the partitions and everything the report and the estimator's attributes read.
@@ -39,7 +70,9 @@ class FitResult:
     (one process; None on a cluster, where it lives on the workers); ``class_stats`` the class
     statistics once computed. ``timings`` are the stages' seconds under the report's names;
     ``compile_mark`` the kernel-compile clock at the start of the fit (None: not measured).
-    ``verification`` and ``metrics`` are set by the stages after the partitions.
+    ``verification`` and ``metrics`` are set by the stages after the partitions (a cluster runs
+    them with the fit). ``plan`` is the run's plan; ``encoded`` what the report's encoding questions
+    are asked of (the table in one process, an :class:`EncodingSummary` on a cluster).
     """
 
     labels: Any
@@ -61,6 +94,8 @@ class FitResult:
     metrics: dict | None = None
     compile_mark: dict | None = None
     cluster: ClusterDetails | None = None
+    plan: Any = None
+    encoded: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -69,21 +104,36 @@ class FitResult:
 
     def n_missing(self) -> dict:
         """``{QI: rows with a missing value}`` for the QIs that have any."""
-        cols = self.table.columns if self.cluster is None else self.cluster.encoding.columns
-        return {c.name: c.n_missing for c in cols if c.n_missing}
+        return {c.name: c.n_missing for c in self.encoded.columns if c.n_missing}
 
     def sensitive_missing(self) -> int:
         """Rows with a missing sensitive value (they protect nobody; no kind of l counts them)."""
-        return self.table.sa_missing_rows() if self.cluster is None else int(self.cluster.sensitive_missing)
+        return int(self.encoded.sa_missing_rows())
 
     def encoding_metadata(self) -> dict:
         """The report's and the written files' ``encoding`` section."""
-        return self.table.encoding_metadata() if self.cluster is None else self.cluster.encoding_metadata
+        return self.encoded.encoding_metadata()
+
+
+@dataclass
+class Published:
+    """A runner's ``publish``: the anonymized table (None when it stays on the workers), the
+    independent verification, the metrics, the written file's metadata, and the rows in and out
+    (what the report, :func:`gpuanon.report.assemble.anonymization_report`, counts)."""
+
+    output: Any
+    verification: Any
+    metrics: dict | None
+    metadata: dict
+    n_rows_in: int
+    n_rows_out: int
 
 
 class Runner(Protocol):
-    """What runs a Mondrian fit and gives back its record: one process
-    (:class:`gpuanon.anonymize.mondrian.InProcess`) or a Dask cluster
-    (:class:`gpuanon.distributed.estimator.OnCluster`); ``Mondrian.runner()`` chooses."""
+    """What runs a Mondrian fit and publishes it: one process
+    (:class:`gpuanon.anonymize.pipeline.InProcess`) or a Dask cluster
+    (:class:`gpuanon.distributed.estimator.OnCluster`); :func:`gpuanon.anonymize.runners.runner_for` chooses."""
 
-    def fit(self, est, df) -> FitResult: ...
+    def fit(self, plan, source) -> FitResult: ...
+
+    def publish(self, result: FitResult, frame) -> Published: ...

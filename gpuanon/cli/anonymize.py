@@ -1,13 +1,14 @@
 """``gpuanon anonymize``: Mondrian k-anonymity (+ l-diversity, t-closeness), verified, then written.
 
-The command chooses the runner: one process (:meth:`Mondrian.fit_transform`), or with ``--cluster``
-the Dask runner (:func:`gpuanon.distributed.mondrian.run_distributed`). On a cluster the input is
-a directory of Parquet files (or one ``.parquet`` file) that the workers read themselves, one shard
-per file; any other input (CSV, ``--dataset``) is read here and its rows are scattered. The output
-is then always a directory of Parquet files written by the workers, one per shard, rows in input
-order (a temporary directory renamed when every shard is written). The JSON report (and HTML page)
-are written here; on a cluster the table never is. Both runners' reports are built by
-:func:`gpuanon.report.assemble.anonymization_report` from their fit record.
+One path for both runners (:func:`run`): the estimator's runner (:meth:`Mondrian.runner`: this
+process, or with ``--cluster`` the Dask runner, the cluster opened once) fits the plan, made and
+validated once (:meth:`gpuanon.anonymize.plan.Plan.of`), and publishes it; every output is then
+written together, all or none (:class:`gpuanon.io.Outputs`). On a cluster the input is a directory
+of Parquet files (or one ``.parquet`` file) that the workers read themselves, one shard per file;
+any other input (CSV, ``--dataset``) is read here and its rows are scattered. The output is then
+always a directory of Parquet files written by the workers, one per shard, rows in input order,
+into a temporary directory renamed with the report and the page. Both runners' reports are built
+by :func:`gpuanon.report.assemble.anonymization_report` from their fit record.
 """
 
 from __future__ import annotations
@@ -62,61 +63,124 @@ def add_parser(sub, config: dict | None = None):
 
 
 def run(args) -> int:
-    from ..report import command_report, render_html  # noqa: PLC0415
+    """One path for both runners (:mod:`gpuanon.anonymize.runners`): read, plan once, fit, publish,
+    and write every output together (all or none)."""
+    from ..anonymize.plan import Plan  # noqa: PLC0415
+    from ..io import remove  # noqa: PLC0415
+    from ..report import anonymization_report, command_report, render_html  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
     max_risk = k_for_max_risk(args)  # --max-risk R sets k
-    if getattr(args, "cluster", None):  # scale-out on Dask: the workers read and write the table
-        return run_on_cluster(args)
-
+    cluster = getattr(args, "cluster", None) or None
     t0 = time.perf_counter()
     out_path, report_path, html_path = args.out, args.report, args.html
-    outputs = command_outputs(args, [("--out", out_path, True), ("--report", report_path, False),
+    if cluster:  # the workers write the table: a new directory of Parquet files
+        check_out_dir(out_path)
+    outputs = command_outputs(args, [("--out", out_path, not cluster), ("--report", report_path, False),
                                      ("--html", html_path, False)])
     if args.k is None:
         raise InputError("no k given; pass --k (e.g. --k 3) or --max-risk R")
-    # a CSV output gets the pass-through columns back as the text they were read as; a Parquet output
-    # gets them typed by the reader's rules (numbers as numbers)
-    as_text = not str(out_path or "").lower().endswith((".parquet", ".pq"))
-    df, roles, source = read_input(args, device_ok=True, pass_through=as_text)
-    if report_path or html_path:  # the risk options' errors before the run, not after it
+    source, roles, name = read_source(args, cluster)
+    if cluster and getattr(args, "attacks", None):
+        raise InputError("--attacks reads the whole table in one process; drop --cluster, or run "
+                         "gpuanon attack --release on the output afterwards")
+    if not cluster:
+        source = attack_release.split_for_attacks(args, source)  # --control-fraction: rows held out of the release
+    m = estimator(args, roles, cluster=cluster)
+    want_risk = bool(report_path or html_path)
+    staged = outputs.staging("--out") if cluster and out_path else None  # renamed with the other outputs
+    runner = m.runner(**(cluster_options(args, staged, gather=want_risk and not out_path) if cluster else {}))
+    n_rows = runner.rows(source)
+    if want_risk:  # the risk options' errors before the run, not after it
         from ..risk import check_population  # noqa: PLC0415
 
-        check_population(len(df), args.population, args.sampling_fraction, args.risk_threshold)
-    df = attack_release.split_for_attacks(args, df)  # --control-fraction: rows held out of the release
+        check_population(n_rows, args.population, args.sampling_fraction, args.risk_threshold)
     t_read = time.perf_counter() - t0
-    m = estimator(args, roles)
-    nested_types = (getattr(df, "attrs", None) or {}).get("arrow_types")
-    out = m.fit_transform(df)
+    try:
+        result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
+        pub = runner.publish(result, source)
+    except BaseException:
+        if staged is not None:
+            remove(staged)
+        raise
+    out = pub.output
+    nested_types = (getattr(source, "attrs", None) or {}).get("arrow_types")
     if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
         out.attrs["arrow_types"] = nested_types
     with outputs.writing() as w:  # every output to a temporary file; all renamed at the end, or none
         t1 = time.perf_counter()
-        if out_path:
-            w.table("--out", out, metadata=m.output_metadata_)
-        t_write = time.perf_counter() - t1
+        if staged is not None:
+            w.adopt("--out", staged)
+        elif out_path:
+            w.table("--out", out, metadata=pub.metadata)
+        t_write = result.timings.get("write", 0.0) if cluster else time.perf_counter() - t1
         # re-identification risk of the input and of the output (inside the run's total)
-        risk = risk_report(args, df, out, m, w.tmps.get(out_path)) if report_path or html_path else None
-        report = command_report(m.report_, source=source, output=out_path, verification=m.verification_.to_dict(),
+        risk = None
+        if want_risk:
+            risk = (risk_report(args, source, out, result, w.tmps.get(out_path)) if result.table is not None
+                    else cluster_risk(args, source, result))
+        report = anonymization_report(result, n_rows_in=pub.n_rows_in, n_rows_out=pub.n_rows_out)
+        report = command_report(report, source=name, output=out_path, verification=pub.verification.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
         if risk is not None:
             report["risk"] = risk
         if max_risk is not None:
             report["max_risk"] = max_risk
-        attack_release.attacks_after_write(args, m, df, out, report)  # --attacks: the risks of the output
+        attack_release.attacks_after_write(args, m, source, out, report)  # --attacks: the risks of the output
         if report_path:
             w.json("--report", report)
         if html_path:
             w.text("--html", render_html(report))
     secs = report["seconds"]
-    if not args.quiet and secs["write"] >= 0.5:
+    if not args.quiet and secs["write"] >= 0.5 and not cluster:
         log.info("write done in %.2f s", secs["write"])
-    written = [p for p in (out_path, report_path, html_path) if p]
-    log.info("%s; %.2f s%s", summary_line(report), secs["total"],
-             f"; wrote {', '.join(map(str, written))}" if out_path else
-             "; no --out given, " + (f"no table written (wrote {', '.join(map(str, written))})" if written
-                                     else "nothing written"))
+    log.info("%s; %.2f s%s%s", summary_line(report), secs["total"], on_workers(result), wrote(out_path, report_path,
+                                                                                          html_path, result))
     return 0
+
+
+def read_source(args, cluster):
+    """``(source, roles, name)``: the table as the runner takes it. One process: the frame read here.
+    A cluster: a directory of Parquet files (or one ``.parquet`` file) is read by the workers (its
+    path); any other input (CSV, ``--dataset``) is read here and its rows are scattered."""
+    if cluster and args.input and not args.dataset and is_parquet_source(args.input):
+        if getattr(args, "target_expr", None):
+            raise InputError("--target-expr needs the table in this process; with --cluster write the derived "
+                             "target into the Parquet files, or drop --cluster")
+        return str(args.input), {}, str(args.input)
+    if cluster:
+        return read_input(args)
+    # a CSV output gets the pass-through columns back as the text they were read as; a Parquet output
+    # gets them typed by the reader's rules (numbers as numbers)
+    as_text = not str(args.out or "").lower().endswith((".parquet", ".pq"))
+    return read_input(args, device_ok=True, pass_through=as_text)
+
+
+def cluster_options(args, out_dir, gather: bool) -> dict:
+    """The Dask runner's options from the command line: the workers write ``out_dir``; ``gather``
+    brings the output here (the risk section without --out)."""
+    timeout = getattr(args, "cluster_timeout", None)
+    timeout = 60.0 if timeout is None else timeout
+    if not timeout > 0:
+        raise InputError(f"--cluster-timeout must be a number of seconds > 0, got {timeout:g}; e.g. --cluster-timeout 60")
+    return dict(out_dir=out_dir, gather=gather, local_rows=getattr(args, "local_rows", None), timeout=timeout)
+
+
+def on_workers(result) -> str:
+    """`` on N worker(s)`` after a cluster run's summary line."""
+    return "" if result.cluster is None else f" on {result.cluster.info['n_workers']} worker(s)"
+
+
+def wrote(out_path, report_path, html_path, result) -> str:
+    """What the run wrote, for its summary line."""
+    written = [p for p in (out_path, report_path, html_path) if p]
+    if out_path and result.cluster is not None:
+        return f"; wrote {str(out_path).rstrip('/')}/ ({len(result.cluster.out_files)} Parquet file(s))" + (
+            f", {', '.join(map(str, written[1:]))}" if written[1:] else "")
+    if out_path:
+        return f"; wrote {', '.join(map(str, written))}"
+    return "; no --out given, " + (f"no table written (wrote {', '.join(map(str, written))})" if written
+                                   else "nothing written")
 
 
 def k_for_max_risk(args) -> dict | None:
@@ -139,7 +203,7 @@ def k_for_max_risk(args) -> dict | None:
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
 
 
-def risk_report(args, df, out, m, written=None) -> dict:
+def risk_report(args, df, out, result, written=None) -> dict:
     """The report's ``risk`` section, with the run's QIs and backend, and its seconds: the classes
     are the fit's own (:mod:`gpuanon.anonymize.risk_classes`); with ``--risk-check readback`` also the
     independent computation from the input frame and the output read back from ``written`` (the
@@ -148,11 +212,11 @@ def risk_report(args, df, out, m, written=None) -> dict:
     from ..risk.report import section_of_classes  # noqa: PLC0415
 
     t = time.perf_counter()
-    backend = "gpu" if m.backend_.is_gpu else "cpu"
+    backend = "gpu" if result.backend.is_gpu else "cpu"
     kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold,
               suda_max_size=args.suda_max_size, backend=backend)
-    qi = list(m.schema_.quasi_identifiers)
-    before, after, cols = fit_classes(m.result_, df, m.output_format)
+    qi = list(result.schema.quasi_identifiers)
+    before, after, cols = fit_classes(result, df, result.plan.output_format)
     section = section_of_classes(before, after, qi, cols, suda_tables=(df, out) if args.suda else None, **kw)
     section["seconds"] = round(time.perf_counter() - t, 6)
     if getattr(args, "risk_check", None) == "readback":
@@ -195,9 +259,9 @@ def read_back(tmp, out_path, columns):
         return load_table(link)[list(columns)]
 
 
-def cluster_risk(args, frames, paths, res) -> dict:
+def cluster_risk(args, source, res) -> dict:
     """The ``risk`` section of a cluster run, as one process computes it (:func:`risk_report`): the
-    input (the frames read here, or the QI columns of the Parquet shards read back) before, and the
+    input (the frame read here, or the QI columns of the Parquet shards read back) before, and the
     output (the QI columns of the written Parquet directory read back, or the gathered frame) after.
     Both sides are brought to this process: the risk of a table too large for it needs ``gpuanon risk``
     on a machine that holds it."""
@@ -210,10 +274,10 @@ def cluster_risk(args, frames, paths, res) -> dict:
 
     qi = list(res.schema.quasi_identifiers)
     t = time.perf_counter()
-    if frames is not None:
-        before = pd.concat([f[qi] for f in frames], ignore_index=True)
+    if isinstance(source, pd.DataFrame):
+        before = source[qi].reset_index(drop=True)
     else:
-        before = pd.read_parquet(paths, columns=qi)
+        before = pd.read_parquet(source, columns=qi)
     if args.out is not None:
         files = res.cluster.out_files
         cols = resolve_qi_columns(qi, pq.read_schema(files[0]).names)
@@ -254,69 +318,6 @@ def check_out_dir(out) -> None:
     parent = Path(p).resolve().parent
     if not parent.is_dir():
         raise InputError(f"cannot write '{p}': folder '{parent}' does not exist; create it first")
-
-
-def run_on_cluster(args) -> int:
-    """``gpuanon anonymize ... --cluster SPEC --out DIR``: the Dask runner; the workers read and write."""
-    from ..distributed.cluster import open_cluster  # noqa: PLC0415
-    from ..distributed.estimator import split_frame  # noqa: PLC0415
-    from ..distributed.mondrian import run_distributed  # noqa: PLC0415
-    from ..io import atomic_path, check_writable, write_json  # noqa: PLC0415
-    from ..report import anonymization_report, command_report, render_html  # noqa: PLC0415
-
-    t0 = time.perf_counter()
-    out = args.out
-    check_out_dir(out)
-    if args.report:
-        check_writable(args.report, table=False)
-    if getattr(args, "html", None):
-        check_writable(args.html, table=False)
-    if args.k is None:
-        raise InputError("no k given; pass --k (e.g. --k 3)")
-    want_risk = bool(args.report or getattr(args, "html", None))
-    frames = paths = None
-    if args.input and not args.dataset and is_parquet_source(args.input):
-        if getattr(args, "target_expr", None):
-            raise InputError("--target-expr needs the table in this process; with --cluster write the derived "
-                             "target into the Parquet files, or drop --cluster")
-        paths, roles, source = args.input, {}, str(args.input)
-    else:
-        frames, roles, source = read_input(args)
-    if want_risk:  # the risk options' errors before the run, not after it
-        import pyarrow.dataset as pads  # noqa: PLC0415
-
-        from ..risk import check_population  # noqa: PLC0415
-
-        n_in = len(frames) if frames is not None else pads.dataset(os.fspath(paths), format="parquet").count_rows()
-        check_population(n_in, args.population, args.sampling_fraction, args.risk_threshold)
-    m = estimator(args, roles, cluster=args.cluster)
-    t_read = time.perf_counter() - t0
-    timeout = getattr(args, "cluster_timeout", None)
-    timeout = 60.0 if timeout is None else timeout
-    if not timeout > 0:
-        raise InputError(f"--cluster-timeout must be a number of seconds > 0, got {timeout:g}; e.g. --cluster-timeout 60")
-    with open_cluster(args.cluster, backend=m.backend, connect_timeout=timeout) as handle:
-        if frames is not None:
-            frames = split_frame(frames, len(handle.workers))
-        res = run_distributed(m, handle.client, frames=frames, paths=paths, out_dir=out,
-                              gather=want_risk and out is None, local_rows=getattr(args, "local_rows", None),
-                              timeout=timeout)
-    v, info = res.verification, res.cluster.info
-    report = anonymization_report(m, res, n_rows_in=v.n_rows + res.n_suppressed, n_rows_out=v.n_rows)
-    report = command_report(report, source=source, output=out, verification=v.to_dict(), read=t_read,
-                            write=info["seconds"].get("output", 0.0), total=time.perf_counter() - t0)
-    if want_risk:
-        report["risk"] = cluster_risk(args, frames, paths, res)
-        report["seconds"]["total"] = round(time.perf_counter() - t0, 6)
-    if args.report:
-        write_json(report, args.report)
-    if getattr(args, "html", None):
-        with atomic_path(args.html) as tmp:
-            Path(tmp).write_text(render_html(report))
-    log.info("%s; %.2f s on %d worker(s)%s", summary_line(report), report["seconds"]["total"], info["n_workers"],
-             f"; wrote {str(out).rstrip('/')}/ ({len(res.cluster.out_files)} Parquet file(s))" if out
-             else "; no --out given, nothing written")
-    return 0
 
 
 def estimator(args, roles: dict, cluster=None):

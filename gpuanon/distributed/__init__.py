@@ -14,8 +14,9 @@
 * :mod:`~gpuanon.distributed.recovery` -- a lost worker's shards rebuilt on the workers that
   remain (read again from their source, the coordinator's recorded changes replayed) and the stage
   redone; a lost scheduler or every worker lost: :class:`~gpuanon.errors.ClusterLost` (exit status 4).
-* the ``anonymize`` command on a cluster (``gpuanon anonymize DIR --cluster SPEC --out DIR``) lives in
-  :mod:`gpuanon.cli.anonymize`, which chooses the runner; nothing here imports ``cli``.
+* :mod:`~gpuanon.distributed.estimator` -- ``OnCluster``, the runner of ``Mondrian(cluster=...)`` and of
+  ``gpuanon anonymize DIR --cluster SPEC --out DIR`` (:mod:`gpuanon.cli.anonymize`, one path for both
+  runners), registered with :mod:`gpuanon.anonymize.runners` when imported; nothing here imports ``cli``.
 
 Only :mod:`.cluster` is imported eagerly (it imports nothing from Dask until called).
 """

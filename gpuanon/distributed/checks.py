@@ -1,23 +1,11 @@
-"""A cluster run's checks and combinations: the estimator's validation on a sample and the whole
-table's criteria and suppression (the single-process messages), the whole-table column
-statistics, and the homes' verification and class summaries combined into the output's."""
+"""A cluster run's checks and combinations: the whole table's criteria and suppression (the
+single-process messages), the whole-table column statistics, and the homes' verification and class
+summaries combined into the output's. (The parameters and roles are the plan's to check:
+:meth:`gpuanon.anonymize.plan.Plan.of`, :meth:`~gpuanon.anonymize.plan.Plan.with_roles`.)"""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
-
-from ..anonymize.plan import check_k
-from ..errors import SchemaError, shown
-
-def validate(est, sample: pd.DataFrame, n_total: int):
-    """The estimator's own validation on a sample of the first shard; k against the whole table."""
-    k = est.k
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-        raise SchemaError(f"k must be an integer >= 2, got {shown(k)}; k-anonymity needs k >= 2 (e.g. --k 3)")
-    check_k(k, n_total)
-    probe = est.__class__(**{**est.get_params(), "k": 2})
-    return probe.validate(sample if len(sample) >= 2 else pd.concat([sample, sample]))
 
 
 def suppression(plan, crit, enc, bsizes, bhist, n_total):
@@ -64,8 +52,8 @@ def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: i
     return merged, (tcounts if has_target else None), rstats, info
 
 
-def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=None):
-    """Combine the homes' verification and per-class results into the whole output's."""
+def combine_stages(hres, k: int, n_total: int, suppressed: int, enc, target_counts=None):
+    """Combine the homes' verification and per-class results into the whole output's (``k``: the plan's)."""
     from .. import metrics as metrics_mod  # noqa: PLC0415
     from ..verify import VerificationResult  # noqa: PLC0415
 
@@ -95,13 +83,13 @@ def combine_stages(hres, est, n_total: int, suppressed: int, enc, target_counts=
     parts = [h["summary"] for h in hres if h["summary"] is not None]
     if not parts:  # no class at all (every row suppressed)
         return res, metrics_mod.compute_metrics(metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed),
-                                                k=int(est.k))
+                                                k=int(k))
     from .metrics import combine_summaries  # noqa: PLC0415
 
     s = combine_summaries(parts, n_total, suppressed)  # every metric, as in one process
     if target_counts is not None:
         s.target_counts_before = np.asarray(target_counts)
-    return res, metrics_mod.compute_metrics(s, k=int(est.k))
+    return res, metrics_mod.compute_metrics(s, k=int(k))
 
 
 def loss_before_step(hres, n_total: int, suppressed: int, target_counts=None) -> float | None:

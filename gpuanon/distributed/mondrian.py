@@ -60,7 +60,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..anonymize.result import ClusterDetails, FitResult
+from ..anonymize.plan import Plan
+from ..anonymize.result import ClusterDetails, EncodingSummary, FitResult, RunOptions
 from ..backend import TransferLog
 from ..errors import InputError, SchemaError, shown
 from .cluster import open_cluster
@@ -96,17 +97,49 @@ def _row_counts(files) -> list[int]:
     return [int(pq.ParquetFile(f).metadata.num_rows) for f in files]
 
 
+def shard_sources(frames=None, paths=None) -> tuple[list, list[int]]:
+    """The shards' sources (frames, or Parquet files read by the workers) and their row counts;
+    one clear error for a missing, doubled, empty or unreadable table."""
+    if (frames is None) == (paths is None):
+        raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
+    if paths is not None:
+        files = _parquet_files(paths) if not isinstance(paths, (list, tuple)) else [os.fspath(p) for p in paths]
+        sources, counts = files, _row_counts(files)
+    else:
+        frames = list(frames)
+        if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
+            raise InputError("frames must be a non-empty list of pandas DataFrames (the shards, in row order)")
+        sources, counts = frames, [len(f) for f in frames]
+    if int(sum(counts)) == 0:
+        raise SchemaError("the input table is empty (0 rows); give a table with rows")
+    return sources, counts
+
+
+def check_run_options(local_rows=None, out_dir=None, overwrite: bool = False):
+    """``local_rows`` a whole number >= 1 and ``out_dir`` new (or ``overwrite``); the output
+    directory's normal name."""
+    if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
+                                   or local_rows < 1):
+        raise InputError(f"local_rows must be a whole number of rows >= 1, got {shown(local_rows)}")
+    if out_dir is not None:
+        out_dir = os.path.normpath(os.fspath(out_dir))  # "out/" and "out" are one folder
+        if os.path.exists(out_dir) and not overwrite:
+            raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
+    return out_dir
+
+
 def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, local_rows: int | None = None,
                     gather: bool = True, processes: bool | None = None, overwrite: bool = False,
                     timeout: float = 60.0, on_stage=None) -> FitResult:
-    """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster.
+    """Run a :class:`~gpuanon.Mondrian` estimator's parameters on a Dask cluster (the cluster
+    opened once, here; :class:`gpuanon.distributed.estimator.OnCluster` is the estimator's runner).
 
     Parameters
     ----------
     est : Mondrian
         Its parameters (k, l, t, roles, mode, format, suppression budget, backend, the
-        optimization step, hierarchies: the user's and automatic ones) are used (see
-        :mod:`.options`).
+        optimization step, hierarchies: the user's and automatic ones) make the run's plan
+        (:meth:`gpuanon.anonymize.plan.Plan.of`, validated once; see :mod:`.options`).
     cluster : str or distributed.Client
         ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
     frames : list of DataFrame, optional
@@ -135,59 +168,53 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     """
     if (frames is None) == (paths is None):
         raise InputError("give the table either as frames (shards in row order) or as paths (Parquet files)")
-    if local_rows is not None and (isinstance(local_rows, bool) or not isinstance(local_rows, (int, np.integer))
-                                   or local_rows < 1):
-        raise InputError(f"local_rows must be a whole number of rows >= 1, got {shown(local_rows)}")
-    if paths is not None:
-        files = _parquet_files(paths) if not isinstance(paths, (list, tuple)) else [os.fspath(p) for p in paths]
-        counts = _row_counts(files)
-        sources = files
-    else:
-        frames = list(frames)
-        if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
-            raise InputError("frames must be a non-empty list of pandas DataFrames (the shards, in row order)")
-        counts = [len(f) for f in frames]
-        sources = frames
-    n_total = int(sum(counts))
-    if n_total == 0:
-        raise SchemaError("the input table is empty (0 rows); give a table with rows")
-    if out_dir is not None:
-        out_dir = os.path.normpath(os.fspath(out_dir))  # "out/" and "out" are one folder
-        if os.path.exists(out_dir) and not overwrite:
-            raise InputError(f"output '{out_dir}' exists; choose a new directory or pass --overwrite")
-    t_all = time.perf_counter()
+    check_run_options(local_rows)
+    sources, counts = shard_sources(frames, paths)
+    out_dir = check_run_options(None, out_dir, overwrite)
+    plan = Plan.of(est, int(sum(counts)))
     with open_cluster(cluster, backend=est.backend, processes=processes, connect_timeout=timeout) as handle:
-        c = ClusterRun(est, handle, Runner(handle.client, handle.workers, timeout, on_stage), sources, counts,
-                       local_rows)
-        c.info["recovery"] = []
-        unit(c, "loading the shards", load_shards)
-        unit(c, "the encoding", load_and_encode)
-        t0 = time.perf_counter()
-        unit(c, "the block statistics", criteria_and_blocks)
-        partition_levels(c)
-        c.secs["partition_levels"] = time.perf_counter() - t0
-        output, files, labels = unit(c, "the home stage (finishing, statistics, verification, output)", home_stage,
-                                     out_dir, gather)
-        info, run = c.info, c.run
-        info["bytes_to_coordinator"] = run.bytes_in
-        info["bytes_from_coordinator"] = run.bytes_out
-        info["dashboard"] = handle.dashboard
-        worker_backend = unit(c, "the workers' backend", lambda c_: run.gather([run.submit(0, backend_of,
-                                                                                            est.backend)])[0])
-        info["workers"] = c.W
-        c.shards = c.homes = None  # the futures go before the cluster does
+        return run_on(handle, plan, RunOptions(est.backend, bool(est.progress)), sources, counts, out_dir=out_dir,
+                      local_rows=local_rows, gather=gather, timeout=timeout, on_stage=on_stage)
+
+
+def run_on(handle, plan, options, sources, counts, *, out_dir=None, local_rows: int | None = None,
+           gather: bool = True, timeout: float = 60.0, on_stage=None) -> FitResult:
+    """The run on an open cluster (``handle``, :func:`.cluster.open_cluster`): ``plan`` (its parameters
+    validated) over the shards ``sources`` of ``counts`` rows; see :func:`run_distributed`."""
+    t_all = time.perf_counter()
+    c = ClusterRun(options, handle, Runner(handle.client, handle.workers, timeout, on_stage), sources, counts,
+                   local_rows, plan)
+    c.info["recovery"] = []
+    unit(c, "loading the shards", load_shards)
+    unit(c, "the encoding", load_and_encode)
+    t0 = time.perf_counter()
+    unit(c, "the block statistics", criteria_and_blocks)
+    partition_levels(c)
+    c.secs["partition_levels"] = time.perf_counter() - t0
+    output, files, labels = unit(c, "the home stage (finishing, statistics, verification, output)", home_stage,
+                                 out_dir, gather)
+    info, run = c.info, c.run
+    info["bytes_to_coordinator"] = run.bytes_in
+    info["bytes_from_coordinator"] = run.bytes_out
+    info["dashboard"] = handle.dashboard
+    worker_backend = unit(c, "the workers' backend", lambda c_: run.gather([run.submit(0, backend_of,
+                                                                                        options.backend)])[0])
+    info["workers"] = c.W
+    c.shards = c.homes = None  # the futures go before the cluster does
     secs = c.secs
     secs["total"] = time.perf_counter() - t_all
     info["seconds"] = secs
-    enc = c.enc
-    details = ClusterDetails(info, enc, output_metadata(enc, est.output_format)["encoding"], output,
-                             [os.path.join(out_dir, f) for f in files] if out_dir else [], c.n_sa_missing)
+    enc, fmt = c.enc, c.plan.output_format
+    meta = output_metadata(enc, fmt)["encoding"]
+    details = ClusterDetails(info, enc, meta, output, [os.path.join(out_dir, f) for f in files] if out_dir else [],
+                             c.n_sa_missing)
     return FitResult(labels, c.n_parts, int(c.suppressed), c.reason, {k: info[k] for k in ("levels", "attempts")},
                      c.schema, worker_backend, c.crit, TransferLog(simulate=True), stage_seconds(secs),
                      optimization=None if c.optimization is None else dict(c.optimization),
                      optimize_loss_before=c.loss_before,
                      hierarchies=hierarchy_report(enc, c.metrics, c.automatic), verification=c.verification,
-                     metrics=c.metrics, cluster=details)
+                     metrics=c.metrics, cluster=details, plan=c.plan,
+                     encoded=EncodingSummary(enc.columns, c.n_sa_missing, meta))
 
 
 def home_stage(c: ClusterRun, out_dir, gather: bool):

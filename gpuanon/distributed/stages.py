@@ -26,7 +26,7 @@ from ..anonymize.plan import Plan
 from ..dictionaries import combine, finalize
 from ..errors import SchemaError, VerificationError
 from . import tasks
-from .checks import column_statistics, combine_stages, loss_before_step, suppression, validate
+from .checks import column_statistics, combine_stages, loss_before_step, suppression
 from .levels import radix_select, representative_rows
 from .merge import merge_shared, shared_hashes, with_shared
 from .recovery import mutate_shards, place_shard, unit
@@ -38,7 +38,8 @@ log = logging.getLogger("gpuanon")
 
 @dataclass
 class ClusterRun:
-    """One cluster run's state, filled stage by stage."""
+    """One cluster run's state, filled stage by stage (``est``: the run's options, backend and progress,
+    :class:`~gpuanon.anonymize.result.RunOptions`; ``plan``: the run's plan, its roles set by the encoding)."""
 
     est: Any
     handle: Any
@@ -46,6 +47,7 @@ class ClusterRun:
     sources: list
     counts: list
     local_rows: int | None
+    plan: Plan
     secs: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     # filled by the stages
@@ -53,7 +55,6 @@ class ClusterRun:
     ss: list = field(default_factory=list)
     homes: list = field(default_factory=list)
     hs: list = field(default_factory=list)
-    plan: Plan | None = None
     schema: Any = None
     enc: Any = None
     tables: Any = None
@@ -119,12 +120,12 @@ def load_shards(c: ClusterRun) -> None:
 
 
 def load_and_encode(c: ClusterRun) -> None:
-    """Validate on a sample, the plan, the global encoding and its hierarchies."""
-    run, est, t0 = c.run, c.est, time.perf_counter()
+    """The roles from a sample (the plan's one check of them), the global encoding and its hierarchies."""
+    run, t0 = c.run, time.perf_counter()
     first = int(np.nonzero(np.asarray(c.counts) > 0)[0][0])  # the first shard with rows
     sample = run.gather([run.submit(c.home_of_shard(first), tasks.head, c.shards[first], 1000)])[0]
-    schema = c.schema = validate(est, sample, c.n_total)
-    c.plan = Plan.of(est, schema)
+    c.plan = c.plan.with_roles(sample)
+    schema = c.schema = c.plan.schema
     run.stage = "encoding"
     profile = combine(run.gather([run.submit(c.home_of_shard(i), tasks.profile, s, schema)
                                   for i, s in enumerate(c.shards)]))
@@ -139,7 +140,7 @@ def load_and_encode(c: ClusterRun) -> None:
     del profile
     mutate_shards(c, tasks.encode, enc, schema)
     c.tables = frequency_tables(run, c.shards, c.ss, [c.home_of_shard(i) for i in range(c.S)], enc, hplan)
-    bind_plan(enc, hplan, c.tables, est.rho)
+    bind_plan(enc, hplan, c.tables, c.plan.rho)
     c.secs["encode"] = time.perf_counter() - t0 + c.secs.pop("load", 0.0)
 
 
@@ -357,10 +358,10 @@ def finish_on_homes(c: ClusterRun) -> None:
 def verify_and_measure(c: ClusterRun) -> None:
     """Class statistics, verification and class summaries on the homes; combined into the output's."""
     run, est, enc, crit = c.run, c.est, c.enc, c.crit
-    c.automatic = choose_automatic(run, c.homes, c.hs, enc, c.tables, est.rho)  # rho of automatic hierarchies
+    c.automatic = choose_automatic(run, c.homes, c.hs, enc, c.tables, c.plan.rho)  # rho of automatic hierarchies
     t0 = time.perf_counter()
     run.stage = "class statistics and verification"
-    fmt = est.output_format
+    fmt = c.plan.output_format
     vkw = dict(c.plan.verify_keywords(crit), sensitive=str(c.schema.sensitive), sa_missing=crit.sa_missing)
     col_stats, tcounts, range_stats, c.info["column_statistics"] = column_statistics(
         run, c.shards, c.ss, [c.home_of_shard(i) for i in range(c.S)], c.homes, c.hs, enc, c.n_total,
@@ -370,7 +371,7 @@ def verify_and_measure(c: ClusterRun) -> None:
     hres = c.on_homes("stages", enc, fmt, vkw, c.q, col_stats, tcounts, range_stats)
     n_shared = int(shared_hashes(hres).shape[0])
     shared = merge_shared(run, c.homes, c.hs, hres, enc, fmt, vkw, c.q)
-    verification, c.metrics = combine_stages(hres, est, c.n_total, c.suppressed, enc, tcounts)
+    verification, c.metrics = combine_stages(hres, c.plan.k, c.n_total, c.suppressed, enc, tcounts)
     c.loss_before = loss_before_step(hres, c.n_total, c.suppressed, tcounts)
     c.verification = with_shared(verification, shared)
     c.secs["stages"] = time.perf_counter() - t0
@@ -384,7 +385,7 @@ def write_output(c: ClusterRun, out_dir, gather: bool):
     """Each shard's worker writes its rows (a temporary directory renamed at the end), or the output
     comes back here (``gather``). Returns ``(output frame or None, file names)``."""
     t0, run, W, enc, schema = time.perf_counter(), c.run, c.W, c.enc, c.schema
-    fmt = c.est.output_format
+    fmt = c.plan.output_format
     run.stage = "writing the output"
     output, files, offsets = None, [], c.offsets
     # without an output directory nor gather: verified, nothing to write nor to bring back

@@ -14,11 +14,11 @@ STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_
                "verify", "metrics", "kernel_compile", "write", "total")
 
 
-def anonymization_report(model, result, *, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
-    """``Mondrian.report_``: the estimator ``model``'s parameters and its fit record ``result``
-    (:class:`~gpuanon.anonymize.result.FitResult`, from either runner; its verification and metrics
-    set) on a table of ``n_rows_in`` rows published as ``n_rows_out``. A cluster run adds ``cluster``."""
-    r, v = result, result.verification
+def anonymization_report(result, *, n_rows_in: int, n_rows_out: int) -> dict[str, Any]:
+    """``Mondrian.report_``: the fit record ``result`` (:class:`~gpuanon.anonymize.result.FitResult`,
+    from either runner; its verification and metrics set) with its plan's parameters, on a table of
+    ``n_rows_in`` rows published as ``n_rows_out``. A cluster run adds ``cluster``."""
+    r, v, plan = result, result.verification, result.plan
     report = {
         "backend": r.backend.name,
         "backend_reason": r.backend.reason,
@@ -32,12 +32,12 @@ def anonymization_report(model, result, *, n_rows_in: int, n_rows_out: int) -> d
         "n_sensitive_missing": int(r.sensitive_missing()),
         "n_partitions": int(r.n_partitions),
         "n_classes": int(v.n_classes),
-        "requested": {"k": int(model.k), "l": int(model.l or 0), "l_kind": model.l_kind,
-                      "t": model.t, "t_distance": model.t_distance},
+        "requested": {"k": int(plan.k), "l": int(plan.l or 0), "l_kind": plan.l_kind,
+                      "t": plan.t, "t_distance": plan.t_distance},
         "achieved": {"k": v.k, "l": v.l, "t": v.t, "t_distance": r.criteria.t_distance},
         "class_size": v.size_stats,
-        "mode": model.mode,
-        "format": model.output_format,
+        "mode": plan.mode,
+        "format": plan.output_format,
         "roles": r.schema.to_dict(),
         "partition": dict(r.partition_info),
         "metrics": r.metrics,
