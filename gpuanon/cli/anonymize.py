@@ -126,7 +126,7 @@ def run(args) -> int:
             report["risk"] = risk
         if max_risk is not None:
             report["max_risk"] = max_risk
-        attack_release.attacks_after_write(args, m, source, out, report)  # --attacks: the risks of the output
+        attack_release.attacks_after_write(args, result.schema, source, out, report)  # --attacks: the risks of the output
         if report_path:
             w.json("--report", report)
         if html_path:

@@ -142,16 +142,17 @@ def split_for_attacks(args, df):
     return df
 
 
-def attacks_after_write(args, m, df, out, report: dict) -> None:
-    """``anonymize --attacks``: the attacks on the written output, as ``report['attacks']``."""
+def attacks_after_write(args, schema, df, out, report: dict) -> None:
+    """``anonymize --attacks``: the attacks on the written output (``schema``: the fit's roles), as
+    ``report['attacks']``."""
     if not getattr(args, "attacks", None):
         return
     from ..attack.summary import attack_release  # noqa: PLC0415
 
     host = lambda f: f.to_pandas() if f is not None and hasattr(f, "to_pandas") else f  # noqa: E731
     control = host(getattr(args, "attack_control", None))
-    risks = attack_release(host(out), host(df), control, quasi_identifiers=list(m.schema_.quasi_identifiers),
-                           secret=m.schema_.sensitive, n_attacks=args.attacks, seed=getattr(args, "seed", None) or 0)
+    risks = attack_release(host(out), host(df), control, quasi_identifiers=list(schema.quasi_identifiers),
+                           secret=schema.sensitive, n_attacks=args.attacks, seed=getattr(args, "seed", None) or 0)
     report["attacks"] = {"n_attacks": args.attacks, "control_rows": None if control is None else len(control),
                          "control_fraction": getattr(args, "control_fraction", None), "risks": risks}
     log.info("attacks: %s", ", ".join(f"{k} {v['risk']:.3f}" for k, v in risks.items() if v["risk"] is not None))
