@@ -37,5 +37,5 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
-html_sidebars = {"**": ["sidebar-nav-bs"]}
+html_sidebars = {"**": ["globaltoc.html"]}   # every page at hand (the pages are one level deep)
 html_static_path = []
