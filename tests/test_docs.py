@@ -2,9 +2,10 @@
 and every command example in it (and in the README) runs.
 
 A command example is a line of a fenced block (no language, or ``bash`` / ``sh`` / ``shell``) that
-starts with ``gpuanon`` (lines ending in ``\\`` continue). A page's examples run in order in one
-fresh folder, which first holds the files that docs/install.md's ``<!-- example-data -->`` block
-makes, and any block a page introduces with ``<!-- file: NAME -->`` (written as NAME). The few
+starts with ``gpuanon`` (lines ending in ``\\`` continue). The pages' examples run in page order in
+one folder, which first holds the files that docs/install.md's ``<!-- example-data -->`` block
+makes, and any block a page introduces with ``<!-- file: NAME -->`` (written as NAME); an example
+that appears twice (the README repeats the guides' examples) runs once. The few
 examples that cannot run here are in ``SKIP`` with the reason; each entry must still match an
 example, and every example, skipped or not, must parse with the command line's own parser.
 """
@@ -123,24 +124,37 @@ def _env():
     return env
 
 
+@pytest.fixture(scope="module")
+def example_folder(tmp_path_factory):
+    """One folder for every page's examples, with the example data made once; the commands already
+    run there (an example repeated on another page, as the README repeats the guides', runs once)."""
+    folder = tmp_path_factory.mktemp("examples")
+    _example_data(folder)
+    return folder, set()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if examples(p)], ids=lambda p: p.name)
-def test_page_examples_run(page, tmp_path):
-    _example_data(tmp_path)
+def test_page_examples_run(page, example_folder):
+    folder, done = example_folder
     for _info, text, marker in fenced_blocks(page):
         m = re.match(r"<!-- file: (\S+) -->", marker)
         if m:
-            (tmp_path / m.group(1)).write_text(text + "\n")
+            (folder / m.group(1)).write_text(text + "\n")
     shell = f'gpuanon() {{ {shlex.quote(sys.executable)} -m gpuanon "$@"; }}\n'
     ran = 0
     for cmd in examples(page):
         if skip_reason(cmd):
             continue
-        r = subprocess.run(["bash", "-c", shell + cmd], cwd=tmp_path, env=_env(), capture_output=True,
-                           text=True, timeout=900)
-        assert r.returncode == 0, f"{page.name}: {cmd}\n{r.stderr[-3000:]}"
-        for out in re.findall(r"--(?:out|report|html|png|per-record) (\S+)", cmd):
-            assert (tmp_path / out).exists(), f"{page.name}: {cmd} wrote no {out}"
+        outs = re.findall(r"--(?:out|report|html|png|per-record) (\S+)", cmd)
+        key = tuple(argv(cmd))
+        if key not in done:
+            r = subprocess.run(["bash", "-c", shell + cmd], cwd=folder, env=_env(), capture_output=True,
+                               text=True, timeout=900)
+            assert r.returncode == 0, f"{page.name}: {cmd}\n{r.stderr[-3000:]}"
+            done.add(key)
+        for out in outs:
+            assert (folder / out).exists(), f"{page.name}: {cmd} wrote no {out}"
         ran += 1
     assert ran
 
