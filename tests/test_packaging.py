@@ -32,7 +32,7 @@ def test_ci_runs_the_readme_test_command():
         ["awk", r"/<!-- test-command -->/{f=1; next} f && /^```/{if (n++) exit; next} f {print}", "README.md"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert cmd == _block_after("<!-- test-command -->")
-    assert "pytest" in cmd and '".[test,device-check]"' in cmd
+    assert "pytest" in cmd and '".[test,device-check,docs]"' in cmd
 
 
 def test_main_command_flags_exist():

@@ -163,6 +163,8 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
     on_stage : callable, optional
         Called with each stage's name as the run enters it (fault-injection tests).
 
+    Notes
+    -----
     A worker lost at any stage is recovered from (:mod:`.recovery`): its shards are rebuilt on the
     workers that remain and the stage redone; the output is the same.
     """

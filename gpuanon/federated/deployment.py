@@ -6,7 +6,7 @@ small Flower App whose components are :data:`gpuanon.federated.server_app.app` a
 Each SuperNode is told its own data by its node configuration (``silo=<i> data-path='<file>'``): the
 silo's rows are written to a file of their own and only that node reads it. The server side reads
 the held-out rows (``test-path``). Every process is started here and stopped when the run ends
-(or on error / timeout). For silos on separate machines with TLS, see the README's federated section.
+(or on error / timeout). For silos on separate machines with TLS, see docs/federate.md.
 """
 
 from __future__ import annotations
