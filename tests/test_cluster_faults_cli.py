@@ -1,0 +1,159 @@
+"""The commands on a real Dask cluster that fails: ``gpuanon anonymize`` with a worker whose memory
+limit is below its shard (its nanny kills it, the shard kills the next worker too: one line naming
+the shard, exit status 4, nothing written, within a time limit), and ``gpuanon perturb --cluster``
+(DISTPAB's entities) with a worker SIGKILLed in each phase (the same output bytes and report), the
+scheduler lost and an entity lost with two workers (one line, exit status 4, nothing written)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+import gpuanon.perturb  # noqa: E402
+from dask_procs import Cluster, Killer  # noqa: E402
+from gpuanon.cli import main  # noqa: E402
+from gpuanon.distributed import tasks as dt  # noqa: E402
+
+pytestmark = pytest.mark.slow  # Dask processes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_shard_over_the_workers_memory_limit_is_one_line(tmp_path):
+    """Three workers with a nanny and a 300 MB limit; five small shards and one of 1.5 M x 28 float32
+    (168 MB in memory, more while it is read, beside the worker's own ~150 MB)."""
+    from gpuanon.datasets import make_hepmass
+
+    src = tmp_path / "data"
+    src.mkdir()
+    df = make_hepmass(1_520_000, random_state=5)
+    for i in range(5):
+        df.iloc[i * 4000:(i + 1) * 4000].to_parquet(src / f"part-{i}.parquet", index=False)
+    df.iloc[20_000:].to_parquet(src / "part-5.parquet", index=False)
+    qi = ",".join(c for c in df.columns if c != "label")
+    del df
+    cl = Cluster(3, memory_limit="300MB", client=False)
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", str(src), "--qi", qi, "--k", "10",
+                            "--format", "minmax", "--cluster", cl.addr, "--cluster-timeout", "20",
+                            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "r.json")],
+                           capture_output=True, text=True, timeout=240,
+                           env=dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT)))
+        secs = time.monotonic() - t0
+    finally:
+        cl.close()
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert r.returncode == 4, r.stderr
+    assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "shard 5 (part-5.parquet, 1500000 rows" in errors[0] and "was on 2 workers that were lost" in errors[0]
+    assert "more workers, smaller shards" in errors[0] and "--memory-limit" in errors[0]
+    assert sorted(os.listdir(tmp_path)) == ["data"]  # nothing written, no temporary folder left
+    assert secs < 120, secs
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cl = Cluster(3)
+    yield cl
+    cl.close()
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    rng = np.random.default_rng(1)
+    p = tmp_path_factory.mktemp("perturb") / "t.csv"
+    df = pd.DataFrame(rng.normal(size=(20_000, 5)), columns=list("abcde")).assign(y=rng.integers(0, 3, 20_000))
+    df.to_csv(p, index=False)
+    return p
+
+
+def _perturb(table, out, *extra, kill=None, monkeypatch=None):
+    """``gpuanon perturb`` in this process (its exit status), the hook given to its run."""
+    if kill is not None:
+        real, init = gpuanon.perturb.perturb_distributed, dt.Runner.__init__
+
+        def runner(self, *a, **k):
+            init(self, *a, **k)
+            kill.run = self
+
+        monkeypatch.setattr(gpuanon.perturb, "perturb_distributed", lambda *a, **k: real(*a, on_stage=kill, **k))
+        monkeypatch.setattr(dt.Runner, "__init__", runner)
+        monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
+    return main(["perturb", str(table), "--label", "y", "--entities", "4", "--seed", "3", "--out", str(out / "p.csv"),
+                 "--report", str(out / "r.json"), *extra])
+
+
+def _report(out) -> dict:
+    rep = json.loads((out / "r.json").read_text())
+    for key in ("seconds", "recovered", "cluster", "output"):
+        rep.pop(key, None)
+    return rep
+
+
+@pytest.mark.parametrize("stage", ["the entities' statistics", "perturbing the entities"])
+def test_perturb_command_survives_a_lost_worker(cluster, table, tmp_path, monkeypatch, capsys, stage):
+    base, got = tmp_path / "base", tmp_path / "got"
+    base.mkdir()
+    got.mkdir()
+    assert _perturb(table, base) == 0  # without --cluster: a local cluster of threads
+    kill = Killer(cluster, stage, slot=0)
+    try:
+        assert _perturb(table, got, "--cluster", cluster.addr, "--cluster-timeout", "20", kill=kill,
+                        monkeypatch=monkeypatch) == 0
+    finally:
+        cluster.top_up()
+    assert kill.killed
+    assert "lost during " + stage in capsys.readouterr().err
+    assert (got / "p.csv").read_bytes() == (base / "p.csv").read_bytes()
+    assert _report(got) == {**_report(base), "n_workers": 3}
+    rec = json.loads((got / "r.json").read_text())["cluster"]["recovered"]
+    assert rec[0]["entities"] == [0, 3] and rec[0]["stage"] == stage
+
+
+def test_perturb_command_entity_lost_twice_is_one_line(cluster, table, tmp_path, monkeypatch, capsys):
+    """The worker holding entities 0 and 3 killed in phase 1, and their next worker in phase 2."""
+    first, second = (Killer(cluster, stage, slot=0) for stage in ("the entities' statistics", "perturbing"))
+
+    class Both(Killer):
+        def __call__(self, name):
+            first.run = second.run = self.run
+            first(name)
+            second(name)
+
+    both = Both(cluster, "")
+    try:
+        rc = _perturb(table, tmp_path, "--cluster", cluster.addr, "--cluster-timeout", "20", kill=both,
+                      monkeypatch=monkeypatch)
+    finally:
+        cluster.top_up()
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    line = [x for x in err.splitlines() if "error" in x]
+    assert len(line) == 1 and "entity 0 was on 2 workers that were lost, the last during perturbing" in line[0]
+    assert "--memory-limit" in line[0] and first.killed and second.killed
+    assert os.listdir(tmp_path) == []
+
+
+def test_perturb_command_lost_scheduler_is_one_line(table, tmp_path, monkeypatch, capsys):
+    cl = Cluster(2)
+    try:
+        kill = Killer(cl, "the entities' statistics", what="scheduler")
+        t0 = time.monotonic()
+        rc = _perturb(table, tmp_path, "--cluster", cl.addr, "--cluster-timeout", "5", kill=kill,
+                      monkeypatch=monkeypatch)
+        secs = time.monotonic() - kill.at
+    finally:
+        cl.close()
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "the Dask scheduler was lost during the entities' statistics" in err and "Traceback" not in err
+    assert os.listdir(tmp_path) == [] and secs < 5 + 15 and time.monotonic() - t0 < 120
