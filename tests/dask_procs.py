@@ -24,11 +24,12 @@ def free_port() -> int:
 class Cluster:
     """A scheduler and ``n`` one-thread worker processes, a client. Without ``memory_limit`` the
     workers run without a nanny (a killed worker stays dead); with it (e.g. ``"300MB"``) each has its
-    nanny, which kills it over 95 % of the limit and starts it again."""
+    nanny, which kills it over 95 % of the limit and starts it again; ``env``: the workers' extra
+    environment (e.g. Dask's configuration)."""
 
-    def __init__(self, n: int, memory_limit: str | None = None, client: bool = True):
+    def __init__(self, n: int, memory_limit: str | None = None, client: bool = True, env: dict | None = None):
         self.addr = f"tcp://127.0.0.1:{free_port()}"
-        self.n, self.memory_limit = n, memory_limit
+        self.n, self.memory_limit, self.env = n, memory_limit, env
         self.scheduler = self._start("scheduler", "--host", "127.0.0.1", "--port", self.addr.rsplit(":", 1)[1],
                                      "--no-dashboard")
         self.workers = []
@@ -45,9 +46,9 @@ class Cluster:
             self.client = None
 
     @staticmethod
-    def _start(*args):
+    def _start(*args, env=None):
         return subprocess.Popen([DASK, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=None if env is None else dict(os.environ, **env))
 
     def live(self):
         return [w for w in self.workers if w.poll() is None]
@@ -55,7 +56,8 @@ class Cluster:
     def top_up(self):
         how = ["--no-nanny"] if self.memory_limit is None else ["--memory-limit", self.memory_limit]
         for _ in range(self.n - len(self.live())):
-            self.workers.append(self._start("worker", self.addr, "--nthreads", "1", "--no-dashboard", *how))
+            self.workers.append(self._start("worker", self.addr, "--nthreads", "1", "--no-dashboard", *how,
+                                            env=self.env))
         if self.client is not None:
             self.client.wait_for_workers(self.n, timeout=120)
             while len(self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]) > self.n:

@@ -27,37 +27,58 @@ pytestmark = pytest.mark.slow  # Dask processes
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_a_shard_over_the_workers_memory_limit_is_one_line(tmp_path):
-    """Three workers with a nanny and a 300 MB limit; five small shards and one of 1.5 M x 28 float32
-    (168 MB in memory, more while it is read, beside the worker's own ~150 MB)."""
+@pytest.fixture(scope="module")
+def big_shard(tmp_path_factory):
+    """Five small shards and one of 1.5 M x 28 float32 (168 MB in memory, more while it is read):
+    over a 300 MB worker's limit beside the worker's own ~150 MB."""
     from gpuanon.datasets import make_hepmass
 
-    src = tmp_path / "data"
+    src = tmp_path_factory.mktemp("big") / "data"
     src.mkdir()
     df = make_hepmass(1_520_000, random_state=5)
     for i in range(5):
         df.iloc[i * 4000:(i + 1) * 4000].to_parquet(src / f"part-{i}.parquet", index=False)
     df.iloc[20_000:].to_parquet(src / "part-5.parquet", index=False)
-    qi = ",".join(c for c in df.columns if c != "label")
-    del df
-    cl = Cluster(3, memory_limit="300MB", client=False)
-    try:
-        t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", str(src), "--qi", qi, "--k", "10",
-                            "--format", "minmax", "--cluster", cl.addr, "--cluster-timeout", "20",
-                            "--out", str(tmp_path / "out"), "--report", str(tmp_path / "r.json")],
-                           capture_output=True, text=True, timeout=240,
-                           env=dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT)))
-        secs = time.monotonic() - t0
-    finally:
-        cl.close()
+    return src, ",".join(c for c in df.columns if c != "label")
+
+
+def _anonymize_on(cl, src, qi, out, timeout):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "gpuanon", "anonymize", str(src), "--qi", qi, "--k", "10",
+                        "--format", "minmax", "--cluster", cl.addr, "--cluster-timeout", str(timeout),
+                        "--out", str(out / "out"), "--report", str(out / "r.json")],
+                       capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, GPUANON_BACKEND="cpu", PYTHONPATH=str(ROOT)))
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert r.returncode == 4, r.stderr
     assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "shard 5 (part-5.parquet, 1500000 rows" in errors[0] and "was on 2 workers that were lost" in errors[0]
-    assert "more workers, smaller shards" in errors[0] and "--memory-limit" in errors[0]
-    assert sorted(os.listdir(tmp_path)) == ["data"]  # nothing written, no temporary folder left
+    assert os.listdir(out) == []  # nothing written, no temporary folder left
+    return errors[0], time.monotonic() - t0
+
+
+def test_a_shard_over_the_workers_memory_limit_is_one_line(big_shard, tmp_path):
+    """Three workers with a nanny and a 300 MB limit: the nanny kills the worker holding the big shard,
+    the shard is rebuilt on the worker it started again, which is killed too."""
+    cl = Cluster(3, memory_limit="300MB", client=False)
+    try:
+        line, secs = _anonymize_on(cl, *big_shard, tmp_path, 20)
+    finally:
+        cl.close()
+    assert "shard 5 (part-5.parquet, 1500000 rows" in line and "was on 2 workers that were lost" in line
+    assert "more workers, smaller shards" in line and "--memory-limit" in line
     assert secs < 120, secs
+
+
+def test_a_worker_paused_over_its_memory_limit_is_one_line(big_shard, tmp_path):
+    """The same workers told not to end a worker over its limit (terminate = False): the one holding
+    the big shard pauses and never runs a task again; the run stops after --cluster-timeout."""
+    cl = Cluster(3, memory_limit="300MB", client=False, env={"DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE": "False"})
+    try:
+        line, secs = _anonymize_on(cl, *big_shard, tmp_path, 10)
+    finally:
+        cl.close()
+    assert "has been paused for" in line and "during loading the shards" in line and "--memory-limit" in line
+    assert secs < 90, secs
 
 
 @pytest.fixture(scope="module")
