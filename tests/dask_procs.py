@@ -95,3 +95,11 @@ class Killer:
             os.kill(self.cl.pid_of(addr), signal.SIGKILL)
         self.killed.append(name)
         self.at = time.monotonic()
+
+
+def note(case: str, fault: str, outcome: str, secs: float) -> None:
+    """One row of the fault matrix (docs/cluster.md), appended to $GPUANON_FAULT_MATRIX when set."""
+    path = os.environ.get("GPUANON_FAULT_MATRIX")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"| {case} | {fault} | {outcome} | {secs:.1f} |\n")

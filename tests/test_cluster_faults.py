@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from dask_procs import Cluster, Killer  # noqa: E402
+from dask_procs import Cluster, Killer, note  # noqa: E402
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import make_hepmass  # noqa: E402
 from gpuanon.distributed import tasks as dt  # noqa: E402
@@ -62,14 +62,6 @@ def _run(cl, m, kill=None, **kw):
         cl.top_up()
 
 
-def _note(case: str, fault: str, outcome: str, secs: float) -> None:
-    """One row of the fault matrix (docs/cluster.md), appended to $GPUANON_FAULT_MATRIX when set."""
-    path = os.environ.get("GPUANON_FAULT_MATRIX")
-    if path:
-        with open(path, "a") as f:
-            f.write(f"| {case} | {fault} | {outcome} | {secs:.1f} |\n")
-
-
 def _report(m, res) -> dict:
     rep = anonymization_report(m, res, n_rows_in=res.verification.n_rows + res.n_suppressed,
                                n_rows_out=res.verification.n_rows)
@@ -109,7 +101,7 @@ def hepmass_base(cluster, hepmass_dir, tmp_path_factory):
     res = _run(cluster, m, paths=src, out_dir=out, gather=False)
     secs = time.perf_counter() - t0
     assert res.cluster.info["recovery"] == []
-    _note(HEPMASS, "none", "baseline", secs)
+    note(HEPMASS, "none", "baseline", secs)
     return _digest(out), _report(m, res), secs
 
 
@@ -125,7 +117,7 @@ def test_hepmass_survives_a_lost_worker(cluster, hepmass_dir, hepmass_base, tmp_
     m = _hepmass_model(qi)
     t0 = time.perf_counter()
     res = _run(cluster, m, kill, paths=src, out_dir=tmp_path / "out", gather=False)
-    _note(HEPMASS, f"worker SIGKILL at '{stage}'", f"recovered ({res.cluster.info['recovery'][0]['redone']}), "
+    note(HEPMASS, f"worker SIGKILL at '{stage}'", f"recovered ({res.cluster.info['recovery'][0]['redone']}), "
           f"same bytes and report", time.perf_counter() - t0 - hepmass_base[2])
     assert kill.killed, f"the run never entered {stage!r}"
     rec = res.cluster.info["recovery"]
@@ -155,7 +147,7 @@ def test_adult_l_and_t_from_frames_survive(cluster, adult_frames, stage):
     kill = Killer(cluster, stage, slot=2)
     m = Mondrian(**kw)
     res = _run(cluster, m, kill, frames=adult_frames)
-    _note(f"Adult {sum(map(len, adult_frames)) // 1000}k, l = 2, t = 0.4, frames", f"worker SIGKILL at '{stage}'",
+    note(f"Adult {sum(map(len, adult_frames)) // 1000}k, l = 2, t = 0.4, frames", f"worker SIGKILL at '{stage}'",
           "recovered, same output and report",
           (time.perf_counter() - t1) - (t1 - t0))
     assert kill.killed and res.cluster.info["recovery"][0]["shards_rebuilt"] == [2]
@@ -186,7 +178,7 @@ def test_distpab_survives_a_lost_worker(cluster):
             t0 = time.perf_counter()
             got, rep = perturb_distributed(frames, list("abcd"), label="y", random_state=3, client=cluster.client,
                                            on_stage=kill, timeout=20)
-            _note("DISTPAB, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same output",
+            note("DISTPAB, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same output",
                   time.perf_counter() - t0 - t_base)
         finally:
             dt.Runner.__init__ = real
@@ -205,7 +197,7 @@ def test_one_shard_lost_twice_is_one_line(cluster, hepmass_dir, tmp_path):
     with pytest.raises(ClusterLost, match=rf"shard 1 \(part-1.parquet, {CUTS[2] - CUTS[1]} rows; with it on "
                        r"the same workers: shard 4\) was on 2 workers.*--memory-limit"):
         _run(cluster, _hepmass_model(qi), kill, paths=src, out_dir=tmp_path / "out", gather=False)
-    _note(HEPMASS, "the worker holding shard 1 killed twice in level 1", "ClusterLost, one line naming the "
+    note(HEPMASS, "the worker holding shard 1 killed twice in level 1", "ClusterLost, one line naming the "
           "shard and the fix, exit 4, nothing written", 0.0)
     assert os.listdir(tmp_path) == []
 
@@ -220,7 +212,7 @@ def test_lost_scheduler_is_one_line_within_the_time_limit(tmp_path, adult_frames
                             frames=adult_frames, out_dir=tmp_path / "out", gather=False, timeout=5,
                             on_stage=kill)
         assert "\n" not in str(err.value) and err.value.exit_code == 4
-        _note(f"Adult {sum(map(len, adult_frames)) // 1000}k", "scheduler SIGKILL at 'level 1', timeout 5 s",
+        note(f"Adult {sum(map(len, adult_frames)) // 1000}k", "scheduler SIGKILL at 'level 1', timeout 5 s",
               f"ClusterLost, one line, exit 4, nothing written ({time.monotonic() - kill.at:.1f} s after the "
               f"kill)", 0.0)
         assert time.monotonic() - kill.at < 5 + 10 and time.monotonic() - t0 < 120

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("distributed")
 
 import gpuanon.perturb  # noqa: E402
-from dask_procs import Cluster, Killer  # noqa: E402
+from dask_procs import Cluster, Killer, note  # noqa: E402
 from gpuanon.cli import main  # noqa: E402
 from gpuanon.distributed import tasks as dt  # noqa: E402
 
@@ -64,6 +64,9 @@ def test_a_shard_over_the_workers_memory_limit_is_one_line(big_shard, tmp_path):
         line, secs = _anonymize_on(cl, *big_shard, tmp_path, 20)
     finally:
         cl.close()
+    note("anonymize, 5 small shards and one of 1.5M x 28", "3 workers with a 300 MB --memory-limit: the nanny "
+         "ends the big shard's worker", "ClusterLost naming shard 5 and the fix, exit 4, nothing written "
+         "(command's wall seconds)", secs)
     assert "shard 5 (part-5.parquet, 1500000 rows" in line and "was on 2 workers that were lost" in line
     assert "more workers, smaller shards" in line and "--memory-limit" in line
     assert secs < 120, secs
@@ -77,6 +80,9 @@ def test_a_worker_paused_over_its_memory_limit_is_one_line(big_shard, tmp_path):
         line, secs = _anonymize_on(cl, *big_shard, tmp_path, 10)
     finally:
         cl.close()
+    note("anonymize, 5 small shards and one of 1.5M x 28", "the same with terminate = false: the worker pauses",
+         "ClusterLost 'worker ... has been paused for 10 s', exit 4, nothing written (command's wall seconds, "
+         "--cluster-timeout 10)", secs)
     assert "has been paused for" in line and "during loading the shards" in line and "--memory-limit" in line
     assert secs < 90, secs
 
@@ -122,20 +128,27 @@ def _report(out) -> dict:
 
 @pytest.mark.parametrize("stage", ["the entities' statistics", "perturbing the entities"])
 def test_perturb_command_survives_a_lost_worker(cluster, table, tmp_path, monkeypatch, capsys, stage):
-    base, got = tmp_path / "base", tmp_path / "got"
-    base.mkdir()
-    got.mkdir()
-    assert _perturb(table, base) == 0  # without --cluster: a local cluster of threads
+    """The same output bytes and report as the run without the fault, and as a run without --cluster
+    (a local cluster of threads)."""
+    base, threads, got = tmp_path / "base", tmp_path / "threads", tmp_path / "got"
+    for d in (base, threads, got):
+        d.mkdir()
+    assert _perturb(table, threads) == 0
+    t0 = time.perf_counter()
+    assert _perturb(table, base, "--cluster", cluster.addr) == 0
+    t1 = time.perf_counter()
     kill = Killer(cluster, stage, slot=0)
     try:
         assert _perturb(table, got, "--cluster", cluster.addr, "--cluster-timeout", "20", kill=kill,
                         monkeypatch=monkeypatch) == 0
+        note("perturb 20k x 5, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same bytes and report",
+             (time.perf_counter() - t1) - (t1 - t0))
     finally:
         cluster.top_up()
     assert kill.killed
     assert "lost during " + stage in capsys.readouterr().err
-    assert (got / "p.csv").read_bytes() == (base / "p.csv").read_bytes()
-    assert _report(got) == {**_report(base), "n_workers": 3}
+    assert (got / "p.csv").read_bytes() == (base / "p.csv").read_bytes() == (threads / "p.csv").read_bytes()
+    assert _report(got) == _report(base) == {**_report(threads), "n_workers": 3}
     rec = json.loads((got / "r.json").read_text())["cluster"]["recovered"]
     assert rec[0]["entities"] == [0, 3] and rec[0]["stage"] == stage
 
