@@ -66,3 +66,18 @@ def test_perturb_errors(tmp_path):
     pd.DataFrame({"a": [1.0, 2]}).to_csv(no_id, index=False)
     r = run("attack", "--original", p, "--perturbed", no_id)
     assert r.returncode == 2 and "--write-row-id" in r.stderr
+
+
+def test_perturb_cluster_refusals(tmp_path, capsys):
+    """--cluster needs entities on workers, --cluster-timeout a positive number: one line, before any work."""
+    from gpuanon.cli import main
+
+    out = tmp_path / "o.csv"
+    assert main(["perturb", "--dataset", "wine", "--centralized", "--cluster", "local:2", "--out", str(out)]) == 2
+    assert "--cluster runs the entities on Dask workers" in capsys.readouterr().err
+    assert main(["perturb", "--dataset", "wine", "--cluster", "local:2", "--cluster-timeout", "0",
+                 "--out", str(out)]) == 2
+    assert "--cluster-timeout must be a number of seconds > 0" in capsys.readouterr().err
+    assert main(["perturb", "--dataset", "wine", "--cluster", "nowhere:2", "--out", str(out)]) == 2
+    assert "cluster 'nowhere:2' is not understood" in capsys.readouterr().err
+    assert not out.exists()

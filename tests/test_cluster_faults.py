@@ -7,11 +7,7 @@ with two workers stop with one line (:class:`ClusterLost`, exit status 4) and no
 import hashlib
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -19,6 +15,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from dask_procs import Cluster, Killer, note  # noqa: E402
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import make_hepmass  # noqa: E402
 from gpuanon.distributed import tasks as dt  # noqa: E402
@@ -28,57 +25,12 @@ from gpuanon.report import anonymization_report  # noqa: E402
 
 pytestmark = pytest.mark.slow  # Dask processes
 
-DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 ADULT_QI = ["age", "education", "marital-status", "gender", "race", "hours-per-week"]
-
-
-def _port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Cluster:
-    """A scheduler and worker processes (no nanny: a killed worker stays dead), a client."""
-
-    def __init__(self, n: int):
-        from distributed import Client
-
-        self.addr = f"tcp://127.0.0.1:{_port()}"
-        self.n = n
-        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.scheduler = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port",
-                                           self.addr.rsplit(":", 1)[1], "--no-dashboard"], **quiet)
-        self.workers = []
-        self.top_up()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.client = Client(self.addr, timeout="120s")
-        self.client.wait_for_workers(n, timeout=120)
-
-    def live(self):
-        return [w for w in self.workers if w.poll() is None]
-
-    def top_up(self):
-        for _ in range(self.n - len(self.live())):
-            self.workers.append(subprocess.Popen([DASK, "worker", self.addr, "--nthreads", "1", "--no-nanny",
-                                                  "--no-dashboard"], stdout=subprocess.DEVNULL,
-                                                 stderr=subprocess.DEVNULL))
-        if hasattr(self, "client"):
-            self.client.wait_for_workers(self.n, timeout=120)
-            while len(self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]) > self.n:
-                time.sleep(0.2)  # a killed worker the scheduler has not let go of yet
-
-    def pid_of(self, addr):
-        return self.client.run(os.getpid, workers=[addr])[addr]
-
-    def close(self):
-        self.client.close()
-        for p in self.workers + [self.scheduler]:
-            p.kill()
-            p.wait()
+# the sizes (the issue's: GPUANON_FAULT_ROWS=200000 GPUANON_FAULT_ADULT_ROWS=0, the whole of Adult)
+ROWS = int(os.environ.get("GPUANON_FAULT_ROWS", 20_000))
+ADULT_ROWS = int(os.environ.get("GPUANON_FAULT_ADULT_ROWS", 6_000))
+CUTS = np.linspace(0, ROWS, 7).astype(int)  # HEPMASS in 6 Parquet files
+HEPMASS = f"HEPMASS {ROWS // 1000}k x 28"
 
 
 @pytest.fixture(scope="module")
@@ -91,26 +43,6 @@ def cluster():
 @pytest.fixture(autouse=True)
 def _fast_poll(monkeypatch):
     monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
-
-
-class Killer:
-    """``on_stage`` hook: SIGKILL the worker of slot ``slot`` (or the scheduler) the first ``times``
-    times the run enters a stage whose name starts with ``stage``."""
-
-    def __init__(self, cluster, stage, slot=1, times=1, what="worker"):
-        self.cl, self.stage, self.slot, self.times, self.what = cluster, stage, slot, times, what
-        self.run, self.killed, self.at = None, [], None
-
-    def __call__(self, name):
-        if len(self.killed) >= self.times or not name.startswith(self.stage):
-            return
-        if self.what == "scheduler":
-            self.cl.scheduler.send_signal(signal.SIGKILL)
-        else:
-            addr = self.run.workers[self.slot]
-            os.kill(self.cl.pid_of(addr), signal.SIGKILL)
-        self.killed.append(name)
-        self.at = time.monotonic()
 
 
 def _run(cl, m, kill=None, **kw):
@@ -128,14 +60,6 @@ def _run(cl, m, kill=None, **kw):
     finally:
         dt.Runner.__init__ = real
         cl.top_up()
-
-
-def _note(case: str, fault: str, outcome: str, secs: float) -> None:
-    """One row of the fault matrix (docs/cluster.md), appended to $GPUANON_FAULT_MATRIX when set."""
-    path = os.environ.get("GPUANON_FAULT_MATRIX")
-    if path:
-        with open(path, "a") as f:
-            f.write(f"| {case} | {fault} | {outcome} | {secs:.1f} |\n")
 
 
 def _report(m, res) -> dict:
@@ -156,10 +80,9 @@ def _digest(folder) -> str:
 @pytest.fixture(scope="module")
 def hepmass_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("hepmass")
-    df = make_hepmass(20_000, random_state=5)
-    cuts = np.linspace(0, len(df), 7).astype(int)
+    df = make_hepmass(ROWS, random_state=5)
     for i in range(6):
-        df.iloc[cuts[i]:cuts[i + 1]].to_parquet(d / f"part-{i}.parquet", index=False)
+        df.iloc[CUTS[i]:CUTS[i + 1]].to_parquet(d / f"part-{i}.parquet", index=False)
     return d, [c for c in df.columns if c != "label"]
 
 
@@ -178,7 +101,7 @@ def hepmass_base(cluster, hepmass_dir, tmp_path_factory):
     res = _run(cluster, m, paths=src, out_dir=out, gather=False)
     secs = time.perf_counter() - t0
     assert res.cluster.info["recovery"] == []
-    _note("HEPMASS 20k x 28", "none", "baseline", secs)
+    note(HEPMASS, "none", "baseline", secs)
     return _digest(out), _report(m, res), secs
 
 
@@ -194,7 +117,7 @@ def test_hepmass_survives_a_lost_worker(cluster, hepmass_dir, hepmass_base, tmp_
     m = _hepmass_model(qi)
     t0 = time.perf_counter()
     res = _run(cluster, m, kill, paths=src, out_dir=tmp_path / "out", gather=False)
-    _note("HEPMASS 20k x 28", f"worker SIGKILL at '{stage}'", f"recovered ({res.cluster.info['recovery'][0]['redone']}), "
+    note(HEPMASS, f"worker SIGKILL at '{stage}'", f"recovered ({res.cluster.info['recovery'][0]['redone']}), "
           f"same bytes and report", time.perf_counter() - t0 - hepmass_base[2])
     assert kill.killed, f"the run never entered {stage!r}"
     rec = res.cluster.info["recovery"]
@@ -208,8 +131,10 @@ def test_hepmass_survives_a_lost_worker(cluster, hepmass_dir, hepmass_base, tmp_
 def adult_frames():
     from gpuanon.datasets import load_adult
 
-    df = load_adult().iloc[:6000].reset_index(drop=True)
-    return [df.iloc[:2000], df.iloc[2000:4100], df.iloc[4100:]]
+    df = load_adult()
+    df = (df.iloc[:ADULT_ROWS] if ADULT_ROWS else df).reset_index(drop=True)
+    a, b = len(df) // 3, 2 * len(df) // 3 + 100
+    return [df.iloc[:a], df.iloc[a:b], df.iloc[b:]]
 
 
 @pytest.mark.parametrize("stage", ["level 1 (child sizes)", "class statistics"])
@@ -222,7 +147,8 @@ def test_adult_l_and_t_from_frames_survive(cluster, adult_frames, stage):
     kill = Killer(cluster, stage, slot=2)
     m = Mondrian(**kw)
     res = _run(cluster, m, kill, frames=adult_frames)
-    _note("Adult 6k, l = 2, t = 0.4, frames", f"worker SIGKILL at '{stage}'", "recovered, same output and report",
+    note(f"Adult {sum(map(len, adult_frames)) // 1000}k, l = 2, t = 0.4, frames", f"worker SIGKILL at '{stage}'",
+          "recovered, same output and report",
           (time.perf_counter() - t1) - (t1 - t0))
     assert kill.killed and res.cluster.info["recovery"][0]["shards_rebuilt"] == [2]
     assert (res.labels == base.labels).all()
@@ -252,7 +178,7 @@ def test_distpab_survives_a_lost_worker(cluster):
             t0 = time.perf_counter()
             got, rep = perturb_distributed(frames, list("abcd"), label="y", random_state=3, client=cluster.client,
                                            on_stage=kill, timeout=20)
-            _note("DISTPAB, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same output",
+            note("DISTPAB, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same output",
                   time.perf_counter() - t0 - t_base)
         finally:
             dt.Runner.__init__ = real
@@ -268,9 +194,10 @@ def test_one_shard_lost_twice_is_one_line(cluster, hepmass_dir, tmp_path):
     the run stops, naming the shard and the fix; nothing written."""
     src, qi = hepmass_dir
     kill = Killer(cluster, "level 1", slot=1, times=2)
-    with pytest.raises(ClusterLost, match=r"shard 1 \(part-1.parquet\) was on 2 workers.*--memory-limit"):
+    with pytest.raises(ClusterLost, match=rf"shard 1 \(part-1.parquet, {CUTS[2] - CUTS[1]} rows; with it on "
+                       r"the same workers: shard 4\) was on 2 workers.*--memory-limit"):
         _run(cluster, _hepmass_model(qi), kill, paths=src, out_dir=tmp_path / "out", gather=False)
-    _note("HEPMASS 20k x 28", "the worker holding shard 1 killed twice in level 1", "ClusterLost, one line naming the "
+    note(HEPMASS, "the worker holding shard 1 killed twice in level 1", "ClusterLost, one line naming the "
           "shard and the fix, exit 4, nothing written", 0.0)
     assert os.listdir(tmp_path) == []
 
@@ -285,8 +212,9 @@ def test_lost_scheduler_is_one_line_within_the_time_limit(tmp_path, adult_frames
                             frames=adult_frames, out_dir=tmp_path / "out", gather=False, timeout=5,
                             on_stage=kill)
         assert "\n" not in str(err.value) and err.value.exit_code == 4
-        _note("Adult 6k", "scheduler SIGKILL at 'level 1', timeout 5 s", "ClusterLost, one line, exit 4, nothing written "
-              f"({time.monotonic() - kill.at:.1f} s after the kill)", 0.0)
+        note(f"Adult {sum(map(len, adult_frames)) // 1000}k", "scheduler SIGKILL at 'level 1', timeout 5 s",
+              f"ClusterLost, one line, exit 4, nothing written ({time.monotonic() - kill.at:.1f} s after the "
+              f"kill)", 0.0)
         assert time.monotonic() - kill.at < 5 + 10 and time.monotonic() - t0 < 120
         assert os.listdir(tmp_path) == []
     finally:

@@ -35,6 +35,15 @@ def add_parser(sub):
                    help="EVALUATION ONLY: add a row_id column (original row number) so `gpuanon attack` can "
                         "pair rows; it undoes the shuffle and must never be published")
     g.add_argument("--backend", choices=BACKENDS)
+    g.add_argument("--cluster", metavar="SPEC",
+                   help="run the entities on this Dask cluster: local:N (N worker processes here), cuda:N or a "
+                        "scheduler address tcp://host:8786 (default: a local cluster of worker threads). A worker "
+                        "lost mid-run is recovered from (its entities placed again, the phase redone: the same "
+                        "output); a lost scheduler, every worker lost or one entity lost with two workers stops "
+                        "the run with exit status 4, nothing written")
+    g.add_argument("--cluster-timeout", dest="cluster_timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --cluster: seconds to wait for the scheduler (to connect, or when it stops "
+                        "answering) and for a worker when every worker was lost (default 60)")
     g.add_argument("--out", required=True, help="perturbed table (.csv, .csv.gz, .parquet)")
     g.add_argument("--report", help="JSON report")
     pz.set_defaults(**defaults("perturb"))
@@ -49,11 +58,27 @@ def _default_features(df, label, passengers, exclude):
             and not pd.api.types.is_bool_dtype(df[c])]
 
 
+def _on_cluster(args, frames, features, **kw):
+    """DISTPAB's entities on Dask workers: the cluster ``--cluster`` names (opened here, closed after), or a
+    local cluster of worker threads started by :func:`~gpuanon.perturb.perturb_distributed`."""
+    from ..perturb import perturb_distributed  # noqa: PLC0415
+
+    if not args.cluster:
+        return perturb_distributed(frames, features, **kw)
+    from ..distributed.cluster import open_cluster  # noqa: PLC0415
+
+    with open_cluster(args.cluster, backend=args.backend, connect_timeout=args.cluster_timeout) as handle:
+        outs, report = perturb_distributed(frames, features, client=handle.client, timeout=args.cluster_timeout, **kw)
+        report["cluster"] = {"cluster": handle.description, "n_workers": report["n_workers"],
+                             "recovered": report["recovered"]}
+    return outs, report
+
+
 def run(args) -> int:
     import numpy as np  # noqa: PLC0415
     import pandas as pd  # noqa: PLC0415
 
-    from ..perturb import perturb_distributed, perturb_frame  # noqa: PLC0415
+    from ..perturb import perturb_frame  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
     outputs = command_outputs(args, [("--out", args.out, True), ("--report", args.report, False)])
@@ -61,6 +86,12 @@ def run(args) -> int:
         raise InputError(f"--entities must be >= 1, got {args.entities}")
     if args.noise < 0:
         raise InputError(f"--noise must be >= 0, got {args.noise}")
+    if args.cluster and (args.centralized or args.entities == 1):
+        raise InputError("--cluster runs the entities on Dask workers: give --entities 2 or more (not --centralized), "
+                         "or drop --cluster")
+    if not args.cluster_timeout > 0:
+        raise InputError(f"--cluster-timeout must be a number of seconds > 0, got {args.cluster_timeout:g}; e.g. "
+                         f"--cluster-timeout 60")
     t0 = time.perf_counter()
     df, roles, source = read_input(args)
     label = args.label or (roles.get("target") if roles else None)
@@ -106,8 +137,8 @@ def run(args) -> int:
                                "perturb": round(tp - tsearch, 6), "total": round(tp - tc, 6)})
     else:
         frames = [df.iloc[idx] for idx in np.array_split(np.arange(len(df)), args.entities)]
-        outs, report = perturb_distributed(frames, features, label=label, passengers=passengers, noise=args.noise,
-                                           random_state=seed, shuffle=args.shuffle, backend=args.backend)
+        outs, report = _on_cluster(args, frames, features, label=label, passengers=passengers, noise=args.noise,
+                                   random_state=seed, shuffle=args.shuffle, backend=args.backend)
         out = pd.concat(outs, ignore_index=True)
         report["mode"] = "distributed"
     with outputs.writing() as w:  # the table and its report, or neither

@@ -125,10 +125,14 @@ def _recover_once(c, exc: WorkerLost, redo: str) -> None:
     rebuilt = [i for i in range(len(c.shards)) if c.home_of_shard(i) in moved]
     for i in rebuilt:  # a loop over lost shards
         c.losses[i] = c.losses.get(i, 0) + 1
-        if c.losses[i] >= 2:
-            raise ClusterLost(f"shard {i} ({_source_name(c, i)}) was on {c.losses[i]} workers that were lost, the "
-                              f"last during {stage}; nothing was written. If they ran out of memory: use more "
-                              f"workers, smaller shards (more Parquet files) or a higher --memory-limit")
+    twice = sorted((i for i in rebuilt if c.losses[i] >= 2), key=lambda i: (-int(c.counts[i]), i))
+    if twice:  # the largest first: the one most likely to have run its workers out of memory
+        i, also = twice[0], ", ".join(map(str, twice[1:]))
+        raise ClusterLost(f"shard {i} ({_source_name(c, i)}, {int(c.counts[i])} rows"
+                          f"{'; with it on the same workers: shard ' + also if also else ''}) was on "
+                          f"{c.losses[i]} workers that were lost, the last during {stage}; nothing was written. If "
+                          f"they ran out of memory: use more workers, smaller shards (more Parquet files) or a "
+                          f"higher memory limit (dask worker --memory-limit)")
     if len(c.ss) != len(c.shards):  # lost while the shards were being made
         c.ss = [None] * len(c.shards)
     for i in rebuilt:

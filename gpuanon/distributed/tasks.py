@@ -229,6 +229,7 @@ class Runner:
     def gather(self, futs):
         from distributed import wait  # noqa: PLC0415
 
+        paused: dict = {}
         while True:  # tasks pinned to a worker that left would wait forever: look for it
             try:
                 wait(futs, timeout=self.POLL_SECONDS)
@@ -237,6 +238,7 @@ class Runner:
                 lost = self.lost()  # waits for the scheduler (ClusterLost after timeout seconds)
                 if lost:
                     raise WorkerLost(lost, "it left the cluster") from None
+                self._check_paused(paused)
             except Exception as exc:  # the connection to the scheduler broke
                 lost = self.lost()
                 if lost:
@@ -251,6 +253,26 @@ class Runner:
         self.bytes_in += nbytes(got)
         return got
 
+
+    def _check_paused(self, since: dict) -> None:
+        """:class:`ClusterLost` when a worker of the run has been paused (its memory over the pause
+        fraction of its limit: it starts no task) for ``timeout`` seconds; ``since``: when each was
+        first seen paused. A worker over its limit whose nanny does not end it would wait forever."""
+        import time  # noqa: PLC0415
+
+        try:
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        except Exception:  # the scheduler's loss is the next poll's to tell
+            return
+        now = time.monotonic()
+        for w in sorted(set(self.workers)):  # a loop over the run's workers
+            if (info.get(w) or {}).get("status") != "paused":
+                since.pop(w, None)
+            elif now - since.setdefault(w, now) > self.timeout:
+                raise ClusterLost(f"worker {w} has been paused for {now - since[w]:.0f} s during {self.stage}: its "
+                                  f"memory is over its limit's pause fraction and it starts no task; nothing was "
+                                  f"written. Use more workers, smaller shards or entities, or a higher memory limit "
+                                  f"(dask worker --memory-limit)")
 
     def classify(self, exc):
         """Raise what ``exc`` (from Dask) means: :class:`ClusterLost`, :class:`WorkerLost`, or the

@@ -97,7 +97,9 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
         Seconds to wait for the scheduler, or for a worker when every worker was lost; then
         :class:`~gpuanon.errors.ClusterLost`. A worker lost in either phase is recovered from: its
         entities are placed again on the workers that remain and the phase redone there (the
-        report's ``recovered`` lists it); the output is the same. ``on_stage``: called with each
+        report's ``recovered`` lists it); the output is the same. An entity on two workers that were
+        lost (as one too large for a worker's memory kills every worker it is given):
+        :class:`~gpuanon.errors.ClusterLost`, naming it. ``on_stage``: called with each
         phase's name as it starts (fault-injection tests).
 
     Returns
@@ -185,6 +187,12 @@ def _on_entities(run, frames, placed, task, *args, gather: bool = True):
             move_slots(run, alive, slots)
             again = [i for i in range(len(placed)) if i % W in slots]
             for i in again:  # a loop over the lost worker's entities
+                run.losses[i] = run.losses.get(i, 0) + 1
+                if run.losses[i] >= 2:
+                    raise ClusterLost(f"entity {i} was on {run.losses[i]} workers that were lost, the last during "
+                                      f"{run.stage}; nothing was returned. If they ran out of memory: use more "
+                                      f"workers, more entities (smaller ones) or a higher memory limit (dask "
+                                      f"worker --memory-limit)") from None
                 if not (_is_frame(frames[i]) or callable(frames[i])):
                     raise ClusterLost(f"entity {i}'s frame was a Future held by worker {', '.join(exc.lost)}, lost "
                                       f"during {run.stage}; nothing was returned. Pass the entity as a frame or a "
@@ -211,7 +219,7 @@ def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carrie
     if not workers:
         raise BackendError("the Dask cluster has no workers")
     run = Runner(client, workers[:k], timeout, on_stage)  # slots: entity i on slot i % W
-    run.recovered = []
+    run.recovered, run.losses = [], {}  # losses: how many lost workers each entity was on
     W = len(run.workers)
     seconds = {}
     t0 = time.perf_counter()
