@@ -22,7 +22,8 @@ from ..errors import InputError
 from . import attack_release
 from .common import given, hierarchy_spec, plural, read_input, rho_value
 from .config import defaults
-from .options import BACKENDS, MODES, add_criteria, add_hierarchy_options, add_risk_options, table_command
+from .options import (BACKENDS, MODES, add_cluster_timeout, add_criteria, add_hierarchy_options, add_risk_options,
+                      table_command)
 
 log = logging.getLogger("gpuanon")
 
@@ -46,9 +47,7 @@ def add_parser(sub, config: dict | None = None):
                         "auto) work there too; local:N runs N worker processes (local:N:threads: threads). A "
                         "worker lost mid-run is recovered from (its shards rebuilt on the others); a lost "
                         "scheduler or every worker lost stops the run with exit status 4, nothing written")
-    g.add_argument("--cluster-timeout", dest="cluster_timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="with --cluster: seconds to wait for the scheduler (to connect, or when it stops "
-                        "answering) and for a worker when every worker was lost (default 60)")
+    add_cluster_timeout(g)
     add_hierarchy_options(g)
     g.add_argument("--out", help="output table (.csv, .csv.gz, .parquet), written atomically")
     g.add_argument("--report", help="JSON report (every metric under 'metrics')")

@@ -91,6 +91,13 @@ def add_criteria(p: argparse.ArgumentParser, required_k: bool) -> None:
                         "numeric sensitive attribute, equal otherwise)")
 
 
+def add_cluster_timeout(g) -> None:
+    """``--cluster-timeout``, shared by the commands that take ``--cluster`` (anonymize, perturb)."""
+    g.add_argument("--cluster-timeout", dest="cluster_timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --cluster: seconds to wait for the scheduler (to connect, or when it stops "
+                        "answering) and for a worker when every worker was lost (default 60)")
+
+
 def add_hierarchy_options(g) -> None:
     g.add_argument("--hierarchies", choices=["auto"],
                    help="automatic frequency-based hierarchies for every categorical QI (needs a target)")

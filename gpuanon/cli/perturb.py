@@ -8,7 +8,7 @@ import time
 from ..errors import InputError
 from .common import plural, read_input
 from .config import defaults
-from .options import BACKENDS, add_input, add_quiet
+from .options import BACKENDS, add_cluster_timeout, add_input, add_quiet
 
 log = logging.getLogger("gpuanon")
 
@@ -41,9 +41,7 @@ def add_parser(sub):
                         "lost mid-run is recovered from (its entities placed again, the phase redone: the same "
                         "output); a lost scheduler, every worker lost or one entity lost with two workers stops "
                         "the run with exit status 4, nothing written")
-    g.add_argument("--cluster-timeout", dest="cluster_timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="with --cluster: seconds to wait for the scheduler (to connect, or when it stops "
-                        "answering) and for a worker when every worker was lost (default 60)")
+    add_cluster_timeout(g)
     g.add_argument("--out", required=True, help="perturbed table (.csv, .csv.gz, .parquet)")
     g.add_argument("--report", help="JSON report")
     pz.set_defaults(**defaults("perturb"))
