@@ -225,8 +225,8 @@ class Mondrian(Estimator):
         runner = self.runner()
         self._check_frame(df, runner)
         # the run's timings, copies and report stay with the run
-        res = dataclasses.replace(self.result_, timings=dict(self.result_.timings),
-                                  transfers=copy.deepcopy(self.result_.transfers))
+        res = dataclasses.replace(self.result_, timings=dict(self.result_.timings), plan=self.result_.plan.with_format(
+            self.output_format), transfers=copy.deepcopy(self.result_.transfers))  # the format as set now
         return runner.publish(res, df).output
 
     def run_stages(self, df: pd.DataFrame | None, *, build_output: bool = True, fmt: str | None = None):

@@ -97,6 +97,15 @@ class Plan:
                    est.t_distance, est.mode, est.output_format, est.max_suppression, bool(est.optimize),
                    est.hierarchies, est.rho, roles)
 
+    def with_format(self, output_format: str) -> "Plan":
+        """This plan publishing in ``output_format`` (a format set after the fit, e.g. by
+        ``set_params``, applies to the next ``transform``); an unknown format is refused."""
+        if output_format == self.output_format:
+            return self
+        if output_format not in FORMATS:
+            raise SchemaError(f"format '{output_format}' is not one of {', '.join(FORMATS)}")
+        return replace(self, output_format=output_format)
+
     def with_roles(self, df) -> "Plan":
         """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
         sample of it); one clear error per problem."""
