@@ -143,15 +143,11 @@ def test_minmax_of_every_numeric_dtype_gathered_on_the_device():
     """``minmax`` from device classes into a pandas frame: int32, float32, float64 and a nullable
     integer column (missing values: ``Int64``) gathered on the device, suppressed rows left out,
     read in one copy per output dtype and no read of the rows' classes (no text column)."""
-    rng = np.random.default_rng(11)
-    n = 5000
-    miss = pd.array(rng.integers(0, 40, n), dtype="Int64")
-    miss[rng.random(n) < 0.05] = pd.NA
-    df = pd.DataFrame({"a": rng.integers(18, 90, n).astype(np.int32), "x": rng.normal(size=n).astype(np.float32),
-                       "y": rng.normal(size=n).round(3), "m": miss,
-                       "sa": rng.choice(np.array(["p", "q", "r"], dtype=object), n)})
-    df.loc[rng.random(n) < 0.01, "sa"] = "rare"  # rows l-diversity may suppress
-    kw = dict(k=6, l=2, quasi_identifiers=["a", "x", "y", "m"], sensitive="sa", output_format="minmax")
+    from numeric_tables import NUMERIC_QIS, SENSITIVE, every_numeric_dtype
+
+    df = every_numeric_dtype(5000)
+    df.loc[np.random.default_rng(12).random(len(df)) < 0.01, "sa"] = "rare"  # rows l-diversity may suppress
+    kw = dict(k=6, l=2, quasi_identifiers=NUMERIC_QIS, sensitive=SENSITIVE, output_format="minmax")
     _, mg, _ = run_both(df, **kw)
     dtypes = Mondrian(backend="cpu", progress=False, **kw).fit_transform(df).dtypes
     assert [str(dtypes[c]) for c in ("a_min", "x_min", "y_min", "m_min")] == ["int32", "float32", "float64", "Int64"]

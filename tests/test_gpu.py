@@ -227,16 +227,10 @@ def test_gpu_output_and_report_equal_cpu(adult, fmt):
 def test_gpu_minmax_of_every_numeric_dtype_equal_cpu():
     """A pandas frame from device classes: int32, float32, float64 and nullable-integer ``minmax``
     columns gathered on the device equal the CPU's, read in one copy per output dtype."""
-    import pandas as pd
+    from numeric_tables import NUMERIC_QIS, SENSITIVE, every_numeric_dtype
 
-    rng = np.random.default_rng(11)
-    n = 50_000
-    miss = pd.array(rng.integers(0, 40, n), dtype="Int64")
-    miss[rng.random(n) < 0.05] = pd.NA
-    df = pd.DataFrame({"a": rng.integers(18, 90, n).astype(np.int32), "x": rng.normal(size=n).astype(np.float32),
-                       "y": rng.normal(size=n).round(3), "m": miss,
-                       "sa": rng.choice(np.array(["p", "q", "r"], dtype=object), n)})
-    r = _both(df, k=6, l=2, quasi_identifiers=["a", "x", "y", "m"], sensitive="sa", output_format="minmax")
+    df = every_numeric_dtype(50_000)
+    r = _both(df, k=6, l=2, quasi_identifiers=NUMERIC_QIS, sensitive=SENSITIVE, output_format="minmax")
     (mc, oc), (mg, og) = r["cpu"], r["gpu"]
     assert np.array_equal(mc.labels_, mg.labels_)
     assert oc.equals(og) and (oc.dtypes == og.dtypes).all()
