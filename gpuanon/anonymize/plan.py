@@ -45,6 +45,13 @@ def _check_int(name: str, value, lo: int, fix: str) -> int:
     return int(value)
 
 
+def check_format(output_format: str) -> str:
+    """``output_format`` if it is one of :data:`FORMATS`, else the one-line error."""
+    if output_format not in FORMATS:
+        raise SchemaError(f"format '{output_format}' is not one of {', '.join(FORMATS)}")
+    return output_format
+
+
 def check_parameters(est, n_rows: int) -> None:
     """The estimator's parameters that need no roles, checked against a table of ``n_rows`` rows."""
     k = _check_int("k", est.k, 2, "k-anonymity needs k >= 2 (e.g. --k 3)")
@@ -52,8 +59,7 @@ def check_parameters(est, n_rows: int) -> None:
     check_criteria_values(est.l, est.l_kind, est.c, est.t, est.t_distance)
     if est.mode not in MODES:
         raise SchemaError(f"mode '{est.mode}' is not one of strict, relaxed")
-    if est.output_format not in FORMATS:
-        raise SchemaError(f"format '{est.output_format}' is not one of {', '.join(FORMATS)}")
+    check_format(est.output_format)
     ms = est.max_suppression
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
         raise SchemaError(f"max_suppression must be a fraction in [0, 1], got {shown(ms)}; e.g. 0.01")
@@ -102,9 +108,7 @@ class Plan:
         ``set_params``, applies to the next ``transform``); an unknown format is refused."""
         if output_format == self.output_format:
             return self
-        if output_format not in FORMATS:
-            raise SchemaError(f"format '{output_format}' is not one of {', '.join(FORMATS)}")
-        return replace(self, output_format=output_format)
+        return replace(self, output_format=check_format(output_format))
 
     def with_roles(self, df) -> "Plan":
         """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
