@@ -117,7 +117,7 @@ def test_cli_sweep_attacks_writes_the_risk_columns_and_the_frontier(tmp_path):
     got = res[(res["criterion"] == "k-anonymity") & (res["k"] == 10)].iloc[0]
     assert got["risk_inference"] == pytest.approx(want["risk_inference"], rel=1e-12)
     assert got["risk_singling_out_multivariate"] == pytest.approx(want["risk_singling_out_multivariate"], rel=1e-12)
-    assert (tmp_path / "s_attacks.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert (tmp_path / "s_frontier.png").read_bytes()[:8] == PNG_SIGNATURE
     assert "risk: singling out (multi)" in (tmp_path / "s_table.md").read_text()
     assert "risks: singling out" in p.stderr
 

@@ -109,7 +109,7 @@ def run(args) -> int:
     out = Path(args.out)
     plot = args.plot or str(out.with_suffix(".png"))
     table_path = args.table or str(out.with_name(out.stem + "_table.md"))
-    attack_plot = args.attack_plot or str(out.with_name(out.stem + "_attacks.png"))
+    attack_plot = args.attack_plot or str(out.with_name(out.stem + "_frontier.png"))
     if args.attack_plot and not args.attacks:
         raise InputError("--attack-plot belongs to --attacks; add --attacks (or drop --attack-plot)")
     if args.attacks is not None and args.attacks < 1:
