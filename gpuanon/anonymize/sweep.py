@@ -62,6 +62,42 @@ def metric_columns(met: dict, hierarchies: dict | None = None) -> dict:
             "gionis_tassa_normalized": met["gionis_tassa"]["normalized"], "rho": rho}
 
 
+#: the attacks' risk summaries (:func:`gpuanon.attack.summary.risk_summary`'s keys) a sweep with attacks
+#: reports: each as ``risk_KIND`` with its interval ``risk_KIND_low`` / ``risk_KIND_high``
+ATTACK_KINDS = ("singling_out_univariate", "singling_out_multivariate", "linkability", "linkability_tie_aware",
+                "inference")
+ATTACK_COLUMNS = [f"risk_{kind}{end}" for kind in ATTACK_KINDS for end in ("", "_low", "_high")] + ["attack_seconds"]
+
+
+def attack_columns(risks: dict) -> dict:
+    """The sweep's risk columns of one run from its :func:`~gpuanon.attack.summary.attack_release` summary
+    (an attack that did not apply, say inference without a published secret, is left empty).
+
+    >>> attack_columns({"linkability": {"risk": 0.25, "ci": [0.1, 0.4]}})["risk_linkability_high"]
+    0.4
+    """
+    out = {}
+    for kind in ATTACK_KINDS:
+        r = risks.get(kind) or {}
+        lo, hi = r.get("ci") or (None, None)
+        out.update({f"risk_{kind}": r.get("risk"), f"risk_{kind}_low": lo, f"risk_{kind}_high": hi})
+    return out
+
+
+def attack_run(m: Mondrian, df: pd.DataFrame, attacks: dict) -> dict:
+    """The attacks on one grid point's output, published as ``anonymize`` publishes it (the estimator's
+    format; its QIs the attacker's known columns, its sensitive column the secret): its risk columns.
+    ``attacks``: ``n_attacks``, ``control`` (rows of the same population not in ``df``, or None), ``seed``."""
+    from ..attack.summary import attack_release  # noqa: PLC0415
+
+    out, _ = m.run_stages(df)  # the fitted partitions generalized: the output anonymize would write
+    out = out.to_pandas() if hasattr(out, "to_pandas") else out
+    schema = m.result_.schema
+    risks = attack_release(out, df, attacks.get("control"), quasi_identifiers=list(schema.quasi_identifiers),
+                           secret=schema.sensitive, n_attacks=int(attacks["n_attacks"]), seed=attacks.get("seed", 0))
+    return attack_columns(risks)
+
+
 def grid(ks: Iterable[int], ls: Iterable[int], ts: Iterable[float], base_k: int = 3) -> list[dict]:
     """The runs of a sweep: k-anonymity at every k, then l and t at ``base_k``."""
     runs = [{"criterion": "k-anonymity", "k": int(k), "l": 0, "t": None} for k in ks]
@@ -86,12 +122,14 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
               ks=range(3, 16), ls=(2, 3), ts=(0.2, 0.3, 0.4), base_k: int = 3, mode: str = "strict",
               l_kind: str = "distinct", t_distance: str = "auto", max_suppression: float = 0.01,
               backend=None, progress=None, hierarchies=None, rho=None, optimize: bool = False,
-              optimized_variant: bool = True) -> pd.DataFrame:
+              optimized_variant: bool = True, attacks: dict | None = None) -> pd.DataFrame:
     """Run Mondrian over a grid on one encoded table; one row of metrics per run: every run is
     ``clone(base).set_params(**run_params(run))`` of one base estimator holding the shared parameters.
 
     A run whose criteria cannot be met (say, l larger than the distinct sensitive values) is
-    kept with its error in the ``error`` column instead of stopping the sweep.
+    kept with its error in the ``error`` column instead of stopping the sweep. ``attacks``
+    (``{"n_attacks": N, "control": rows or None, "seed": s}``): each run's output is attacked
+    (:func:`attack_run`) and the rows get :data:`ATTACK_COLUMNS`.
     """
     runs = grid(ks, ls, ts, base_k)
     if optimized_variant and not optimize and any(r["criterion"] == "k-anonymity" and r["k"] == base_k for r in runs):
@@ -128,14 +166,18 @@ def run_sweep(df: pd.DataFrame, quasi_identifiers, *, sensitive=None, target=Non
         except PrivacyError as exc:
             row.update(error=str(exc), verified=False)
         row["seconds"] = round(time.perf_counter() - t1, 6)
+        if attacks and not row["error"]:  # after the run's own seconds: the attacks are timed apart
+            t1 = time.perf_counter()
+            row.update(attack_run(m, df, attacks), attack_seconds=round(time.perf_counter() - t1, 6))
         rows.append(row)
         if progress:
             progress(i + 1, len(runs), row)
     res = pd.DataFrame(rows)
-    for c in COLUMNS + ["error"]:
+    cols = COLUMNS + (ATTACK_COLUMNS if attacks else []) + ["error"]
+    for c in cols:
         if c not in res.columns:
             res[c] = np.nan
-    return res[COLUMNS + ["error"]]
+    return res[cols]
 
 
 def label(row) -> str:
@@ -147,6 +189,24 @@ def label(row) -> str:
     if row["criterion"] == "t-closeness":
         return f"t-closeness (k={int(row['k'])}, t={row['t']:g})"
     return f"k-anonymity (k={int(row['k'])})"
+
+
+#: the markdown table's risk columns (a sweep with attacks)
+RISK_HEADS = {"singling_out_univariate": "singling out (uni)", "singling_out_multivariate": "singling out (multi)",
+              "linkability": "linkability", "linkability_tie_aware": "linkability (random ties)",
+              "inference": "inference"}
+
+
+def risk_text(row, kind: str) -> str:
+    """A risk and its interval as the sweep's table shows it: '0.981 [0.961, 1.000]'; '' where none.
+
+    >>> risk_text({"risk_inference": 0.5, "risk_inference_low": 0.25, "risk_inference_high": 0.75}, "inference")
+    '0.500 [0.250, 0.750]'
+    """
+    v, lo, hi = (row.get(f"risk_{kind}{end}") for end in ("", "_low", "_high"))
+    if v is None or pd.isna(v):
+        return ""
+    return f"{float(v):.3f} [{float(lo):.3f}, {float(hi):.3f}]"
 
 
 def thesis_table(res: pd.DataFrame, base_k: int = 3, reference: dict | None = None) -> pd.DataFrame:
@@ -166,6 +226,9 @@ def thesis_table(res: pd.DataFrame, base_k: int = 3, reference: dict | None = No
         "dm": sel["dm"].astype("Int64").astype(object).to_numpy(),
         "cm": sel["cm"].astype(float).round(4).to_numpy(),
     })
+    for kind, name in RISK_HEADS.items():  # a sweep with attacks: each risk with its interval
+        if f"risk_{kind}" in sel.columns:
+            out[f"risk: {name}"] = [risk_text(r, kind) for _, r in sel.iterrows()]
     if reference is not None:
         out["thesis_partitions"] = [reference.get(r, (None, None))[0] for r in out["run"]]
         out["thesis_loss_%"] = [reference.get(r, (None, None))[1] for r in out["run"]]
@@ -214,3 +277,20 @@ def plot_sweep(res: pd.DataFrame, path: str) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def plot_sweep_attacks(res: pd.DataFrame, path: str) -> bool:
+    """The sweep's privacy-utility frontier (information loss against each attack risk, one labelled point
+    per grid point; :func:`gpuanon.report.attack_frontier.sweep_frontier_figure`) written as PNG; False
+    (nothing written) when no grid point has a risk."""
+    from ..io import atomic_path  # noqa: PLC0415
+    from ..report.attack_frontier import sweep_frontier_figure  # noqa: PLC0415
+    from ..report.plots import pyplot  # noqa: PLC0415
+
+    fig = sweep_frontier_figure(res)
+    if fig is None:
+        return False
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    pyplot().close(fig)
+    return True

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from ..errors import InputError
+from .attack_release import split_for_attacks
 from .common import hierarchy_spec, read_input, rho_value
 from .config import defaults
 from .options import BACKENDS, L_KINDS, MODES, T_DISTANCES, add_hierarchy_options, table_command
@@ -33,6 +34,17 @@ def add_parser(sub):
     g.add_argument("--out", required=True, help="CSV with one row per run")
     g.add_argument("--plot", help="PNG of loss and classes against k (default: next to --out)")
     g.add_argument("--table", help="markdown table shaped like the thesis's table 5.4 (default: next to --out)")
+    a = w.add_argument_group("attacks on each grid point's output (singling out, linkability, inference; "
+                             "docs/attack.md)")
+    a.add_argument("--attacks", nargs="?", const=500, type=int, metavar="N",
+                   help="attack every grid point's output (N attacks of each kind, default 500): the risk columns "
+                        "in --out and --table, and the frontier of loss against risk in --attack-plot")
+    a.add_argument("--control-fraction", dest="control_fraction", type=float, metavar="F",
+                   help="with --attacks: hold a seeded random share F of the input rows out of the sweep as the "
+                        "attacks' control (without it the risk is the attack rate)")
+    a.add_argument("--attack-plot", dest="attack_plot", help="with --attacks: PNG of information loss against each "
+                                                             "attack's risk, one point per grid value (default: next "
+                                                             "to --out)")
     w.set_defaults(**defaults("sweep"))
     return w
 
@@ -80,23 +92,38 @@ def progress_line(i: int, n: int, row: dict) -> str:
     else:
         loss = row.get("entropy_loss")
         result = f"{row.get('n_classes')} classes, loss {'-' if loss is None else f'{100 * loss:.2f}%'}"
-    return f"sweep {i}/{n}: {row['criterion']} {asked} -> {result} ({row['seconds']:.2f} s)"
+    line = f"sweep {i}/{n}: {row['criterion']} {asked} -> {result} ({row['seconds']:.2f} s)"
+    risks = [(name, row.get(f"risk_{kind}")) for kind, name in (("singling_out_multivariate", "singling out"),
+                                                                 ("linkability", "linkability"),
+                                                                 ("inference", "inference"))]
+    risks = [f"{name} {v:.3f}" for name, v in risks if v is not None and v == v]
+    if risks:  # --attacks
+        line += f"; risks: {', '.join(risks)} ({row.get('attack_seconds', 0):.2f} s)"
+    return line
 
 
 def run(args) -> int:
-    from ..anonymize.sweep import plot_sweep, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
+    from ..anonymize.sweep import plot_sweep, plot_sweep_attacks, run_sweep, thesis_table, to_markdown  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
     out = Path(args.out)
     plot = args.plot or str(out.with_suffix(".png"))
     table_path = args.table or str(out.with_name(out.stem + "_table.md"))
+    attack_plot = args.attack_plot or str(out.with_name(out.stem + "_frontier.png"))
+    if args.attack_plot and not args.attacks:
+        raise InputError("--attack-plot belongs to --attacks; add --attacks (or drop --attack-plot)")
+    if args.attacks is not None and args.attacks < 1:
+        raise InputError(f"--attacks {args.attacks}: give a positive number of attacks of each kind, e.g. --attacks 500")
     outputs = command_outputs(args, [("--out", out, False),
                                      ("--plot" if args.plot else "--plot (default: next to --out)", plot, False),
                                      ("--table" if args.table else "--table (default: next to --out)", table_path,
-                                      False)])
+                                      False)]
+                              + ([("--attack-plot" if args.attack_plot else "--attack-plot (default: next to --out)",
+                                   attack_plot, False)] if args.attacks else []))
     ks, ls = _int_list(args.k_values, "k-values"), _int_list(args.l_values, "l-values")
     ts = _float_list(args.t_values, "t-values")
     df, roles, source = read_input(args)
+    df = split_for_attacks(args, df)  # --control-fraction: rows held out of every grid point's release
     qi = args.qi or roles.get("quasi_identifiers")
     if not qi:
         raise InputError("no quasi-identifiers given; pass --qi COL1,COL2,...")
@@ -109,15 +136,28 @@ def run(args) -> int:
                     identifiers=args.identifiers, ks=ks, ls=ls, ts=ts, base_k=args.base_k, mode=args.mode,
                     l_kind=args.l_kind, t_distance=args.t_distance, max_suppression=args.max_suppression,
                     backend=args.backend, progress=None if args.quiet else progress,
-                    hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize))
+                    hierarchies=hierarchy_spec(args), rho=rho_value(args.rho), optimize=bool(args.optimize),
+                    attacks=_attacks(args))
     md = to_markdown(thesis_table(res, args.base_k))
     plotted = bool((res["criterion"] == "k-anonymity").any())
+    attacked = bool(args.attacks) and bool(res["risk_singling_out_univariate"].notna().any())
     labels = list(outputs.items)
-    with outputs.writing() as w:  # all three, or none
+    with outputs.writing() as w:  # all of them, or none
         w.file(labels[0], lambda tmp: res.to_csv(tmp, index=False))
         if plotted:
             w.file(labels[1], lambda tmp: plot_sweep(res, tmp))
         w.text(labels[2], md)
+        if attacked:
+            w.file(labels[3], lambda tmp: plot_sweep_attacks(res, tmp))
     print(md, end="")
-    log.info("wrote %s", ", ".join(map(str, (out, plot, table_path) if plotted else (out, table_path))))
+    wrote = [out] + ([plot] if plotted else []) + [table_path] + ([attack_plot] if attacked else [])
+    log.info("wrote %s", ", ".join(map(str, wrote)))
     return 0
+
+
+def _attacks(args) -> dict | None:
+    """``--attacks N``: what :func:`gpuanon.anonymize.sweep.run_sweep` attacks each grid point with."""
+    if not args.attacks:
+        return None
+    return {"n_attacks": int(args.attacks), "control": args.attack_control,
+            "seed": args.seed if args.seed is not None else 0}

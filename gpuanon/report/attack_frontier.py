@@ -1,14 +1,13 @@
 """The evaluation page's attack section (``gpuanon evaluate --attacks``): each protection's risks with
 their intervals, attack, control and baseline rates, the columns that carried the successful
-singling-out predicates, and the privacy-utility frontier (mean accuracy against attack risk)."""
+singling-out predicates, and the privacy-utility frontier (mean accuracy against attack risk); and the
+sweep's frontier (``gpuanon sweep --attacks``: information loss against attack risk, per grid point)."""
 
 from __future__ import annotations
 
+from .attack_rows import TITLES
 from .plots import png_uri, pyplot
 from .render import fmt
-
-TITLES = {"singling_out_univariate": "singling out, univariate", "singling_out_multivariate": "singling out, multivariate",
-          "linkability": "linkability", "linkability_tie_aware": "linkability, ties at random", "inference": "inference"}
 
 
 def _frontier(points: dict) -> str:
@@ -52,3 +51,56 @@ def attack_section(ev: dict, results) -> dict | None:
                                                     float(acc[p["protection"]])))
     return {"rows": rows, "n_attacks": fmt(ev.get("config", {}).get("attacks")),
             "frontier": _frontier(points) if points else ""}
+
+
+#: the sweep's frontier panels: the risk columns (anonymize/sweep.py ATTACK_COLUMNS) plotted, one panel each
+SWEEP_PANELS = ("singling_out_univariate", "singling_out_multivariate", "linkability", "inference")
+#: the sweep's information-loss columns on the frontier's y axis (in %), with their markers
+SWEEP_LOSSES = (("entropy_loss", "entropy-coefficient loss", "o"), ("ncp", "NCP", "s"))
+
+
+def sweep_point_label(row) -> str:
+    """A grid point's short label on the frontier: 'k=5', 'l=2', 't=0.3', 'opt k=3'.
+
+    >>> sweep_point_label({"criterion": "t-closeness", "k": 3, "l": 0, "t": 0.3})
+    't=0.3'
+    """
+    if row["criterion"] == "l-diversity":
+        return f"l={int(row['l'])}"
+    if row["criterion"] == "t-closeness":
+        return f"t={float(row['t']):g}"
+    return ("opt " if row["criterion"] == "optimized k-anonymity" else "") + f"k={int(row['k'])}"
+
+
+def sweep_frontier_figure(res):
+    """The sweep's privacy-utility frontier: information loss (entropy-coefficient loss and NCP, in %)
+    against each attack's risk with its interval, one point per grid point (labelled); a matplotlib
+    figure, or None when no grid point has a risk."""
+    kinds = [k for k in SWEEP_PANELS if f"risk_{k}" in res and res[f"risk_{k}"].notna().any()]
+    if not kinds:
+        return None
+    plt = pyplot()
+    cols = min(2, len(kinds))
+    rows = -(-len(kinds) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.3 * rows), squeeze=False)
+    for ax, kind in zip(axes.ravel(), kinds):
+        sub = res[res[f"risk_{kind}"].notna()]
+        x = sub[f"risk_{kind}"].astype(float).to_numpy()
+        err = [x - sub[f"risk_{kind}_low"].astype(float).to_numpy(), sub[f"risk_{kind}_high"].astype(float).to_numpy() - x]
+        for i, (col, name, marker) in enumerate(SWEEP_LOSSES):
+            y = 100 * sub[col].astype(float).to_numpy()
+            ax.errorbar(x, y, xerr=err, fmt=marker, color=plt.get_cmap("tab10")(i), label=f"{name} (%)", capsize=3,
+                        ms=4, alpha=0.85)
+            for (_, row), xv, yv in zip(sub.iterrows(), x, y):
+                ax.annotate(sweep_point_label(row), (xv, yv), fontsize=7 - i, xytext=(3, 3), textcoords="offset points",
+                            color="black" if i == 0 else "#555")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlabel(f"{TITLES.get(kind, kind)} risk (interval)")
+        ax.set_ylabel("information loss (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8)
+    for ax in axes.ravel()[len(kinds):]:
+        ax.axis("off")
+    fig.suptitle("Privacy-utility frontier of the sweep: information loss against attack risk, per grid point")
+    fig.tight_layout()
+    return fig

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ..jsonsafe import json_safe
+from .attack_rows import summary_context
 from .plots import LOSS_TITLES, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart
 from .render import fmt, render_page
 
@@ -129,7 +130,7 @@ def render_html(report: dict, title: str | None = None) -> str:
                    losses=[(a, fmt(b)) for a, b in losses], per_column=per_column, hierarchies=hierarchies,
                    rho_candidates=rho_candidates, optimization=_optimization_context(report.get("optimization")),
                    timing=[(k_, f"{v:.3f} s") for k_, v in report.get("seconds", {}).items()],
-                   risk=_risk(report.get("risk")), json_summary="Full JSON report", raw_json=_raw_json(report, 200_000))
+                   risk=_risk(report.get("risk")), attacks=summary_context(report.get("attacks")), json_summary="Full JSON report", raw_json=_raw_json(report, 200_000))
 
 
 def _risk(risk):
