@@ -148,6 +148,8 @@ class ClassStats:
             word = code // 64
             inside = word < words
             bit = xp.where(inside, xp.left_shift(xp.uint64(1), (code % 64).astype(xp.uint64)), xp.uint64(0))
+            if xp is np and words == 1 and self.n_kept:  # the CPU: rows sorted by class, one OR per class
+                return np.bitwise_or.reduceat(bit, self.starts)[:, None]
             out = xp.zeros(self.starts.shape[0] * words, dtype=xp.uint64)
             xp.bitwise_or.at(out, self.row_segment * words + xp.where(inside, word, 0), bit.astype(xp.uint64))
             return out.reshape(-1, words)

@@ -71,13 +71,14 @@ def rank_keys(x, xp=np):
     """Dense-rank keys of a numeric array: ``(keys, sorted distinct non-missing values)``."""
     x = xp.asarray(x, dtype=xp.float64)
     miss = xp.isnan(x)
+    has_missing = bool(scalar(miss.any()))
     if xp is np:
-        dense = _dense_integer_ranks(x, miss, bool(miss.any()))
+        dense = _dense_integer_ranks(x, miss, has_missing)
         if dense is not None:
             return dense
     uniq, inv = xp.unique(x, return_inverse=True)  # NaNs collapse into one, sorted last
     keys = inv.reshape(-1).astype(xp.uint32)
-    if scalar(miss.any()):
+    if has_missing:
         keys[miss] = MISSING
         uniq = uniq[~xp.isnan(uniq)]
     return keys, uniq
