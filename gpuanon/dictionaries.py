@@ -196,9 +196,12 @@ class Chunk:
     pattern: Any = None  # host int64: each row's missing pattern, a row of ``profile.missing[1]``
 
 
-def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=None) -> tuple[Profile, Chunk]:
+def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=None,
+                  factorized: dict | None = None) -> tuple[Profile, Chunk]:
     """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device;
-    ``device``: ``{numeric QI: its values on the device}`` of a device-resident input, keyed there).
+    ``device``: ``{numeric QI: its values on the device}`` of a device-resident input, keyed there;
+    ``factorized``: ``{categorical QI: (codes, distinct values)}`` of these rows, no value missing,
+    as :meth:`gpuanon.schema.Schema.from_frame` hashed them: taken as they are).
 
     ``check``: refuse non-numeric or infinite values in numeric QIs (a cluster validated its schema
     on a sample only; one process on the whole table).
@@ -214,7 +217,9 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
     for j, name in enumerate(schema.quasi_identifiers):  # a loop over columns
         s = df[name]
         if schema.kinds[name] == "categorical":
-            codes, values = _factorize(s)
+            pre = (factorized or {}).get(name)
+            codes, values = (pre[0].astype(np.int64, copy=False), list(pre[1])) if pre is not None and \
+                pre[0].shape[0] == n else _factorize(s)
             nt = len(tvals) if tvals is not None else 1
             joint = codes * nt + tcodes if tvals is not None else codes
             counts = np.bincount(joint, minlength=len(values) * nt).reshape(len(values), nt)
@@ -233,6 +238,12 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
 
 
 def _factorize(s: pd.Series):
+    """``(codes, distinct values)`` in order of first appearance, a missing value one of them. A text
+    column is hashed without the missing-value pass first (the same codes when none is missing)."""
+    if s.dtype == object:
+        codes, uniques = pd.factorize(s, sort=False, use_na_sentinel=True)
+        if not codes.shape[0] or int(codes.min()) >= 0:
+            return codes.astype(np.int64, copy=False), list(uniques)
     codes, uniques = pd.factorize(s, sort=False, use_na_sentinel=False)
     return codes.astype(np.int64, copy=False), list(uniques)
 

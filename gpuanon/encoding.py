@@ -185,7 +185,8 @@ def device_columns(frame, host: pd.DataFrame, schema: Schema, xp) -> dict:
     return out
 
 
-def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, device_frame=None) -> Table:
+def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, device_frame=None,
+           factorized: dict | None = None) -> Table:
     """Encode the QIs, sensitive attribute and target of ``df`` for the given backend.
 
     The one-chunk case of :mod:`gpuanon.dictionaries`: the profile of the whole table, finalized
@@ -194,9 +195,11 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, 
     as they are. ``orders`` maps a categorical QI to the order its categories must be coded in (a
     hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy). ``device_frame``:
     ``df``'s device-resident original (a cuDF frame): its plain numeric QIs are keyed on the device
-    where they are (:func:`device_columns`), not uploaded from ``df``.
+    where they are (:func:`device_columns`), not uploaded from ``df``. ``factorized``: the text QIs'
+    codes as :meth:`~gpuanon.schema.Schema.from_frame` hashed them on ``df`` (not hashed again).
     """
-    profile, chunk = profile_chunk(df, schema, xp, device=device_columns(device_frame, df, schema, xp))
+    profile, chunk = profile_chunk(df, schema, xp, device=device_columns(device_frame, df, schema, xp),
+                                   factorized=factorized)
     dicts = finalize(profile, schema, orders)
     for j, uniq_x in chunk.uniq_x.items():  # a loop over columns: the device copy of each dictionary
         dicts.columns[j].info_x = uniq_x

@@ -142,18 +142,24 @@ def _time_texts(ex: Exact) -> np.ndarray:
     return np.char.add(text.astype(str), suffix[codes].astype(str))
 
 
+def _starts_with_text(s: pd.Series) -> bool:
+    """The column's first value is text: then not every present value is a date or a decimal (what
+    ``infer_dtype`` would find in a pass over the rows)."""
+    return isinstance(s.iloc[0], str)
+
+
 def is_time(s: pd.Series) -> bool:
     """A date / time column: ``datetime64`` (any unit, any zone) or Python dates (Parquet ``date32``)."""
     if pd.api.types.is_datetime64_any_dtype(s.dtype):
         return True
-    return (s.dtype == object and isinstance(s, pd.Series) and len(s) > 0
+    return (s.dtype == object and isinstance(s, pd.Series) and len(s) > 0 and not _starts_with_text(s)
             and pd.api.types.infer_dtype(s, skipna=True) == "date")
 
 
 def is_decimal(s) -> bool:
     """A column of ``Decimal`` objects (as pandas reads a Parquet ``decimal128``, and CSV numbers with
     more significant digits than a double holds)."""
-    return (isinstance(s, pd.Series) and s.dtype == object and len(s) > 0
+    return (isinstance(s, pd.Series) and s.dtype == object and len(s) > 0 and not _starts_with_text(s)
             and pd.api.types.infer_dtype(s, skipna=True) == "decimal")
 
 

@@ -45,14 +45,18 @@ IDENTIFIER_SHARE = 0.95
 IDENTIFIER_MIN_ROWS = 20
 
 
-def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool) -> None:
-    """Warn about a QI that is entirely missing or that looks like an identifier."""
+def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dict | None = None) -> None:
+    """Warn about a QI that is entirely missing or that looks like an identifier. ``factorized``:
+    where a text column's codes are kept (``{column: (codes, distinct values)}``, a column with no
+    missing value) for the encoding of the same frame (:func:`gpuanon.dictionaries.profile_chunk`)."""
     s = df[c]
     n = len(s)
     n_distinct = None
     if s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
         codes, uniq = pd.factorize(s, use_na_sentinel=True)
         n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
+        if factorized is not None and not n_missing:
+            factorized[c] = (codes, uniq)
     else:
         n_missing = int(s.isna().sum())
     if n and n_missing == n:
@@ -178,8 +182,12 @@ class Schema:
         numeric=None,
         categorical=None,
         sensitive_ordered: bool | None = None,
+        factorized: dict | None = None,
     ) -> "Schema":
         """Validate roles against a frame and infer each QI's kind from its dtype.
+
+        ``factorized``: a dict that keeps the codes of the text QIs hashed here (to encode the same
+        frame without hashing them again, :func:`gpuanon.encoding.encode`).
 
         Raises
         ------
@@ -254,7 +262,7 @@ class Schema:
                 if np.isinf(v).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
-            _qi_warnings(df, c, kinds[c], c in numeric)
+            _qi_warnings(df, c, kinds[c], c in numeric, factorized)
         if sensitive_ordered is None:
             sensitive_ordered = bool(
                 sensitive is not None

@@ -88,17 +88,23 @@ def _coded_ids(out: pd.DataFrame, cols: list):
     if not all(isinstance(s.dtype, pd.CategoricalDtype) or (isinstance(s.dtype, np.dtype) and s.dtype.kind in "iuf")
                for s in series):
         return None
-    gid = None
+    gid, bound = None, 1  # the tuple ids so far lie in [0, bound)
     for s in series:
         if isinstance(s.dtype, pd.CategoricalDtype):
             codes, m = s.cat.codes.to_numpy().astype(np.int64) + 1, len(s.cat.categories) + 1  # missing: 0
         else:
             codes, uniq = pd.factorize(s, sort=False, use_na_sentinel=False)
             codes, m = codes.astype(np.int64, copy=False), len(uniq)
-        gid = codes if gid is None else pd.factorize(gid * m + codes, sort=False)[0].astype(np.int64, copy=False)
-    if len(series) == 1:
-        gid = pd.factorize(gid, sort=False)[0].astype(np.int64, copy=False)
-    return gid
+        if gid is not None and bound * m >= 2**62:  # renumber densely only when the next column would not fit
+            gid, bound = _first_appearance(gid)
+        gid, bound = (codes, m) if gid is None else (gid * m + codes, bound * m)
+    return _first_appearance(gid)[0]
+
+
+def _first_appearance(ids):
+    """``(dense ids numbered by first appearance, their count)`` of an int64 id column."""
+    codes, uniq = pd.factorize(ids, sort=False)
+    return codes.astype(np.int64, copy=False), max(len(uniq), 1)
 
 
 def _cell_ids(cells, xp):
@@ -288,15 +294,18 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
         if sensitive_ordered is None:
             sensitive_ordered = bool(pd.api.types.is_numeric_dtype(ref) and not pd.api.types.is_bool_dtype(ref))
         # the known values, then one code for a missing value (every kind of missing alike), last
-        support = pd.unique(ref[ref.notna()])
+        ref_values = _value_codes(ref)
+        support = ref_values[1] if ref_values is not None else pd.unique(ref[ref.notna()])
         if sensitive_ordered or t_distance == "ordered":
             support = pd.Index(support).sort_values().to_numpy()
-        ref_miss, sa_miss = ref.isna().to_numpy(), sa.isna().to_numpy()
+        index = pd.Index(support)
+        ref_miss, ref_codes = _missing_and_codes(ref, ref_values, index)
+        sa_miss, sa_codes = (ref_miss, ref_codes) if sa is ref else _missing_and_codes(sa, _value_codes(sa), index)
         has_missing = bool(ref_miss.any() or sa_miss.any())
         sa_missing = len(support) if has_missing else None
         m = len(support) + int(has_missing)
-        ref_codes = np.where(ref_miss, m - 1, pd.Index(support).get_indexer(ref))
-        sa_codes = np.where(sa_miss, m - 1, pd.Index(support).get_indexer(sa))
+        ref_codes = np.where(ref_miss, m - 1, ref_codes)
+        sa_codes = np.where(sa_miss, m - 1, sa_codes)
         if (sa_codes < 0).any():
             bad = sa[sa_codes < 0].iloc[0]
             failures.append(f"sensitive value {shown(bad)} is not in the reference table")
@@ -305,6 +314,25 @@ def verify(out: pd.DataFrame, qi_columns, sensitive: str | None = None, *, k: in
         sa_codes = sa_codes.astype(np.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
                   t_distance=t_distance, xp=np, failures=failures, sa_missing=sa_missing)
+
+
+def _value_codes(col: pd.Series):
+    """``(codes, distinct present values)`` of a text (object) column in order of first appearance
+    (missing: -1), one hash pass; None for other columns."""
+    if col.dtype != object:
+        return None
+    codes, uniq = pd.factorize(col, sort=False, use_na_sentinel=True)
+    return codes, np.asarray(uniq, dtype=object)
+
+
+def _missing_and_codes(col: pd.Series, coded, index: pd.Index):
+    """Which rows of ``col`` are missing, and every row's position in ``index`` (-1: not there):
+    from its distinct values (``coded``: :func:`_value_codes`) when it has them."""
+    if coded is None:
+        return col.isna().to_numpy(), index.get_indexer(col)
+    codes, uniq = coded
+    pos = np.append(index.get_indexer(pd.Index(uniq, dtype=object)), -1)  # code -1 (missing) takes the last
+    return codes < 0, pos[codes]
 
 
 def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=None, *, k: int | None = None,

@@ -39,13 +39,46 @@ def decode_float32_keys(keys, xp=np):
     return bits.view(xp.float32).astype(xp.float64)
 
 
+_DENSE_SPAN = 1 << 16  # integer values within this many of each other (or of the rows) are ranked by a count
+
+
+def _dense_integer_ranks(x, miss, has_missing: bool):
+    """The CPU's :func:`rank_keys` of whole numbers in a short range: one count over the range and a
+    cumulative sum instead of a sort (the same keys and values); None for any other column, and
+    where a ``-0.0`` is present (the sort would pick which zero the values hold)."""
+    v = x[~miss] if has_missing else x
+    if v.shape[0] == 0:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    if not (-2.0**52 < lo and hi < 2.0**52) or hi - lo > max(_DENSE_SPAN, 2 * v.shape[0]):
+        return None
+    iv = v.astype(np.int64)
+    if not np.array_equal(iv, v) or (lo <= 0.0 <= hi and np.signbit(v[v == 0.0]).any()):
+        return None
+    ioff = iv - np.int64(lo)
+    present = np.zeros(int(hi - lo) + 1, dtype=bool)
+    present[ioff] = True
+    rank = np.cumsum(present, dtype=np.int64).astype(np.uint32) - np.uint32(1)
+    if has_missing:
+        keys = np.full(x.shape[0], MISSING, dtype=np.uint32)
+        keys[~miss] = rank[ioff]
+    else:
+        keys = rank[ioff]
+    return keys, np.flatnonzero(present).astype(np.float64) + lo
+
+
 def rank_keys(x, xp=np):
     """Dense-rank keys of a numeric array: ``(keys, sorted distinct non-missing values)``."""
     x = xp.asarray(x, dtype=xp.float64)
     miss = xp.isnan(x)
+    has_missing = bool(scalar(miss.any()))
+    if xp is np:
+        dense = _dense_integer_ranks(x, miss, has_missing)
+        if dense is not None:
+            return dense
     uniq, inv = xp.unique(x, return_inverse=True)  # NaNs collapse into one, sorted last
     keys = inv.reshape(-1).astype(xp.uint32)
-    if scalar(miss.any()):
+    if has_missing:
         keys[miss] = MISSING
         uniq = uniq[~xp.isnan(uniq)]
     return keys, uniq

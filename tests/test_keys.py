@@ -112,3 +112,36 @@ def test_decode_keys_of_all_missing_column():
     keys, uniq = rank_keys(np.array([np.nan, np.nan]))
     v = decode_keys(keys, uniq)  # the caller masks MISSING afterwards; it must not crash
     assert v.shape == (2,)
+
+
+def _rank_keys_by_sort(x):
+    """rank_keys as one sort of the values does it (the device's formulation, and the CPU's before
+    the count of whole numbers): the reference of the CPU's count."""
+    uniq, inv = np.unique(x, return_inverse=True)
+    keys = inv.reshape(-1).astype(np.uint32)
+    nan = np.isnan(x)
+    keys[nan] = MISSING
+    return keys, uniq[~np.isnan(uniq)]
+
+
+WHOLE = hnp.arrays(np.float64, st.integers(1, 300),
+                   elements=st.one_of(st.integers(-70_000, 70_000).map(float),
+                                      st.sampled_from([0.0, -0.0, np.nan, 2.0**52, -(2.0**52), 4.4e-199, 0.5])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(WHOLE)
+def test_rank_keys_of_whole_numbers_as_the_sort_makes_them(x):
+    """Whole numbers in a short range are ranked by a count on the CPU: the same keys and values
+    (bits too: which zero a column of -0.0 and 0.0 holds) as the sort, whatever else is there."""
+    keys, uniq = rank_keys(x)
+    ref_keys, ref_uniq = _rank_keys_by_sort(x)
+    assert keys.dtype == ref_keys.dtype and np.array_equal(keys, ref_keys)
+    assert uniq.dtype == ref_uniq.dtype and np.array_equal(uniq.view(np.int64), ref_uniq.view(np.int64))
+
+
+def test_rank_keys_counted_for_a_short_integer_range():
+    x = np.array([40.0, 17.0, np.nan, 90.0, 17.0, 40.0])
+    keys, uniq = rank_keys(x)
+    assert uniq.tolist() == [17.0, 40.0, 90.0]
+    assert keys.tolist() == [1, 0, int(MISSING), 2, 0, 1]

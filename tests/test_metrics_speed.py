@@ -78,3 +78,38 @@ def test_one_word_mask_texts_equal_the_row_unique():
     two = np.concatenate([masks, np.zeros_like(masks)], axis=1)  # the same sets, two words: the row path
     assert got == gen._mask_texts(two, cats + [f"w{i}" for i in range(30)]).to_pylist()
     assert got[0] is None and "b\\|c" in "".join(t for t in got if t)
+
+
+def test_coded_tuple_ids_renumbered_where_the_tuple_outgrows_an_int64():
+    """Many wide columns: the ids are renumbered on the way (the product of the column sizes passes
+    2**62) and still number the tuples as the group-by does."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    df = pd.DataFrame({f"c{j}": pd.Categorical(rng.choice([f"v{i}" for i in range(400)] + [None], n))
+                       for j in range(9)})
+    df["c0"] = df["c1"]  # repeated tuples too
+    df.loc[::3, [f"c{j}" for j in range(2, 9)]] = "v0"
+    names = list(df.columns)
+    want = df.groupby(names, dropna=False, sort=False, observed=True).ngroup().to_numpy(dtype=np.int64)
+    gid, n_cls = verify_mod.class_ids(df, names)
+    assert np.array_equal(gid, want)
+    assert n_cls == len(set(want.tolist())) < n
+
+
+@pytest.mark.parametrize("words", [1, 2])
+def test_mask_text_codes_equal_the_codes_of_the_per_class_texts(words):
+    """The codes and distinct texts made from the distinct sets are those of the per-class texts
+    (first appearance over the classes; the set of the missing value alone: -1)."""
+    rng = np.random.default_rng(3 + words)
+    n_cat = 40 if words == 1 else 100
+    cats = ["a", "b|c", None, "d\\e"] + [f"v{i}" for i in range(n_cat - 4)]
+    masks = rng.integers(1, 2**40, (700, words), dtype=np.int64).astype(np.uint64)
+    masks[::5] = masks[1]  # sets shared by classes
+    masks[::7] = 0
+    masks[::7, 0] = np.uint64(1 << 2)  # a class whose one value is missing
+    if words == 2:
+        masks[:, 1] &= np.uint64((1 << (n_cat - 64)) - 1)
+    codes, texts = gen._mask_text_codes(masks, cats)
+    want_codes, want_texts = gen._text_codes(gen._mask_texts(masks, cats))
+    assert np.array_equal(codes, want_codes) and (codes == -1).any()
+    assert texts.tolist() == want_texts.tolist() and texts.dtype == want_texts.dtype

@@ -35,10 +35,11 @@ from ..exact import bound_values, mean_values, range_texts
 FORMATS = ("range", "minmax", "mean")
 
 
-def _mask_texts(masks: np.ndarray, cats: list):
-    """Text of each class's category set (an Arrow string array, one per class; null for a class
-    whose one value is missing): the codes present are read off the bits of all distinct masks at
-    once, and each set's escaped category texts are joined by Arrow."""
+def _mask_set_texts(masks: np.ndarray, cats: list):
+    """``(texts, inv, alone_missing)``: the text of every distinct category set among the classes'
+    ``masks`` (an Arrow string array; null for the set of the missing value alone), each class's
+    set (``inv``) and which sets are that one. The codes present are read off the bits of all
+    distinct masks at once, and each set's escaped category texts are joined by Arrow."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -64,7 +65,29 @@ def _mask_texts(masks: np.ndarray, cats: list):
     alone_missing = (counts == 1) & missing[first] if code.shape[0] else np.zeros(uniq.shape[0], dtype=bool)
     if alone_missing.any():  # a class whose one value is missing publishes a missing cell
         texts = pc.if_else(pa.array(alone_missing), pa.scalar(None, pa.string()), texts)
-    return texts.take(pa.array(inv.reshape(-1)))
+    return texts, inv.reshape(-1), alone_missing
+
+
+def _mask_texts(masks: np.ndarray, cats: list):
+    """Text of each class's category set (an Arrow string array, one per class; null for a class
+    whose one value is missing): :func:`_mask_set_texts`, one per class."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    texts, inv, _ = _mask_set_texts(masks, cats)
+    return texts.take(pa.array(inv))
+
+
+def _mask_text_codes(masks: np.ndarray, cats: list):
+    """``(codes, distinct texts)`` of the classes' category sets as :func:`_text_codes` gives them of
+    :func:`_mask_texts` (texts in order of first appearance over the classes, a missing cell -1),
+    from the distinct sets: distinct sets have distinct texts (the escaping is one to one)."""
+    texts, inv, alone_missing = _mask_set_texts(masks, cats)
+    first, order = pd.factorize(inv, sort=False)  # the sets in order of first appearance over the classes
+    order = order.astype(np.int64, copy=False)
+    shown = ~alone_missing[order]
+    code_of = np.cumsum(shown, dtype=np.int64) - 1
+    code_of[~shown] = -1
+    return code_of[first], texts.take(order[shown]).to_numpy(zero_copy_only=False)
 
 
 def _text_codes(texts):
@@ -84,8 +107,9 @@ def _text_codes(texts):
 
 
 def _categorical(class_texts, row_pos: np.ndarray) -> pd.Categorical:
-    """A column of per-class texts as a Categorical indexed by each row's class (missing: NaN)."""
-    codes, uniq = _text_codes(class_texts)
+    """A column of per-class texts (or their ``(codes, distinct texts)``, a tuple) as a Categorical
+    indexed by each row's class (missing: NaN)."""
+    codes, uniq = class_texts if isinstance(class_texts, tuple) else _text_codes(class_texts)
     return pd.Categorical.from_codes(codes[row_pos], categories=pd.Index(uniq, dtype=object), validate=False)
 
 
@@ -273,7 +297,9 @@ def generalize(df, table: Table, labels, n_classes: int, fmt: str, identifiers=(
         pre = _numeric_on_host(cs, table) if gather and fmt == "range" else {}
         on_device: dict = {}
         for j, col in enumerate(table.columns):
-            if col.kind == "categorical" or fmt == "range":
+            if col.kind == "categorical" and isinstance(build, _HostColumns) and col.name not in cs.table.hierarchies:
+                new_cols[col.name] = build.text(_mask_text_codes(to_host(cs.category_masks(j)), col.categories))
+            elif col.kind == "categorical" or fmt == "range":
                 mm = (pre[(j, 0)], pre[(j, 1)]) if (j, 1) in pre else None
                 new_cols[col.name] = build.text(class_text_array(cs, j, fmt, mm))
             elif col.exact is not None:  # integers beyond 2**53, dates and times: exact values

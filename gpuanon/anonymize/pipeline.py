@@ -93,14 +93,15 @@ class InProcess:
         if is_device_frame(source):
             with count_transfers(log_=transfers), stage("input"):
                 host = frame_to_host(source)
-        plan = plan.with_roles(host)
+        factorized: dict = {}  # the text QIs hashed once, for the roles and the encoding
+        plan = plan.with_roles(host, factorized)
         hplan = plan.hierarchy_plan(host)
         be = get_backend(self.options.backend, n_rows=len(host))
         transfers.simulate = not be.is_gpu
         t1 = time.perf_counter()
         with count_transfers(log_=transfers), self._stage("encode"):
             table = encode(host, plan.schema, be.xp, orders=Plan.leaf_orders(hplan),
-                           device_frame=source if host is not source else None)
+                           device_frame=source if host is not source else None, factorized=factorized)
         return self.fit_encoded(plan, table, be, time.perf_counter() - t1, hplan, transfers, mark)
 
     def fit_encoded(self, plan: Plan, table: Table, be, encode_seconds: float = 0.0, hplan: dict | None = None,

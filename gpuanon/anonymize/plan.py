@@ -110,10 +110,10 @@ class Plan:
             return self
         return replace(self, output_format=check_format(output_format))
 
-    def with_roles(self, df) -> "Plan":
+    def with_roles(self, df, factorized: dict | None = None) -> "Plan":
         """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
-        sample of it); one clear error per problem."""
-        schema = Schema.from_frame(df, **self.roles)
+        sample of it); one clear error per problem. ``factorized``: as ``Schema.from_frame``'s."""
+        schema = Schema.from_frame(df, **self.roles, factorized=factorized)
         if self.output_format == "minmax":
             for c in schema.numeric_qis:
                 for suffix in ("_min", "_max"):
