@@ -242,12 +242,16 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
         if not lb.sum():
             continue
         owner = np.repeat(own[sl], lb)
-        rows = perm[np.repeat(st[sl] - (np.cumsum(lb) - lb), lb) + np.arange(int(lb.sum()))]
+        first = np.cumsum(lb) - lb  # each entry's first pair
+        rows = perm[np.repeat(st[sl] - first, lb) + np.arange(int(lb.sum()))]
         ok = np.ones(len(rows), dtype=bool)
-        for c2 in used:
-            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
-            if len(sel):
-                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        for c2 in used:  # a loop over columns: the pairs of the entries whose predicate uses c2 (whole ranges)
+            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0))
+            if not len(ent):
+                continue
+            le = lb[ent]
+            sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
+            ok[sel] &= _condition(q, c2, table, owner[sel], rows[sel])
         out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
