@@ -23,8 +23,9 @@ from .distance import distances, groups, kinds, pair_distances
 BLOCK = 1 << 22
 #: (target, release row) pairs measured at once
 PAIRS = 1 << 22
-#: attacks that share one random order of the release rows, at least (more where BLOCK allows)
-RANK_BLOCK = 256
+#: a random order of the release rows is shared by blocks of at least n_release / RANK_SHARE attacks (more
+#: where BLOCK allows): drawing and ranking it costs about as much as RANK_SHARE attacks' searches
+RANK_SHARE = 64
 
 
 def blocks(n_targets: int, n_cols: int, least: int = 1):
@@ -84,7 +85,7 @@ def link_one(e, a_cols, b_cols, table, trows, rng) -> tuple[int, int, int]:
     start = np.cumsum(count) - count
     n = e.release.n
     first = rand = ties = 0
-    for blk in blocks(len(trows), n, RANK_BLOCK):  # the random orders: one per side and block
+    for blk in blocks(len(trows), n, n // RANK_SHARE):  # the random orders: one per side and block
         oa = rng.permutation(n)
         ma = a.min_rank(oa)
         ob = rng.permutation(n)
