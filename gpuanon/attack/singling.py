@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..verify import splitmix64
-from .cells import Encoded, unique_rows
+from .cells import Encoded, unique_keys, unique_rows
 from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from .stats import results
 
@@ -80,7 +80,7 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
                 b += [np.nanmin(lo), np.inf]
                 null += [False, False]
             key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
-            cells, first, cnt = np.unique(key, axis=0, return_index=True, return_counts=True)
+            first, cnt = unique_keys(key)
             rare = first[(cnt == 1) & ~miss[first]]
             q = Predicates.empty(e.columns, len(a) + len(rare))
             q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
@@ -105,8 +105,8 @@ def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
         q.used[c.name] = used[:, j]
         if c.kind == "numeric":
             lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            key = np.unique(np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)]),
-                            axis=0)
+            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
+            key = key[unique_keys(key)[0]]  # np.unique(key, axis=0)
             pick = key[rng.integers(0, len(key), n)]
             vlo, vhi = pick[:, 0], pick[:, 1]
             miss = np.isposinf(vlo) & np.isposinf(vhi)
