@@ -113,35 +113,76 @@ def _point_key(e, cols, table, trows):
     return (rkey, tkey) if size > 1 else None
 
 
+def _range_min(e, cols, table, trows, kinds_, tg, s, en, order) -> tuple[np.ndarray, np.ndarray]:
+    """For targets ``tg`` (non-empty ranges ``[s, en)`` of ``order``): the smallest distance to those release
+    rows and the lowest position among the rows at it, measured as pairs in chunks of about PAIRS."""
+    dmin, first = np.full(len(tg), np.inf), np.zeros(len(tg), dtype=np.int64)
+    nz = np.flatnonzero(en > s)
+    if len(nz) < len(tg):  # empty ranges: nothing there
+        dmin[nz], first[nz] = _range_min(e, cols, table, trows, kinds_, tg[nz], s[nz], en[nz], order)
+        return dmin, first
+    ln = en - s
+    cum = np.cumsum(ln)
+    cuts = np.searchsorted(cum, np.arange(PAIRS, int(cum[-1]) + PAIRS, PAIRS), side="right") if len(cum) else []
+    prev = 0
+    for cut in list(cuts) + [len(tg)]:  # chunks of about PAIRS pairs
+        sl = slice(prev, max(prev, min(int(cut), len(tg))))
+        prev = sl.stop
+        lb = ln[sl]
+        if not len(lb):
+            continue
+        seg = np.cumsum(lb) - lb
+        rr = order[np.repeat(s[sl] - seg, lb) + np.arange(int(lb.sum()))]
+        d = pair_distances(e, cols, table, trows[np.repeat(tg[sl], lb)], rr, kinds_)
+        dmin[sl] = np.minimum.reduceat(d, seg)
+        first[sl] = np.minimum.reduceat(np.where(d == np.repeat(dmin[sl], lb), rr, e.release.n), seg)
+    return dmin, first
+
+
+def _window_column(e, cols, kinds_):
+    """The numeric column whose release cells are all finite with the most distinct values in a sample."""
+    best, most = None, 0
+    for c in cols:  # a loop over columns
+        if c.kind == "numeric" and kinds_[c.name] != "cells":
+            k = len(np.unique(e.release.lo[c.name][:: max(1, e.release.n // 4096)]))
+            best, most = (c, k) if k > most else (best, most)
+    return best
+
+
 def _by_key(e, cols, table, trows, kinds_, out, done) -> None:
-    """The targets whose nearest row shares their key and is below 1: ``out`` and ``done`` set for them."""
+    """The targets whose nearest row shares their key and is below 1: ``out`` and ``done`` set for them.
+    The key's rows are sorted by a numeric column ``x``: a first look at the few nearest in ``x`` bounds the
+    distance (``ub``), then every row of the key whose ``x`` term can be at most ``ub`` is measured."""
     key = _point_key(e, cols, table, trows)
     if key is None:
         return
     rkey, tkey = key
-    order = np.argsort(rkey, kind="stable")
-    sk = rkey[order]
-    s, en = np.searchsorted(sk, tkey, side="left"), np.searchsorted(sk, tkey, side="right")
-    has = np.flatnonzero(en > s)
-    ln = (en - s)[has]
-    cum = np.cumsum(ln)
-    cuts = np.searchsorted(cum, np.arange(PAIRS, int(cum[-1]) + PAIRS, PAIRS), side="right") if len(cum) else []
-    prev = 0
-    for cut in list(cuts) + [len(has)]:  # chunks of about PAIRS pairs
-        sl = slice(prev, max(prev, min(int(cut), len(has))))
-        prev = sl.stop
-        tg, lb = has[sl], ln[sl]
-        if not len(tg):
-            continue
-        seg = np.cumsum(lb) - lb
-        tt = np.repeat(tg, lb)
-        rr = order[np.repeat(s[tg] - seg, lb) + np.arange(int(lb.sum()))]
-        d = pair_distances(e, cols, table, trows[tt], rr, kinds_)
-        dmin = np.minimum.reduceat(d, seg)
-        pos = np.where(d == np.repeat(dmin, lb), np.arange(len(d)), len(d))
-        ok = dmin < 1.0
-        out[tg[ok]] = rr[np.minimum.reduceat(pos, seg)[ok]]
-        done[tg[ok]] = True
+    ukey = np.unique(rkey)
+    kid = np.searchsorted(ukey, tkey)
+    has = np.flatnonzero((kid < len(ukey)) & (ukey[np.minimum(kid, len(ukey) - 1)] == tkey))
+    xc = _window_column(e, cols, kinds_)
+    lo = e.release.lo[xc.name] if xc is not None else np.zeros(e.release.n)
+    v = table.lo[xc.name][trows] if xc is not None else np.zeros(len(trows))
+    has = has[~np.isnan(v[has])]
+    ux = np.unique(lo)
+    stride = len(ux) + 1
+    comp = np.searchsorted(ukey, rkey) * stride + np.searchsorted(ux, lo)
+    order = np.argsort(comp, kind="stable")
+    sc = comp[order]
+    base = kid[has] * stride
+    ks, ke = np.searchsorted(sc, base), np.searchsorted(sc, base + stride)
+    p = np.searchsorted(sc, base + np.searchsorted(ux, v[has]))
+    s1, e1 = np.maximum(ks, p - 4), np.minimum(ke, p + 4)  # the first look: a few rows either side in x
+    ub, _ = _range_min(e, cols, table, trows, kinds_, has, s1, e1, order)
+    keep = ub < 1.0
+    has, ub, ks, ke, base = has[keep], ub[keep], ks[keep], ke[keep], base[keep]
+    if xc is not None:  # the rows whose x term may be at most ub (a superset, by a margin)
+        w = ub * xc.scale * (1 + 1e-6) + 1e-9 * xc.scale
+        widest = float(np.max(e.release.hi[xc.name] - lo)) if e.release.n else 0.0
+        ks = np.maximum(ks, np.searchsorted(sc, base + np.searchsorted(ux, v[has] - w - widest, side="left")))
+        ke = np.minimum(ke, np.searchsorted(sc, base + np.searchsorted(ux, v[has] + w, side="right")))
+    dmin, first = _range_min(e, cols, table, trows, kinds_, has, ks, np.maximum(ke, ks), order)
+    out[has], done[has] = first, True
 
 
 def first_nearest(e, cols, table, trows) -> np.ndarray:
