@@ -228,5 +228,19 @@ def unique_rows(t: Table, columns) -> np.ndarray:
     if not key.shape[1]:
         return np.arange(min(t.n, 1))
     key = np.where(np.isnan(key), np.inf, key)  # NaN rows equal each other
-    _, first = np.unique(key, axis=0, return_index=True)
-    return np.sort(first)
+    return np.sort(unique_keys(key)[0])
+
+
+def unique_keys(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, axis=0, return_index=True, return_counts=True)``'s index and counts (the distinct
+    rows in lexicographic order, each one's first position and count; no NaN in ``key``), by a stable
+    ``lexsort`` of the columns rather than a sort of whole rows."""
+    if not len(key):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(key.T[::-1])
+    same = np.ones(len(key), dtype=bool)  # as the previous row in that order
+    for j in range(key.shape[1]):  # a loop over key columns
+        s = key[order, j]
+        same[1:] &= s[1:] == s[:-1]
+    start = np.flatnonzero(~same | (np.arange(len(key)) == 0))
+    return order[start], np.diff(np.append(start, len(key)))

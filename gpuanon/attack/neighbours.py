@@ -1,65 +1,19 @@
-"""Linkability and inference: nearest release rows as blocked whole-array distance computations.
+"""Linkability and inference: nearest release rows (distances: :mod:`.distance`).
 
-Distance of an original row to a release row, summed over columns (anonymeter's Gower-like distance
-on cells): numeric 0 inside the cell ``[lo, hi]``, else the gap to the nearest end over the column's
-range (a point cell: ``|x - y| / range``, anonymeter's); ``*`` is 0; both missing 1 and one missing
-``inf`` (anonymeter's NaN sorts last); categorical 0 when the cell's set holds the value, else 1.
-Among equally near rows anonymeter's rule takes the first (lowest position).
+Among equally near rows anonymeter's rule takes the first (lowest position). One neighbour (the
+default) and the inference's nearest row are searched by :mod:`.search` (distinct cells, pruning by
+a lower bound); ``k`` neighbours as blocked whole-array distance computations over every release row.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .distance import distances, kinds
+from .search import first_nearest, link_one, rank
 from .stats import results
 
 BLOCK = 1 << 22
-
-
-def _kinds(e, cols) -> dict:
-    """Per numeric column, how its release cells are read: ``points`` (finite points, no missing value:
-    anonymeter's ``|x - y| / range``), ``plain`` (finite cells, none missing) or ``cells`` (the rest)."""
-    out = {}
-    for c in cols:  # a loop over columns
-        if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name], e.release.hi[c.name]
-            plain = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
-            out[c.name] = "points" if plain and np.array_equal(lo, hi) else "plain" if plain else "cells"
-    return out
-
-
-def distances(e, cols, table, trows, kinds: dict | None = None) -> np.ndarray:
-    """``(len(trows), n_release)`` distances of ``table``'s rows ``trows`` to the release rows
-    (``kinds``: :func:`_kinds` of ``cols``, computed once per attack)."""
-    rel = e.release
-    kinds = _kinds(e, cols) if kinds is None else kinds
-    d = np.zeros((len(trows), rel.n))
-    tmp = np.empty_like(d)  # one scratch block: the same operations, in place
-    for c in cols:  # a loop over columns
-        if c.kind == "numeric":
-            v = table.lo[c.name][trows][:, None]
-            lo, hi = rel.lo[c.name], rel.hi[c.name]
-            vn = np.isnan(v)
-            plain = kinds[c.name] != "cells" and not vn.any()
-            if plain and kinds[c.name] == "points":  # points: anonymeter's |x - y| / range
-                np.subtract(v, lo[None, :], out=tmp)
-                np.abs(tmp, out=tmp)
-                tmp /= c.scale
-                d += tmp
-                continue
-            lo, hi = lo[None, :], hi[None, :]
-            with np.errstate(invalid="ignore"):
-                gap = np.maximum(np.maximum(lo - v, v - hi), 0.0) / c.scale
-            if not plain:
-                rn = np.isnan(lo)
-                gap = np.where(vn | rn, np.where(vn & rn, 1.0, np.inf), gap)
-                gap = np.where(np.isinf(lo) & np.isinf(hi), 0.0, gap)
-            d += gap
-        elif not c.sets.shape[0]:  # point cells only
-            d += np.not_equal(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None], out=tmp)
-        else:
-            d += ~c.overlap(rel.cell[c.name][None, :], table.cell[c.name][trows][:, None])
-    return d
 
 
 def _blocks(n_targets: int, n_rel: int):
@@ -98,25 +52,17 @@ def _nearest(d: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return np.argmax(eq, axis=1), np.argmin(np.where(eq, rank[None, :], np.int32(d.shape[1])), axis=1), eq
 
 
-def _rank(order: np.ndarray) -> np.ndarray:
-    """Each release row's place in the random ``order``."""
-    rank = np.empty(len(order), dtype=np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
-    return rank
+_rank = rank
 
 
 def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
-    """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept."""
+    """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept
+    (one neighbour: :func:`.search.link_one`, over the distinct cells of each set)."""
+    if k == 1:
+        return link_one(e, a_cols, b_cols, table, trows, rng)
     first = rand = ties = 0
-    ka, kb = _kinds(e, a_cols), _kinds(e, b_cols)
+    ka, kb = kinds(e, a_cols), kinds(e, b_cols)
     for blk in _blocks(len(trows), e.release.n):  # a random order of the release rows per block and side
-        if k == 1:  # one neighbour: the chosen rows as positions
-            fa, ra, ta = _nearest(distances(e, a_cols, table, trows[blk], ka), _rank(rng.permutation(e.release.n)))
-            fb, rb, tb = _nearest(distances(e, b_cols, table, trows[blk], kb), _rank(rng.permutation(e.release.n)))
-            first += int((fa == fb).sum())
-            rand += int((ra == rb).sum())
-            ties += int((ta & tb).any(axis=1).sum())
-            continue
         ca, ra, ta = _chosen(distances(e, a_cols, table, trows[blk], ka), k, _rank(rng.permutation(e.release.n)))
         cb, rb, tb = _chosen(distances(e, b_cols, table, trows[blk], kb), k, _rank(rng.permutation(e.release.n)))
         first += int((ca & cb).any(axis=1).sum())
@@ -191,10 +137,10 @@ def _credit(e, secret, table, trows, guess_rows) -> np.ndarray:
 
 
 def _infer(e, aux_cols, secret, table, trows) -> float:
-    total, kinds = 0.0, _kinds(e, aux_cols)
-    for blk in _blocks(len(trows), e.release.n):
-        g = np.argmin(distances(e, aux_cols, table, trows[blk], kinds), axis=1)  # the first of the nearest
-        total += float(_credit(e, secret, table, trows[blk], g).sum())
+    total = 0.0
+    g = first_nearest(e, aux_cols, table, trows)  # the first of the nearest
+    for blk in _blocks(len(trows), e.release.n):  # the same sums as per block of targets
+        total += float(_credit(e, secret, table, trows[blk], g[blk]).sum())
     return total
 
 

@@ -5,8 +5,8 @@ with ``inv``, outside it); a missing value matches when ``null``. Categorical: t
 ``p``'s set (or, with ``neg``, a non-missing value outside it). A row whose cell is a set *may match*
 when some value it allows satisfies the condition; a point row matches exactly as anonymeter's
 equality and comparison queries do. Counts are whole-array: conditions are evaluated column by column
-on blocks of (predicates x rows), and a predicate is dropped once it matches two rows (only 0, 1 or
-"2 or more" matter to singling out).
+on a sample of rows as bit sets, then on (predicate, candidate row) pairs, and a predicate is dropped
+once it matches two rows (only 0, 1 or "2 or more" matter to singling out).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .bitsets import sample_counts
+
 #: cells of one (predicates x rows) block
 BLOCK = 1 << 22
-#: rows of the dense first look that drops the predicates matching two of them
-SAMPLE = 256
-#: the sample is looked at in stages: its first rows, then the rest for the predicates still below two
-STAGES = (32,)
+#: rows of the first look (bit sets, :mod:`.bitsets`) that drops the predicates matching two of them
+SAMPLE = 1024
 #: candidates per predicate in the first round of exact counting (each round takes four times more)
 CHUNK = 64
 
@@ -114,23 +114,6 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
             m = np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
         out[u] &= m
     return out
-
-
-def _sample_hits(q: Predicates, columns, table, sample) -> np.ndarray:
-    """Matches of each predicate among the ``sample`` rows, counted in stages (the first ``STAGES[0]`` rows,
-    then the rest for the predicates that matched fewer than two): exact below 2."""
-    hit = np.zeros(q.n, dtype=np.int64)
-    live, done = np.arange(q.n), 0
-    for stop in STAGES + (len(sample),):  # a few stages
-        part = sample[done:stop]
-        if not len(part) or not len(live):
-            break
-        step = max(1, BLOCK // len(part))
-        for s in range(0, len(live), step):  # blocks of (predicates x rows)
-            blk = live[s:s + step]
-            hit[blk] += holds(q.take(blk), columns, table, part).sum(axis=1)
-        live, done = live[hit[live] < 2], stop
-    return hit
 
 
 def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
@@ -242,12 +225,16 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
         if not lb.sum():
             continue
         owner = np.repeat(own[sl], lb)
-        rows = perm[np.repeat(st[sl] - (np.cumsum(lb) - lb), lb) + np.arange(int(lb.sum()))]
+        first = np.cumsum(lb) - lb  # each entry's first pair
+        rows = perm[np.repeat(st[sl] - first, lb) + np.arange(int(lb.sum()))]
         ok = np.ones(len(rows), dtype=bool)
-        for c2 in used:
-            sel = np.flatnonzero(q.used[c2.name][owner] & ok)
-            if len(sel):
-                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        for c2 in used:  # a loop over columns: the pairs of the entries whose predicate uses c2 (whole ranges)
+            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0))
+            if not len(ent):
+                continue
+            le = lb[ent]
+            sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
+            ok[sel] &= _condition(q, c2, table, owner[sel], rows[sel])
         out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -331,7 +318,9 @@ def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | 
     if not q.n or not len(rows):
         return counts
     sample = rows[rng.permutation(len(rows))[:SAMPLE]]
-    hit = _sample_hits(q, columns, table, sample)
+    hit = sample_counts(q, columns, table, sample)
+    if len(sample) == len(rows):  # the sample is every row: its counts are the counts
+        return np.minimum(hit, 2)
     counts[hit >= 2] = 2
     rest = np.flatnonzero(hit < 2)
     if len(rest):

@@ -16,12 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..verify import splitmix64
-from .cells import Encoded, unique_rows
+from .cells import Encoded, unique_keys, unique_rows
 from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from .stats import results
 
 #: control rows per predicate listed once for the correction's subsamples (predicates matching more are counted on each)
 PAIR_CAP = 64
+#: most predicates drawn in one batch of the multivariate generator
+BATCH_MAX = 100_000
 
 
 def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
@@ -78,7 +80,7 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
                 b += [np.nanmin(lo), np.inf]
                 null += [False, False]
             key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
-            cells, first, cnt = np.unique(key, axis=0, return_index=True, return_counts=True)
+            first, cnt = unique_keys(key)
             rare = first[(cnt == 1) & ~miss[first]]
             q = Predicates.empty(e.columns, len(a) + len(rare))
             q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
@@ -103,8 +105,8 @@ def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
         q.used[c.name] = used[:, j]
         if c.kind == "numeric":
             lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            key = np.unique(np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)]),
-                            axis=0)
+            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
+            key = key[unique_keys(key)[0]]  # np.unique(key, axis=0)
             pick = key[rng.integers(0, len(key), n)]
             vlo, vhi = pick[:, 0], pick[:, 1]
             miss = np.isposinf(vlo) & np.isposinf(vhi)
@@ -154,13 +156,17 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
     got, keys, idle = [], np.zeros(0, dtype=np.uint64), 0
     patience = patience or max(20 * n, 20000)
     have, ix = 0, row_index(cols, e.release, rows)
+    drawn = found = 0
     while have < n and idle < patience:
-        batch = int(min(max(2 * (n - have), 512), 50000))
+        # sized by the yield so far (new predicates per draw): a few large batches, not hundreds of small ones
+        want = 2 * (n - have) if not drawn else 1.5 * (n - have) * (drawn + 1) / (found + 1)
+        batch = int(min(max(want, 512), BATCH_MAX))
         recs = rows[rng.integers(0, len(rows), batch)]
         q = from_records(e, recs, _random_columns(rng, batch, len(cols), n_cols), med)
         ok = np.flatnonzero(match_counts(q, cols, e.release, rng, index=ix) == 1)
         k = _hashes(q.take(ok).keys(cols))
         fresh = _new(keys, k)[:n - have]
+        drawn, found = drawn + batch, found + len(fresh)
         if len(fresh):
             got.append(q.take(ok[fresh]))
             keys = np.concatenate([keys, k[fresh]])
