@@ -36,6 +36,8 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
@@ -116,9 +118,6 @@ _ARROW_OK: list = []  # [bool] once probed: whether this Arrow writes floats as 
 
 def _arrow_float_texts(x: np.ndarray, nan: np.ndarray):
     """Arrow strings of float64 ``x`` (null where ``nan``) in NumPy's ``str`` format."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     txt = pc.cast(pa.array(x, mask=nan), pa.string())
     a = np.abs(x)
     fixed = ((a >= _ARROW_FIXED[0]) & (a < _ARROW_FIXED[1])) | (x == 0)
@@ -151,8 +150,6 @@ def _arrow_writes_like_numpy() -> bool:
 def number_text_array(x: np.ndarray, integer: bool):
     """Shortest round-trip text of each number as an Arrow string array (null where NaN), integers
     without a point: the text of :func:`number_texts`, written by Arrow's compute functions."""
-    import pyarrow as pa  # noqa: PLC0415
-
     x = np.asarray(x, dtype=np.float64) + 0.0  # no "-0.0"
     nan = np.isnan(x)
     if integer:
@@ -172,9 +169,6 @@ def number_texts(x: np.ndarray, integer: bool) -> np.ndarray:
 def range_text_array(lo: np.ndarray, hi: np.ndarray, integer: bool):
     """Cell text of intervals ``[lo, hi]`` as an Arrow string array (null where ``lo`` is NaN),
     built with Arrow's compute functions over all entries at once."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     los, his = number_text_array(lo, integer), number_text_array(hi, integer)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
 from .csv_out import mixed_as_text, write_csv
@@ -343,7 +344,6 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         else:
             write_csv(frame_to_host(df), tmp, gz)
     else:
-        import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
         tbl = frame_to_arrow(df) if device else _host_arrow_table(df, nested)
@@ -358,8 +358,6 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
 def _host_arrow_table(df, nested: dict):
     """A pandas frame as an Arrow table; a nested column Arrow cannot infer from its Python values (a map,
     whose entries pandas holds as lists of tuples) is built with the Arrow type noted when it was read."""
-    import pyarrow as pa  # noqa: PLC0415
-
     try:
         return pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
@@ -375,8 +373,6 @@ def _host_arrow_table(df, nested: dict):
 
 def _nested_types(df, tbl, types: dict):
     """``tbl`` with nested columns cast back to the Arrow ``types`` noted when the input was read."""
-    import pyarrow as pa  # noqa: PLC0415
-
     for name, t in types.items():
         if name in tbl.column_names and tbl.schema.field(name).type != t:
             try:

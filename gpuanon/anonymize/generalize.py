@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..backend import device_column, device_frame, frame_to_device, is_device_frame, stage, to_device, to_host
-from ..cells import SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array, set_text
+from ..cells import (SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array,
+                     set_text)
 from ..classes import ClassStats
 from ..encoding import Table
 from ..exact import bound_values, mean_values, range_texts
@@ -39,9 +42,6 @@ def _mask_texts(masks: np.ndarray, cats: list):
     """Text of each class's category set (an Arrow string array, one per class; null for a class
     whose one value is missing): the codes present are read off the bits of all distinct masks at
     once, and each set's escaped category texts are joined by Arrow."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     n_cat = len(cats)
     if masks.shape[1] == 1:  # one word: a plain sort (unique rows of one column sort a structured view)
         uniq, inv = np.unique(masks[:, 0], return_inverse=True)
@@ -70,9 +70,6 @@ def _mask_texts(masks: np.ndarray, cats: list):
 def _text_codes(texts):
     """``(codes, distinct texts)`` of per-class texts (an Arrow array or an object array), in order of
     first appearance; a missing text has code -1."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     if isinstance(texts, (pa.Array, pa.ChunkedArray)):
         enc = pc.dictionary_encode(texts)
         if isinstance(enc, pa.ChunkedArray):

@@ -29,6 +29,8 @@ from ..backend import get_backend
 from ..encoding import encode
 from ..errors import PrivacyError
 from ..estimator import clone
+from ..io import atomic_path
+from ..report.markdown import markdown_table
 from .mondrian import Mondrian
 
 log = logging.getLogger("gpuanon")
@@ -183,8 +185,6 @@ def _cell(v) -> str:
 def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-style markdown table (:func:`gpuanon.report.markdown_table`): missing cells empty,
     large whole numbers exact."""
-    from ..report.markdown import markdown_table  # noqa: PLC0415
-
     return markdown_table(table.map(_cell))
 
 
@@ -195,7 +195,6 @@ def plot_sweep(res: pd.DataFrame, path: str) -> None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from ..io import atomic_path  # noqa: PLC0415
 
     kr = res[(res["criterion"] == "k-anonymity") & res["n_classes"].notna()].sort_values("k")
     fig, ax = plt.subplots(figsize=(7, 4))

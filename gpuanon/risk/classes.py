@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..backend import is_device_frame, to_device, to_host, to_scalar
+from ..backend import frame_to_host, is_device_frame, to_device, to_host, to_scalar
 from ..errors import InputError, shown
+from ..schema import suggest
 from ..verify import splitmix64
 
 SUPPRESSED = "*"
@@ -239,8 +240,6 @@ def _counts(idx, length: int, xp, weights=None):
 def check_columns(frame, columns, what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        from ..schema import suggest  # noqa: PLC0415
-
         raise InputError(f"{what} '{missing[0]}' is not a column{suggest(missing[0], list(map(str, frame.columns)))}")
 
 
@@ -473,6 +472,4 @@ def _as_text(s: pd.Series) -> pd.Series:
 
 
 def to_host_frame(frame):
-    from ..backend import frame_to_host  # noqa: PLC0415
-
     return frame_to_host(frame)
