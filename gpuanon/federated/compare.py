@@ -18,7 +18,7 @@ from ..report.markdown import markdown_table
 from .diagnose import note_one_class
 from .experiment import plan
 from .models import build_model, loss_value, predict_scores, spec_from_dict, train_local
-from .run import run_federated
+from . import run
 
 log = logging.getLogger("gpuanon")
 
@@ -93,7 +93,7 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     runs = {}
     for prot in prots:
         log.info("federated run: protection %s, %d silos (%s)", prot, cfg["silos"], cfg["split"])
-        runs[prot] = run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
+        runs[prot] = run.run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
                                    warn=False)
     cent_prots = {"raw": ["raw"], "all": prots, "none": []}[centralized_baseline]
     t1 = time.perf_counter()
