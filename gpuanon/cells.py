@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .dictionaries import is_na
 from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
 SET_SEPARATOR = "|"
@@ -52,19 +53,9 @@ _DASH_RANGE = re.compile(rf"^\s*({_NUM})\s*-\s*({_NUM})\s*$")
 _BRACKET_RANGE = re.compile(rf"^\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*$")
 
 
-def is_missing(v) -> bool:
-    """None, NaN, NA and NaT are missing."""
-    if v is None or v is pd.NA:
-        return True
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def escape_value(v) -> str:
     """One value as it appears in a cell: ``\\`` and ``|`` escaped; missing is :data:`MISSING_IN_SET`."""
-    if is_missing(v):
+    if is_na(v):
         return MISSING_IN_SET
     return str(v).replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
 
@@ -72,7 +63,7 @@ def escape_value(v) -> str:
 def cell_text(v) -> str:
     """Display text of one value (unescaped): missing (None, NaN, NA) is ``'NaN'``; a key for tables
     that name a missing category ``NaN`` (a set cell writes it :data:`MISSING_IN_SET`)."""
-    if is_missing(v):
+    if is_na(v):
         return "NaN"
     return str(v)
 
@@ -90,7 +81,7 @@ def set_text(values) -> str:
 def cell_key(v):
     """Key of a value or of a parsed set member: ``None`` for a missing one, else its text (``str``).
     Unlike :func:`cell_text`, a missing value and a category named ``NaN`` get different keys."""
-    return None if is_missing(v) else str(v)
+    return None if is_na(v) else str(v)
 
 
 def split_set_text(text: str) -> list:
@@ -281,7 +272,7 @@ def in_input_order(columns, generalized: dict, quasi_identifiers, dropped, passt
 def _leaf_key(v, index: dict):
     """The ``index`` key of a hierarchy leaf: a hierarchy names the missing value's leaf ``NaN``."""
     key = cell_key(v)
-    return None if (key == cell_text(None) and key not in index) or is_missing(v) else key
+    return None if (key == cell_text(None) and key not in index) or is_na(v) else key
 
 
 def hierarchy_node_members(hierarchy, index: dict) -> dict:

@@ -18,7 +18,6 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
@@ -350,7 +349,7 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         tbl = _nested_types(df, tbl, nested)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
-            meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
+            meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=str).encode()
             tbl = tbl.replace_schema_metadata(meta)
         pq.write_table(tbl, tmp)
 
@@ -383,18 +382,6 @@ def _nested_types(df, tbl, types: dict):
     return tbl
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (np.bool_,)):
-        return bool(o)
-    return str(o)
-
-
 def write_json(obj: dict, path: str | os.PathLike) -> None:
     """Write a JSON report atomically; NaN and infinity are written as ``null`` (strict JSON)."""
     with atomic_path(path) as tmp:
@@ -403,5 +390,5 @@ def write_json(obj: dict, path: str | os.PathLike) -> None:
 
 def _dump_json(obj: dict, tmp) -> None:
     with open(tmp, "w") as f:
-        json.dump(json_safe(obj), f, indent=2, allow_nan=False, default=_json_default)
+        json.dump(json_safe(obj), f, indent=2, allow_nan=False, default=str)
         f.write("\n")

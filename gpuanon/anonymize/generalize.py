@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..backend import device_column, device_frame, frame_to_device, is_device_frame, stage, to_device, to_host
-from ..cells import (SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array,
+from ..cells import (SET_SEPARATOR, escape_value, in_input_order, minmax_dtype, range_text_array,
                      set_text)
 from ..classes import ClassStats
-from ..encoding import Table
+from ..encoding import Table, is_na
 from ..exact import bound_values, mean_values, range_texts
 
 FORMATS = ("range", "minmax", "mean")
@@ -56,7 +56,7 @@ def _mask_texts(masks: np.ndarray, cats: list):
     np.cumsum(counts, out=offsets[1:])
     # one text per category (a loop over the column's categories, not over classes)
     escaped = pa.array([escape_value(v) for v in cats], pa.string())
-    missing = np.array([is_missing(v) for v in cats], dtype=bool)
+    missing = np.array([is_na(v) for v in cats], dtype=bool)
     lists = (pa.ListArray if offsets[-1] < 2**31 else pa.LargeListArray).from_arrays(
         pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()), escaped.take(pa.array(code)))
     texts = pc.binary_join(lists, SET_SEPARATOR)
@@ -214,7 +214,7 @@ def class_text_array(cs: ClassStats, j: int, fmt: str, minmax=None):
         if leaf.any():
             leaf_value = np.empty(h.n_nodes, dtype=object)
             cats = np.empty(len(col.categories), dtype=object)
-            cats[:] = [None if is_missing(v) else set_text([v]) for v in col.categories]
+            cats[:] = [None if is_na(v) else set_text([v]) for v in col.categories]
             leaf_value[to_host(bound.code_levels[:, 0])] = cats
             text[leaf] = leaf_value[node[leaf]]
         return text
