@@ -126,20 +126,6 @@ def _device_cells(s, xp):
 _MUL = 0xBF58476D1CE4E5B9
 
 
-def _pack(cells: list, widths: list, xp) -> list:
-    """The cells packed exactly into as few uint64 words as their widths allow."""
-    words, word, used = [], None, 0
-    for c, w in zip(cells, widths):
-        if word is not None and used + w > 64:
-            words.append(word)
-            word, used = None, 0
-        word = c if word is None else (word << xp.uint64(w)) | c
-        used += w
-    if word is not None:
-        words.append(word)
-    return words
-
-
 def _f32_bits(col: np.ndarray, out: np.ndarray) -> np.ndarray:
     """A float32 column's bits as uint32, written into ``out`` (-0.0 as 0.0, every NaN one value)."""
     np.add(col, np.float32(0), out=out)
@@ -261,7 +247,7 @@ def _codes_of(frame, qi, xp):
         cells.append(cc)
         widths.append(w)
         stars.append(star)
-    words += _pack(cells, widths, xp)
+    words += pack_cells(zip(cells, widths), len(frame), xp)
     supp = None
     if qi and len(stars) == len(qi) and all(s is not None for s in stars):
         supp = stars[0]
@@ -328,7 +314,7 @@ def pack_cells(cells, n: int, xp) -> list:
                 np.left_shift(word, np.uint64(w), out=word)
                 np.bitwise_or(word, c, out=word, casting="unsafe")
         else:
-            c = c.astype(xp.uint64)
+            c = c if c.dtype == xp.uint64 else c.astype(xp.uint64)
             word = c if word is None else (word << xp.uint64(w)) | c
         used += w
     if word is not None:
