@@ -127,9 +127,9 @@ UPWARD = {
     ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
         "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.tasks"):
-        "DISTPAB's entities run through the one Runner that notices a lost worker (lazily)",
+        "DISTPAB's entities run through the one Runner that notices a lost worker",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.recovery"):
-        "a lost worker's entities placed again with the one slot-moving rule (lazily)",
+        "a lost worker's entities placed again with the one slot-moving rule",
 }
 
 
