@@ -16,6 +16,7 @@ Examples
 from __future__ import annotations
 
 import glob
+import importlib.util
 import logging
 import os
 import sys
@@ -28,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kernels import host as _kernel_host
 
@@ -68,8 +70,6 @@ class Backend:
 def namespace_by_name(name: str, frame: str | None = None, *rest):
     """``xp`` by name, as pickles keep it: NumPy for ``'cpu'`` / ``'numpy'``, else CuPy (the device double
     when one is installed); with ``frame``, the whole :class:`Backend` (its ``__reduce__``)."""
-    import importlib  # noqa: PLC0415
-
     xp = np if name in ("cpu", "numpy") else _DEVICE[0] or importlib.import_module("cupy")
     return xp if frame is None else Backend(name, xp, importlib.import_module(frame), *rest)
 
@@ -371,7 +371,6 @@ def device_column(values, categories=None):
         raise BackendError("building a cuDF column needs cuDF and a usable GPU")
     if categories is None:
         return cudf.Series(values)
-    import pandas as pd  # noqa: PLC0415
 
     cats = pd.Index(categories, dtype=object)
     _count("to_device", _Sized(int(cats.memory_usage(deep=True))), True)
@@ -404,9 +403,7 @@ def read_parquet_device(path) -> Any:
 
 
 def _frame_module(gpu: bool) -> ModuleType:
-    import pandas  # noqa: PLC0415
-
-    return (cudf_module() if gpu else None) or pandas
+    return (cudf_module() if gpu else None) or pd
 
 
 def resolve_name(name: str | None = None) -> str:
@@ -483,8 +480,6 @@ _SAID: set = set()
 
 def load_cuml() -> tuple[ModuleType | None, str]:
     """``(cuml, '')`` when cuML imports and works here, else ``(None, why)``."""
-    import importlib.util  # noqa: PLC0415
-
     try:
         if importlib.util.find_spec("cuml") is None:
             return None, "cuML is not installed"

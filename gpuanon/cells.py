@@ -36,7 +36,10 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from .dictionaries import is_na
 from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
 SET_SEPARATOR = "|"
@@ -50,19 +53,9 @@ _DASH_RANGE = re.compile(rf"^\s*({_NUM})\s*-\s*({_NUM})\s*$")
 _BRACKET_RANGE = re.compile(rf"^\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*$")
 
 
-def is_missing(v) -> bool:
-    """None, NaN, NA and NaT are missing."""
-    if v is None or v is pd.NA:
-        return True
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def escape_value(v) -> str:
     """One value as it appears in a cell: ``\\`` and ``|`` escaped; missing is :data:`MISSING_IN_SET`."""
-    if is_missing(v):
+    if is_na(v):
         return MISSING_IN_SET
     return str(v).replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
 
@@ -70,7 +63,7 @@ def escape_value(v) -> str:
 def cell_text(v) -> str:
     """Display text of one value (unescaped): missing (None, NaN, NA) is ``'NaN'``; a key for tables
     that name a missing category ``NaN`` (a set cell writes it :data:`MISSING_IN_SET`)."""
-    if is_missing(v):
+    if is_na(v):
         return "NaN"
     return str(v)
 
@@ -88,7 +81,7 @@ def set_text(values) -> str:
 def cell_key(v):
     """Key of a value or of a parsed set member: ``None`` for a missing one, else its text (``str``).
     Unlike :func:`cell_text`, a missing value and a category named ``NaN`` get different keys."""
-    return None if is_missing(v) else str(v)
+    return None if is_na(v) else str(v)
 
 
 def split_set_text(text: str) -> list:
@@ -116,9 +109,6 @@ _ARROW_OK: list = []  # [bool] once probed: whether this Arrow writes floats as 
 
 def _arrow_float_texts(x: np.ndarray, nan: np.ndarray):
     """Arrow strings of float64 ``x`` (null where ``nan``) in NumPy's ``str`` format."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     txt = pc.cast(pa.array(x, mask=nan), pa.string())
     a = np.abs(x)
     fixed = ((a >= _ARROW_FIXED[0]) & (a < _ARROW_FIXED[1])) | (x == 0)
@@ -151,8 +141,6 @@ def _arrow_writes_like_numpy() -> bool:
 def number_text_array(x: np.ndarray, integer: bool):
     """Shortest round-trip text of each number as an Arrow string array (null where NaN), integers
     without a point: the text of :func:`number_texts`, written by Arrow's compute functions."""
-    import pyarrow as pa  # noqa: PLC0415
-
     x = np.asarray(x, dtype=np.float64) + 0.0  # no "-0.0"
     nan = np.isnan(x)
     if integer:
@@ -172,9 +160,6 @@ def number_texts(x: np.ndarray, integer: bool) -> np.ndarray:
 def range_text_array(lo: np.ndarray, hi: np.ndarray, integer: bool):
     """Cell text of intervals ``[lo, hi]`` as an Arrow string array (null where ``lo`` is NaN),
     built with Arrow's compute functions over all entries at once."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     los, his = number_text_array(lo, integer), number_text_array(hi, integer)
@@ -287,7 +272,7 @@ def in_input_order(columns, generalized: dict, quasi_identifiers, dropped, passt
 def _leaf_key(v, index: dict):
     """The ``index`` key of a hierarchy leaf: a hierarchy names the missing value's leaf ``NaN``."""
     key = cell_key(v)
-    return None if (key == cell_text(None) and key not in index) or is_missing(v) else key
+    return None if (key == cell_text(None) and key not in index) or is_na(v) else key
 
 
 def hierarchy_node_members(hierarchy, index: dict) -> dict:

@@ -16,13 +16,22 @@ type this writer does not render like pandas (dates, times, decimals, binary) is
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import json
 import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 from .jsonsafe import json_safe
+from .schema import nested_kind
 
 _BATCH_ROWS = 1 << 18  # rows per batch of the writer: large batches cost fewer passes (1M x 28: 2.8 s -> 1.8 s)
 _SLICE_ROWS = 1 << 16  # rows rendered by one thread at a time (1M x 29 floats: about 30 MB of text)
@@ -54,9 +63,6 @@ def mixed_as_text(df: pd.DataFrame) -> pd.DataFrame:
 def _whole_floats(arr):
     """A float array as text with ``.0`` kept on whole numbers (as pandas writes them); a column with no
     whole number is cast alone (no pass over its text)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     text = pc.cast(arr, pa.string())
     whole = pc.and_(pc.is_finite(arr), pc.equal(pc.floor(arr), arr))
     if not pc.any(whole).as_py():
@@ -68,8 +74,6 @@ def _whole_floats(arr):
 def _structural_bytes(arr) -> bool:
     """Whether one text chunk's characters hold a quote, comma, CR or LF: one look-up over its data
     buffer (the bytes of every cell, back to back)."""
-    import pyarrow as pa  # noqa: PLC0415
-
     if len(arr) == 0:
         return False
     _, offsets, data = arr.buffers()[:3]
@@ -83,8 +87,6 @@ def _structural_bytes(arr) -> bool:
 
 def _needs_quotes(col) -> bool:
     """Whether a text column (plain or dictionary-encoded) holds a cell with a quote, comma or line break."""
-    import pyarrow as pa  # noqa: PLC0415
-
     if pa.types.is_dictionary(col.type):
         chunks = [ch.dictionary for ch in col.chunks]
     else:
@@ -97,10 +99,6 @@ def _needs_quotes(col) -> bool:
 def arrow_table(df: pd.DataFrame):
     """``(table, quote)``: ``df`` as an Arrow table the CSV writer renders like pandas, or None where it
     cannot; ``quote``: whether a text cell needs quotes (then the writer quotes every text cell)."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    from .schema import nested_kind  # noqa: PLC0415
-
     if not all(isinstance(c, str) for c in df.columns):
         return None
     nested = [c for c in df.columns if nested_kind(df[c])]
@@ -118,8 +116,6 @@ def arrow_table(df: pd.DataFrame):
 
 
 def _plain(t) -> bool:
-    import pyarrow as pa  # noqa: PLC0415
-
     if pa.types.is_dictionary(t):
         t = t.value_type
     return str(t).startswith(_PLAIN)
@@ -127,9 +123,6 @@ def _plain(t) -> bool:
 
 def _render(col):
     """``(column, needs quotes)``: one column as the CSV writer should render it."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     t = col.type
     if pa.types.is_dictionary(t) and pa.types.is_floating(t.value_type):
         col, t = col.cast(t.value_type), t.value_type
@@ -142,8 +135,6 @@ def _render(col):
 
 def _pool(rows: int):
     """A thread pool for a large table (one thread for a small one: no start-up cost)."""
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
     return ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)) if rows >= _BATCH_ROWS // 2 else 1)
 
 
@@ -167,9 +158,6 @@ def _early_years_as_text(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_csv(df: pd.DataFrame, tmp, gz: bool) -> None:
     """Write ``df`` to the file ``tmp`` as CSV (gzip-compressed when ``gz``)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pcsv  # noqa: PLC0415
-
     got = arrow_table(df)
     if got is None:
         _early_years_as_text(df).to_csv(tmp, index=False, compression="gzip" if gz else None)
@@ -187,14 +175,6 @@ def _write(tbl, out, opts, quote: bool, gz: bool = False) -> None:
 
     With ``gz`` every slice is compressed on its own thread (gzip level :data:`GZIP_LEVEL`) as one member
     of a multi-member gzip file, which gzip, pandas and pyarrow read as one stream."""
-    import csv  # noqa: PLC0415
-    import gzip  # noqa: PLC0415
-    import io  # noqa: PLC0415
-    from collections import deque  # noqa: PLC0415
-
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pcsv  # noqa: PLC0415
-
     head = io.StringIO()
     csv.writer(head, lineterminator="\n", quoting=csv.QUOTE_ALL if quote else csv.QUOTE_MINIMAL).writerow(
         tbl.column_names)

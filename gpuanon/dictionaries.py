@@ -103,7 +103,10 @@ class Column:
 
 
 def is_na(v) -> bool:
-    """A missing value (``pd.isna``; False for values it cannot judge, e.g. lists)."""
+    """A missing value: None, NaN, NA, NaT (``pd.isna``; False for values it cannot judge, e.g. lists).
+    The one test of a missing cell value (``cells``, ``encoding``, ``hierarchy`` and ``anonymize`` use it)."""
+    if v is None or v is pd.NA:
+        return True
     try:
         return bool(pd.isna(v))
     except (TypeError, ValueError):

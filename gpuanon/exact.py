@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from kernels.keys import MISSING
 
+from .backend import frame_to_host
 from .errors import SchemaError
 
 FLOAT_EXACT = 2**53  # every integer of magnitude up to this is a float64
@@ -91,8 +95,6 @@ class Exact:
 
     def decimals(self) -> np.ndarray:
         """The dictionary's values as ``Decimal`` objects (a decimal column; one per value)."""
-        from decimal import Decimal  # noqa: PLC0415
-
         out = np.empty(self.values.shape[0], dtype=object)
         out[:] = [Decimal(int(v)).scaleb(-self.scale) for v in self.values.tolist()]  # a loop over distinct values
         return out
@@ -105,8 +107,6 @@ class Exact:
     def value_texts(self):
         """The published text of every dictionary value (an Arrow string array), made once."""
         if self._texts is None:
-            import pyarrow as pa  # noqa: PLC0415
-
             if self.kind == "int":
                 self._texts = pa.array(self.values).cast(pa.string())
             elif self.kind == "decimal":  # fixed notation, the column's places (as the file holds them)
@@ -196,7 +196,6 @@ def exact_of(s: pd.Series, name) -> tuple[Exact, np.ndarray] | None:
     if not isinstance(s, pd.Series):  # a cuDF column: an exact dictionary is built on the host
         if not needs_exact(s):
             return None
-        from .backend import frame_to_host  # noqa: PLC0415
 
         s = frame_to_host(s.to_frame())[s.name]
     kind, date_objects = "int", False
@@ -238,16 +237,11 @@ def exact_of(s: pd.Series, name) -> tuple[Exact, np.ndarray] | None:
 
 
 def _take(arr, idx: np.ndarray):
-    import pyarrow as pa  # noqa: PLC0415
-
     return arr.take(pa.array(idx))
 
 
 def range_texts(ex: Exact, kmin: np.ndarray, kmax: np.ndarray):
     """Cell text of every class's interval (an Arrow string array, null where missing)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     kmin, kmax = np.asarray(kmin), np.asarray(kmax)
     miss = kmin == MISSING
     top = max(ex.values.shape[0] - 1, 0)
@@ -293,8 +287,6 @@ def bound_values(ex: Exact, keys: np.ndarray, source_dtype=None):
 
 def _decimal_values(ex: Exact, scaled: np.ndarray, miss: np.ndarray) -> np.ndarray:
     """Scaled integers as ``Decimal`` objects at the column's places (None where ``miss``)."""
-    from decimal import Decimal  # noqa: PLC0415
-
     codes, uniq = pd.factorize(np.where(miss, 0, scaled))
     dec = np.empty(len(uniq), dtype=object)
     dec[:] = [Decimal(int(v)).scaleb(-ex.scale) for v in uniq.tolist()]  # a loop over distinct values
@@ -368,8 +360,6 @@ _DEC = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 def _parse_decimals(t: str):
     """``(lo, hi)`` of a decimal cell as ``Decimal`` objects: a number, ``lo-hi`` or ``[lo, hi]``."""
-    from decimal import Decimal  # noqa: PLC0415
-
     return _bounds(t, _DEC, Decimal, "a number")
 
 

@@ -18,7 +18,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
+import pyarrow as pa
 
 from .backend import frame_to_arrow, frame_to_host, is_device_frame
 from .csv_out import mixed_as_text, write_csv
@@ -343,14 +343,13 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
         else:
             write_csv(frame_to_host(df), tmp, gz)
     else:
-        import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
         tbl = frame_to_arrow(df) if device else _host_arrow_table(df, nested)
         tbl = _nested_types(df, tbl, nested)
         if metadata:
             meta = dict(tbl.schema.metadata or {})
-            meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=_json_default).encode()
+            meta[b"gpuanon"] = json.dumps(json_safe(metadata), allow_nan=False, default=str).encode()
             tbl = tbl.replace_schema_metadata(meta)
         pq.write_table(tbl, tmp)
 
@@ -358,8 +357,6 @@ def _write_table_file(df, tmp, path, metadata: dict | None = None) -> None:
 def _host_arrow_table(df, nested: dict):
     """A pandas frame as an Arrow table; a nested column Arrow cannot infer from its Python values (a map,
     whose entries pandas holds as lists of tuples) is built with the Arrow type noted when it was read."""
-    import pyarrow as pa  # noqa: PLC0415
-
     try:
         return pa.Table.from_pandas(mixed_as_text(df), preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
@@ -375,8 +372,6 @@ def _host_arrow_table(df, nested: dict):
 
 def _nested_types(df, tbl, types: dict):
     """``tbl`` with nested columns cast back to the Arrow ``types`` noted when the input was read."""
-    import pyarrow as pa  # noqa: PLC0415
-
     for name, t in types.items():
         if name in tbl.column_names and tbl.schema.field(name).type != t:
             try:
@@ -387,18 +382,6 @@ def _nested_types(df, tbl, types: dict):
     return tbl
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (np.bool_,)):
-        return bool(o)
-    return str(o)
-
-
 def write_json(obj: dict, path: str | os.PathLike) -> None:
     """Write a JSON report atomically; NaN and infinity are written as ``null`` (strict JSON)."""
     with atomic_path(path) as tmp:
@@ -407,5 +390,5 @@ def write_json(obj: dict, path: str | os.PathLike) -> None:
 
 def _dump_json(obj: dict, tmp) -> None:
     with open(tmp, "w") as f:
-        json.dump(json_safe(obj), f, indent=2, allow_nan=False, default=_json_default)
+        json.dump(json_safe(obj), f, indent=2, allow_nan=False, default=str)
         f.write("\n")

@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .backend import get_backend
 from .errors import InputError
 
 log = logging.getLogger("gpuanon")
@@ -55,7 +56,6 @@ def resolve_device(device: str | None = None) -> str:
             raise InputError(f"device '{device}' was asked for but this PyTorch build sees no CUDA device; "
                              "use device='cpu' or install a CUDA build of torch")
         return str(device)
-    from .backend import get_backend  # noqa: PLC0415
 
     if get_backend(None, quiet=True).is_gpu and torch.cuda.is_available():
         return "cuda"

@@ -29,6 +29,7 @@ import pandas as pd
 
 from .cells import cell_key, parse_range, resolve_qi_columns, split_set_text
 from .exact import float_values, is_decimal, is_time
+from .verify import class_ids
 
 PAIR_BUDGET = 1 << 26
 """Most (class, distinct original tuple) pairs tested jointly; above it each column is tested alone."""
@@ -114,8 +115,6 @@ def _blocks(n_cls: int, m: int):
 def origin_problem(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -> str | None:
     """Why ``original`` cannot be the table ``out`` was made from (rows, columns, or classes that hold
     none of its rows), or None. ``quasi_identifiers``: the QI names as in the original."""
-    from .verify import class_ids  # noqa: PLC0415
-
     if len(out) > len(original):
         return (f"it has {len(original):,} rows, fewer than the {len(out):,} of the table (an anonymized table "
                 f"has at most its original's rows)")

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .backend import to_host, to_scalar
+from .backend import get_namespace, to_device, to_host, to_scalar
 from .errors import shown
+from .exact import is_decimal, is_time, parse_exact, time_ns, times_ns
 
 TOLERANCE = 1e-9
 
@@ -353,8 +354,6 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
     ``sa_missing`` the code of a missing value (counted by t-closeness, by no kind of l).
     """
     if xp is None:
-        from .backend import get_namespace  # noqa: PLC0415
-
         xp = get_namespace(dictionaries[0]) if dictionaries else np
     shared = not isinstance(codes, (list, tuple))
     if shared and dictionaries:
@@ -378,8 +377,6 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
         del cells
     q = None
     if sa_codes is not None:
-        from .backend import to_device  # noqa: PLC0415
-
         q = to_device(reference_distribution, xp).astype(xp.float64)
         sa_codes = sa_codes.astype(xp.int64)
     return _check(gid, n_cls, n, sa_codes, q, sensitive, k=k, l=l, l_kind=l_kind, c=c, t=t,
@@ -389,8 +386,6 @@ def verify_encoded(codes, dictionaries, sa_codes=None, reference_distribution=No
 def _exact_cells(cells: pd.Series, kind: str):
     """``(lo, hi)`` object arrays (Python ints; a time as epoch nanoseconds) of published cells,
     parsed exactly (one parse per distinct cell); None where missing or unreadable (``bad``)."""
-    from .exact import parse_exact, time_ns  # noqa: PLC0415
-
     codes, uniq = pd.factorize(cells, use_na_sentinel=True)
     lo_u = np.empty(len(uniq) + 1, dtype=object)
     hi_u = np.empty(len(uniq) + 1, dtype=object)
@@ -407,8 +402,6 @@ def _exact_cells(cells: pd.Series, kind: str):
 def _exact_originals(s: pd.Series, kind: str) -> np.ndarray:
     """Original values as Python ints (a time as epoch nanoseconds), None where missing."""
     if kind == "time":
-        from .exact import times_ns  # noqa: PLC0415
-
         return times_ns(s)[0]
     vals = s.to_numpy(dtype=object, na_value=None).copy()
     vals[s.isna().to_numpy()] = None
@@ -430,8 +423,6 @@ def cells_inside(out: pd.DataFrame, original: pd.DataFrame, quasi_identifiers) -
     >>> cells_inside(pd.DataFrame({"id": ["9223372036854775808-9223372036854775816"] * 2}), orig, ["id"])
     {'id': 1}
     """
-    from .exact import is_decimal, is_time  # noqa: PLC0415
-
     if len(out) != len(original):
         raise ValueError(f"the tables have {len(out)} and {len(original)} rows: cells are compared row by row")
     res: dict = {}

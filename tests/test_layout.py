@@ -1,7 +1,10 @@
 """The house rules of docs/architecture.md that a machine can check: no module reads another
 module's private names, no module grows past 500 lines, and the stages import in one direction:
 every import counts, inside functions too (no circle; an import from a later stage only where
-:data:`UPWARD` names it, with its reason)."""
+:data:`UPWARD` names it, with its reason). An import stands at its module's top: inside a function
+only where :data:`LAZY_DEPENDENCIES` (optional or slow-to-load libraries) or :data:`LAZY_IMPORTS`
+(file, module) list it with its reason, and a module is imported by name only where
+:data:`IMPORT_BY_NAME` says why."""
 
 from __future__ import annotations
 
@@ -124,9 +127,9 @@ UPWARD = {
     ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
         "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.tasks"):
-        "DISTPAB's entities run through the one Runner that notices a lost worker (lazily)",
+        "DISTPAB's entities run through the one Runner that notices a lost worker",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.recovery"):
-        "a lost worker's entities placed again with the one slot-moving rule (lazily)",
+        "a lost worker's entities placed again with the one slot-moving rule",
 }
 
 
@@ -174,3 +177,97 @@ def test_no_function_above_120_lines():
                     long[f"{path.relative_to(ROOT)}:{node.name}"] = n
     grown = {f: n for f, n in long.items() if n > LONG_FUNCTIONS.get(f, FUNCTION_LINES)}
     assert not grown, f"functions above {FUNCTION_LINES} lines (cut them into stages): {grown}"
+
+
+#: third-party modules a function may import where it needs them, with why (start-up: seconds measured
+#: after pandas, which every command loads anyway, on the 2-core machine; ``gpuanon --version`` and a
+#: 60-row ``gpuanon anonymize`` load none of them, see tests/test_startup.py)
+LAZY_DEPENDENCIES = {
+    "cupy": "optional GPU dependency (the gpu extras), absent on a CPU machine",
+    "cupyx": "optional GPU dependency (CuPy's SciPy functions), absent on a CPU machine",
+    "cudf": "optional GPU dependency (cuDF frames), absent on a CPU machine",
+    "cuml": "optional GPU dependency (cuML models of evaluate), absent on a CPU machine",
+    "torch": "optional dependency (PyTorch): the MLP of evaluate and federate",
+    "flwr": "optional dependency (Flower): federated runs only",
+    "xgboost": "optional dependency (XGBoost): one model of evaluate",
+    "threadpoolctl": "optional (comes with scikit-learn, not declared): DISTPAB's one-BLAS-thread limit",
+    "distributed": "start-up (Dask's distributed, ~1 s): only when a cluster is opened",
+    "sklearn": "start-up (~2-3 s): scikit-learn's model code only in the steps that fit a model",
+    "scipy": "start-up (~1-3 s): scipy.special / .stats / .optimize only in the steps that use them",
+    "matplotlib": "start-up (~0.5 s): plots only",
+    "jinja2": "start-up (~0.1 s): HTML pages only",
+    "markupsafe": "Jinja2's companion, loaded with it for a page",
+    "tabulate": "start-up (~0.1 s): Markdown tables only",
+    "pyarrow.parquet": "start-up (~30 ms): Parquet files only (pandas loads pyarrow, .compute and .csv itself)",
+    "urllib.request": "start-up (~50 ms, http and ssl): the cluster dashboard's probe only",
+}
+
+#: (file, or folder ending in /, imported module, why): the project imports inside a function
+LAZY_IMPORTS = [
+    ("gpuanon/cli/", "gpuanon", "the command line's per-subcommand import: `gpuanon --version` and the parser "
+                                "of every subcommand load no subcommand's code"),
+    ("gpuanon/cli/", "pandas", "the command line's per-subcommand import (pandas ~0.3 s, not for --version)"),
+    ("gpuanon/cli/", "numpy", "the command line's per-subcommand import (not for --version)"),
+    ("gpuanon/federated/run.py", "gpuanon.federated.client_app", "imports Flower at its top (optional)"),
+    ("gpuanon/federated/run.py", "gpuanon.federated.server_app", "imports Flower at its top (optional)"),
+    ("gpuanon/federated/compare.py", "gpuanon.federated.client_app", "imports Flower at its top (optional)"),
+    ("gpuanon/federated/__init__.py", "gpuanon.federated.compare", "the package's name `compare` is both the "
+                                      "submodule and its function: importing the function at the top hides the module"),
+]
+
+#: the modules that import a module by its name (importlib.import_module), and why
+IMPORT_BY_NAME = {
+    "gpuanon/__init__.py": "the public names loaded on first use: `import gpuanon` loads no pandas",
+    "gpuanon/anonymize/runners.py": "the runner registry: cluster= loads the module that registers OnCluster",
+    "gpuanon/backend.py": "CuPy, or the device double, named by the backend",
+    "gpuanon/distributed/cluster.py": "dask-cuda for a cuda:N cluster (optional)",
+}
+
+
+def _inner_imports(path: pathlib.Path):
+    """(line, imported module) of every import statement inside a function of ``path``."""
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                yield from ((node.lineno, a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                src = _resolve(path, node)
+                yield from ((node.lineno, f"{src}.{a.name}" if _exists(f"{src}.{a.name}") else src)
+                            for a in node.names)
+
+
+def _within(mod: str, parent: str) -> bool:
+    return mod == parent or mod.startswith(parent + ".")
+
+
+def test_imports_inside_functions_are_the_listed_ones():
+    bad, used = set(), set()
+    for path in SOURCES:
+        rel = str(path.relative_to(ROOT))
+        for line, mod in _inner_imports(path):
+            if any(_within(mod, dep) for dep in LAZY_DEPENDENCIES):
+                used.update(dep for dep in LAZY_DEPENDENCIES if _within(mod, dep))
+                continue
+            entry = next((e for e in LAZY_IMPORTS if (rel == e[0] or e[0].endswith("/") and rel.startswith(e[0]))
+                          and _within(mod, e[1])), None)
+            if entry is None:
+                bad.add(f"{rel}:{line}: imports {mod} inside a function: import it at the module's top, or list "
+                        f"it in LAZY_DEPENDENCIES / LAZY_IMPORTS of tests/test_layout.py with its reason")
+            else:
+                used.add(entry)
+    assert not bad, "\n".join(sorted(bad))
+    unused = [e for e in [*LAZY_DEPENDENCIES, *LAZY_IMPORTS] if e not in used]
+    assert not unused, f"listed but unused (remove them): {unused}"
+
+
+def test_modules_are_imported_by_name_only_where_listed():
+    found = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and (getattr(node.func, "attr", None) == "import_module"
+                                               or getattr(node.func, "id", None) in ("import_module", "__import__")):
+                found.add(str(path.relative_to(ROOT)))
+    assert found == set(IMPORT_BY_NAME), \
+        f"import by name outside the list: {sorted(found - set(IMPORT_BY_NAME))}; gone: {sorted(set(IMPORT_BY_NAME) - found)}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..encoding import is_na
 from ..errors import PrivacyError, SchemaError, shown
 
 L_KINDS = ("distinct", "entropy", "recursive")
@@ -110,8 +111,6 @@ def missing_code(sa_values) -> int | None:
     >>> missing_code(["a", "b", float("nan")]), missing_code(["a", "b"]), missing_code([])
     (2, None, None)
     """
-    from ..encoding import is_na  # noqa: PLC0415
-
     return len(sa_values) - 1 if len(sa_values) and is_na(sa_values[-1]) else None
 
 

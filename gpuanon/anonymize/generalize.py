@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..backend import device_column, device_frame, frame_to_device, is_device_frame, stage, to_device, to_host
-from ..cells import SET_SEPARATOR, escape_value, in_input_order, is_missing, minmax_dtype, range_text_array, set_text
+from ..cells import (SET_SEPARATOR, escape_value, in_input_order, minmax_dtype, range_text_array,
+                     set_text)
 from ..classes import ClassStats
-from ..encoding import Table
+from ..encoding import Table, is_na
 from ..exact import bound_values, mean_values, range_texts
 
 FORMATS = ("range", "minmax", "mean")
@@ -40,9 +43,6 @@ def _mask_set_texts(masks: np.ndarray, cats: list):
     ``masks`` (an Arrow string array; null for the set of the missing value alone), each class's
     set (``inv``) and which sets are that one. The codes present are read off the bits of all
     distinct masks at once, and each set's escaped category texts are joined by Arrow."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     n_cat = len(cats)
     if masks.shape[1] == 1:  # one word: a plain sort (unique rows of one column sort a structured view)
         uniq, inv = np.unique(masks[:, 0], return_inverse=True)
@@ -57,7 +57,7 @@ def _mask_set_texts(masks: np.ndarray, cats: list):
     np.cumsum(counts, out=offsets[1:])
     # one text per category (a loop over the column's categories, not over classes)
     escaped = pa.array([escape_value(v) for v in cats], pa.string())
-    missing = np.array([is_missing(v) for v in cats], dtype=bool)
+    missing = np.array([is_na(v) for v in cats], dtype=bool)
     lists = (pa.ListArray if offsets[-1] < 2**31 else pa.LargeListArray).from_arrays(
         pa.array(offsets, pa.int32() if offsets[-1] < 2**31 else pa.int64()), escaped.take(pa.array(code)))
     texts = pc.binary_join(lists, SET_SEPARATOR)
@@ -71,8 +71,6 @@ def _mask_set_texts(masks: np.ndarray, cats: list):
 def _mask_texts(masks: np.ndarray, cats: list):
     """Text of each class's category set (an Arrow string array, one per class; null for a class
     whose one value is missing): :func:`_mask_set_texts`, one per class."""
-    import pyarrow as pa  # noqa: PLC0415
-
     texts, inv, _ = _mask_set_texts(masks, cats)
     return texts.take(pa.array(inv))
 
@@ -93,9 +91,6 @@ def _mask_text_codes(masks: np.ndarray, cats: list):
 def _text_codes(texts):
     """``(codes, distinct texts)`` of per-class texts (an Arrow array or an object array), in order of
     first appearance; a missing text has code -1."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     if isinstance(texts, (pa.Array, pa.ChunkedArray)):
         enc = pc.dictionary_encode(texts)
         if isinstance(enc, pa.ChunkedArray):
@@ -241,7 +236,7 @@ def class_text_array(cs: ClassStats, j: int, fmt: str, minmax=None):
         if leaf.any():
             leaf_value = np.empty(h.n_nodes, dtype=object)
             cats = np.empty(len(col.categories), dtype=object)
-            cats[:] = [None if is_missing(v) else set_text([v]) for v in col.categories]
+            cats[:] = [None if is_na(v) else set_text([v]) for v in col.categories]
             leaf_value[to_host(bound.code_levels[:, 0])] = cats
             text[leaf] = leaf_value[node[leaf]]
         return text

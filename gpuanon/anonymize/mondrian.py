@@ -31,9 +31,10 @@ from ..backend import count_transfers, stage, to_host
 from ..encoding import Table
 from ..errors import SchemaError
 from ..estimator import Estimator, check_is_fitted
+from ..report.assemble import anonymization_report
 from ..schema import Schema
-from .plan import MODES, Plan, check_input
 from .pipeline import InProcess
+from .plan import MODES, Plan, check_input
 from .result import FitResult, Published, RunOptions
 from .runners import runner_for
 
@@ -187,8 +188,6 @@ class Mondrian(Estimator):
 
     def _keep(self, pub: Published) -> None:
         """Keep a publication's report, verification, metrics and file metadata."""
-        from ..report.assemble import anonymization_report  # noqa: PLC0415
-
         self.verification_, self.metrics_, self.output_metadata_ = pub.verification, pub.metrics, pub.metadata
         self.report_ = anonymization_report(self.result_, n_rows_in=pub.n_rows_in, n_rows_out=pub.n_rows_out)
 

@@ -23,16 +23,16 @@ from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
 from kernels.segmented import compile_seconds
 
-from .. import metrics as metrics_mod
-from .. import verify as verify_mod
-from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend, is_device_frame,
-                       stage, synchronize, to_device, to_scalar)
+from .. import metrics as metrics_mod, verify as verify_mod
+from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend,
+                       is_device_frame, stage, synchronize, to_device, to_scalar)
 from ..cells import output_qi_columns
 from ..classes import ClassStats
 from ..encoding import Table, encode, kernel_specs
 from ..errors import VerificationError
 from ..hierarchy import choose_rho, initial_hierarchies
 from .generalize import generalize
+from .optimize import optimize_partitions
 from .plan import Plan, check_input
 from .result import FitResult, Published, RunOptions
 
@@ -132,8 +132,6 @@ class InProcess:
         optimization = loss_before = None
         pre = (labels, n_parts)  # the partition before the optimization step
         if plan.optimize:
-            from .optimize import optimize_partitions  # noqa: PLC0415
-
             t1 = time.perf_counter()
             with self._stage("optimize"):
                 labels, n_parts, optimization = optimize_partitions(table, labels, n_parts, crit, xp)

@@ -25,10 +25,15 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..attack.summary import attack_release
 from ..backend import get_backend
 from ..encoding import encode
 from ..errors import PrivacyError
 from ..estimator import clone
+from ..io import atomic_path
+from ..report.attack_frontier import sweep_frontier_figure
+from ..report.markdown import markdown_table
+from ..report.plots import pyplot
 from .mondrian import Mondrian
 
 log = logging.getLogger("gpuanon")
@@ -88,8 +93,6 @@ def attack_run(m: Mondrian, df: pd.DataFrame, attacks: dict) -> dict:
     """The attacks on one grid point's output, published as ``anonymize`` publishes it (the estimator's
     format; its QIs the attacker's known columns, its sensitive column the secret): its risk columns.
     ``attacks``: ``n_attacks``, ``control`` (rows of the same population not in ``df``, or None), ``seed``."""
-    from ..attack.summary import attack_release  # noqa: PLC0415
-
     out, _ = m.run_stages(df)  # the fitted partitions generalized: the output anonymize would write
     out = out.to_pandas() if hasattr(out, "to_pandas") else out
     schema = m.result_.schema
@@ -246,8 +249,6 @@ def _cell(v) -> str:
 def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-style markdown table (:func:`gpuanon.report.markdown_table`): missing cells empty,
     large whole numbers exact."""
-    from ..report.markdown import markdown_table  # noqa: PLC0415
-
     return markdown_table(table.map(_cell))
 
 
@@ -258,7 +259,6 @@ def plot_sweep(res: pd.DataFrame, path: str) -> None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from ..io import atomic_path  # noqa: PLC0415
 
     kr = res[(res["criterion"] == "k-anonymity") & res["n_classes"].notna()].sort_values("k")
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -283,10 +283,6 @@ def plot_sweep_attacks(res: pd.DataFrame, path: str) -> bool:
     """The sweep's privacy-utility frontier (information loss against each attack risk, one labelled point
     per grid point; :func:`gpuanon.report.attack_frontier.sweep_frontier_figure`) written as PNG; False
     (nothing written) when no grid point has a risk."""
-    from ..io import atomic_path  # noqa: PLC0415
-    from ..report.attack_frontier import sweep_frontier_figure  # noqa: PLC0415
-    from ..report.plots import pyplot  # noqa: PLC0415
-
     fig = sweep_frontier_figure(res)
     if fig is None:
         return False

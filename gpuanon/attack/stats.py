@@ -14,14 +14,13 @@ rate, the results cannot be trusted (a warning in the result).
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 from ..errors import InputError
 
 
 def probit(confidence_level: float) -> float:
     """``Phi^-1((1 + CL) / 2)`` (the standard library's normal quantile, as SciPy's ``norm.ppf``)."""
-    from statistics import NormalDist  # noqa: PLC0415
-
     return NormalDist().inv_cdf(0.5 * (1.0 + confidence_level))
 
 

@@ -15,7 +15,10 @@ attack, control and baseline rates, and the columns that carried the successful 
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import evaluate
+from ..errors import InputError
 
 
 def _published(release, c: str) -> bool:
@@ -61,12 +64,8 @@ def attack_release(release, original, control=None, *, quasi_identifiers, secret
 def split_control(df, fraction: float, seed: int = 0):
     """``(rest, control)``: a seeded random ``fraction`` of the rows held out as the attacks' control (rows
     of the same population that the release is not made from); both in table order."""
-    import numpy as np  # noqa: PLC0415
-
     n_c = int(round(fraction * len(df)))
     if not 0 < n_c < len(df):
-        from ..errors import InputError  # noqa: PLC0415
-
         raise InputError(f"--control-fraction {fraction} leaves {n_c} control row(s) of {len(df)}; choose a fraction "
                          "in (0, 1) that keeps rows on both sides, e.g. --control-fraction 0.5")
     held = np.zeros(len(df), dtype=bool)

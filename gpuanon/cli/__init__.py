@@ -16,14 +16,15 @@ from the packaged ``defaults.toml`` and a ``--config`` file (:mod:`gpuanon.cli.c
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
 import warnings
 
+from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, risk, sweep
 from .. import __version__
 from ..errors import GpuanonError
-from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, risk, sweep
 from .anonymize import summary_line
 from .common import log, refuse_overwriting_inputs, setup_logging
 from .config import load_config
@@ -52,8 +53,6 @@ def build_parser(config: dict | None = None) -> Parser:
 
 def _subparser(parser, name: str):
     """The parser of one subcommand."""
-    import argparse  # noqa: PLC0415
-
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
 
 

@@ -14,16 +14,18 @@ by :func:`gpuanon.report.assemble.anonymization_report` from their fit record.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import tempfile
 import time
 from pathlib import Path
 
-from ..errors import InputError
 from . import attack_release
+from ..errors import InputError
 from .common import given, hierarchy_spec, plural, read_input, rho_value
 from .config import defaults
-from .options import (BACKENDS, MODES, add_cluster_timeout, add_criteria, add_hierarchy_options, add_risk_options,
-                      table_command)
+from .options import (BACKENDS, MODES, add_cluster_timeout, add_criteria, add_hierarchy_options,
+                      add_risk_options, table_command)
 
 log = logging.getLogger("gpuanon")
 
@@ -186,8 +188,6 @@ def k_for_max_risk(args) -> dict | None:
     """``--max-risk R``: k = max(2, ceil(1 / R)), the smallest k whose every class has a prosecutor risk
     1 / size <= R; a k-anonymous output (k >= 2) has no sample uniques, so the population models (Dankar's
     rule) estimate no population uniques: the prosecutor bound alone decides k. Sets ``args.k``."""
-    import math  # noqa: PLC0415
-
     r = getattr(args, "max_risk", None)
     if r is None:
         return None
@@ -242,8 +242,6 @@ def readback_check(args, section: dict, before, after, qi, kw) -> dict:
 def read_back(tmp, out_path, columns):
     """The QI columns of the output file ``out_path``, written to ``tmp`` (not yet renamed), read as
     ``gpuanon risk`` reads a table (:func:`gpuanon.datasets.load_table`)."""
-    import tempfile  # noqa: PLC0415
-
     from ..datasets import load_table  # noqa: PLC0415
 
     name = Path(out_path).name.lower()

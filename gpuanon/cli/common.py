@@ -175,8 +175,6 @@ def refuse_reader_options_with_dataset(args) -> None:
 
 def with_target_expr(df, roles, args):
     """``(df, roles)`` with the column ``--target-expr`` derives (named by --target, default 'target')."""
-    import re  # noqa: PLC0415
-
     import pandas as pd  # noqa: PLC0415
 
     expr = getattr(args, "target_expr", None)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import codecs
+import csv
+import dataclasses
+import gzip
+import io
 import os
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 from ..errors import InputError
+from ..schema import suggest
 from .text_types import ColumnTypes, type_columns
 
 __all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table", "nullable_integers"]
@@ -112,8 +121,6 @@ def _checked_request(path, encoding, sep, na_values, types) -> tuple[str, str, s
     if os.path.isdir(p):
         raise InputError(f"cannot read input file {p!r}: it is a directory; give a file")
     if encoding is not None:
-        import codecs  # noqa: PLC0415
-
         try:
             codecs.lookup(encoding)
         except LookupError:
@@ -170,15 +177,11 @@ def _failure_reason(p: str, kind: str, exc: Exception, encoding) -> str:
 
 def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: ColumnTypes | None) -> pd.DataFrame:
     """Every cell as text (pyarrow), the header's names checked, then the columns typed (:func:`type_columns`)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pcsv  # noqa: PLC0415
-
     names = _header(p, sep, encoding)
     _refuse_duplicate_names(p, names)
     names = [n.lstrip(" ") for n in names]
     absent = sorted(set(types.dates) - set(names)) if types is not None else []
     if absent:  # a declared date column the file does not have would be ignored
-        from ..schema import suggest  # noqa: PLC0415
 
         raise InputError(f"--dates {absent[0]}: {p!r} has no column '{absent[0]}'{suggest(absent[0], names)}; name "
                          f"a column of the file, or leave it out of --dates")
@@ -192,8 +195,6 @@ def _read_csv_text(p: str, sep: str, encoding: str | None, na_values, types: Col
                                             strings_can_be_null=True, quoted_strings_can_be_null=True))
     types = types or ColumnTypes()
     if na:
-        import dataclasses  # noqa: PLC0415
-
         types = dataclasses.replace(types, na_values=na)
         table = _na_cells(table, na, types)
     return type_columns(table, types)
@@ -208,9 +209,6 @@ def _threads() -> bool:
 def _na_cells(table, na: tuple, types: ColumnTypes):
     """Pass-through cells equal to one of ``na`` (exactly as written) become missing; typed columns are
     compared after their leading spaces are dropped (:func:`type_columns`)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     look = pa.array(list(na), pa.string())
     cols = []
     for n, c in zip(table.column_names, table.columns):
@@ -222,10 +220,6 @@ def _na_cells(table, na: tuple, types: ColumnTypes):
 
 def _header(p: str, sep: str, encoding: str | None) -> list:
     """The header row's names as the ``csv`` module reads them ([] for a file of blank lines)."""
-    import csv  # noqa: PLC0415
-    import gzip  # noqa: PLC0415
-    import io  # noqa: PLC0415
-
     opener = gzip.open if p.lower().endswith(".gz") else open
     with opener(p, "rb") as raw:
         text = io.TextIOWrapper(raw, encoding=encoding or "utf-8-sig", errors="strict", newline="")
@@ -237,8 +231,6 @@ def _header(p: str, sep: str, encoding: str | None) -> list:
 
 def _first_bad_byte(p: str, encoding: str | None) -> UnicodeDecodeError:
     """The decoding error of the first bad byte (for the message), read in Python."""
-    import gzip  # noqa: PLC0415
-
     opener = gzip.open if p.lower().endswith(".gz") else open
     with opener(p, "rb") as f:
         data = f.read()
@@ -253,7 +245,6 @@ def _keep_nested_types(p: str, df: pd.DataFrame) -> None:
     """Note the Arrow types of nested columns (structs, lists) in ``df.attrs["arrow_types"]``, so that
     a Parquet output writes them back as they were (pandas holds them as dicts and arrays, from which
     Arrow would infer a struct's fields in another order)."""
-    import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     schema = pq.read_schema(p)
@@ -265,7 +256,6 @@ def _keep_nested_types(p: str, df: pd.DataFrame) -> None:
 def nullable_integers(p: str, df: pd.DataFrame) -> None:
     """Integer columns with missing values (which pandas reads as float64) as pandas' nullable
     ``Int64`` / ``UInt64``, so whole numbers stay exact integers (values as read)."""
-    import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     schema = pq.read_schema(p)

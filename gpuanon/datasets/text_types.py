@@ -28,8 +28,13 @@ cells are missing unless the caller names more (``na_values``). Then each column
 
 from __future__ import annotations
 
+import decimal
 import re
 from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
 
@@ -72,21 +77,15 @@ class ColumnTypes:
 
 
 def _count(mask) -> int:
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     return int(pc.sum(mask).as_py() or 0)
 
 
 def _all(mask) -> bool:
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     return bool(pc.all(mask).as_py() is not False)
 
 
 def _offenders(valid, ok, name: str) -> str:
     """``'thirty', '45 years' (3 cells)``: a few of the cells that did not parse, and their count."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     bad = pc.filter(valid, pc.invert(ok))
     shown = pc.unique(bad).to_pylist()[:4]
     return f"{', '.join(repr(v) for v in shown)} ({len(bad):,} cell{'s' if len(bad) != 1 else ''})"
@@ -95,9 +94,6 @@ def _offenders(valid, ok, name: str) -> str:
 def _as_floats(col):
     """The trimmed text column ``col`` as float64 when every non-missing cell is a finite number, else None
     (Arrow's parser: the double nearest to the text; ``inf`` and ``nan`` are text here)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     try:
         f = pc.cast(col, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -109,9 +105,6 @@ def _numbers(col, floats, keep_ints: bool = False):
     """Whole numbers as int64 (uint64 above int64's range); with missing cells the floats when every
     value fits a double, unless ``keep_ints`` (a quasi-identifier); None when no cast holds them (beyond
     64 bits, or a later cell that is no whole number)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     texts = [col]
     if pc.any(pc.starts_with(col, "+")).as_py():
         texts.append(pc.replace_substring_regex(col, r"^\+", ""))
@@ -133,11 +126,6 @@ def _numbers(col, floats, keep_ints: bool = False):
 def _decimals(col, valid):
     """The column as Arrow decimals (every value exact, at the most places any cell has) when a cell
     has more significant digits than a double gives back (``12345678901234567.5``), else None."""
-    import decimal  # noqa: PLC0415
-
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     digits = pc.replace_substring_regex(valid, r"[^0-9]", "")
     digits = pc.utf8_trim(digits, "0")
     long = pc.filter(valid, pc.greater(pc.utf8_length(digits), 15))
@@ -157,17 +145,12 @@ def _decimals(col, valid):
 def _in_ns_range(valid) -> bool:
     """Whether every ISO date / date-time text lies inside nanosecond timestamps' years (whole days
     from 1677-09-22 to 2262-04-10; the text compares as the date does, zones aside)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     lo, hi = pc.min_max(valid).values()
     return _NS_FIRST <= lo.as_py()[:10] and hi.as_py()[:10] <= _NS_LAST
 
 
 def _datetimes(name: str, valid, col, forced: bool):
     """ISO dates / date-times as a timestamp column, or None (``forced``: an error) when they are not."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     naive, zoned = pc.match_substring_regex(valid, _DATE), pc.match_substring_regex(valid, _ZONED)
     kind = pa.timestamp("ns") if _all(naive) else pa.timestamp("ns", "UTC") if _all(zoned) else None
     if kind is not None and kind.tz is None and _all(pc.match_substring_regex(valid, _DAY)):
@@ -191,9 +174,6 @@ def _datetimes(name: str, valid, col, forced: bool):
 
 
 def _type_one(name: str, raw, types: ColumnTypes):
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     if types.keeps_text(name):
         return raw
     col = pc.utf8_ltrim(raw, " ")  # leading spaces are read past in numbers, dates and NA cells
@@ -250,9 +230,6 @@ def _type_one(name: str, raw, types: ColumnTypes):
 def _bools(text):
     """A column of ``True`` / ``False`` cells (exactly so spelled, no missing ones) as booleans (written
     back ``True`` / ``False``); any other column, ``true`` / ``FALSE`` too, stays the text as read."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     if text.null_count == 0 and _all(pc.is_in(text, pa.array(list(_BOOL), pa.string()))):
         return pc.equal(text, "True")
     return text
@@ -260,9 +237,6 @@ def _bools(text):
 
 def type_columns(table, types: ColumnTypes | None = None):
     """A pyarrow table of text columns (nulls: missing cells) as a pandas frame typed by the rules above."""
-    import pandas as pd  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
-
     types = types or ColumnTypes()
     cols = [_type_one(n, table.column(i), types) for i, n in enumerate(table.column_names)]
     out = pa.table(cols, names=table.column_names)

@@ -18,17 +18,10 @@
   ``gpuanon anonymize DIR --cluster SPEC --out DIR`` (:mod:`gpuanon.cli.anonymize`, one path for both
   runners), registered with :mod:`gpuanon.anonymize.runners` when imported; nothing here imports ``cli``.
 
-Only :mod:`.cluster` is imported eagerly (it imports nothing from Dask until called).
+Nothing here imports Dask until a cluster is opened (:mod:`.cluster` imports it when called).
 """
 
 from .cluster import ClusterHandle, make_client, open_cluster, parse_cluster
+from .mondrian import run_distributed
 
 __all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed"]
-
-
-def __getattr__(name):
-    if name == "run_distributed":
-        from . import mondrian  # noqa: PLC0415
-
-        return getattr(mondrian, name)
-    raise AttributeError(name)

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ranges
+from .. import metrics as metrics_mod
+from ..verify import VerificationResult
+from .metrics import combine_summaries, combine_value_counts
+
 
 def suppression(plan, crit, enc, bsizes, bhist, n_total):
     """Blocks (missing-value patterns) failing the criteria on their own are suppressed, within budget."""
@@ -27,9 +32,6 @@ def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: i
     ranges across the workers, every home given its classes' positions (see :mod:`.ranges`).
 
     Returns ``({QI: (values, counts)}, target counts or None, {QI: ColumnStats}, info)``."""
-    from . import ranges  # noqa: PLC0415
-    from .metrics import combine_value_counts  # noqa: PLC0415
-
     nt = max(len(enc.target_values), 1)
     gathered, ranged = [], []
     for j, c in enumerate(enc.columns):  # a loop over columns: distinct values known from the dictionaries
@@ -54,9 +56,6 @@ def column_statistics(run, shards, ss, home_of_shard, homes, hs, enc, n_total: i
 
 def combine_stages(hres, k: int, n_total: int, suppressed: int, enc, target_counts=None):
     """Combine the homes' verification and per-class results into the whole output's (``k``: the plan's)."""
-    from .. import metrics as metrics_mod  # noqa: PLC0415
-    from ..verify import VerificationResult  # noqa: PLC0415
-
     hres = [h for h in hres if h is not None]
     # classes are grouped by their published cells, as the verifier does, over every home: classes
     # of two homes with one cell tuple are one output class (verified whole by .merge)
@@ -84,7 +83,6 @@ def combine_stages(hres, k: int, n_total: int, suppressed: int, enc, target_coun
     if not parts:  # no class at all (every row suppressed)
         return res, metrics_mod.compute_metrics(metrics_mod.ClassSummary(sizes, None, [], n_total, suppressed),
                                                 k=int(k))
-    from .metrics import combine_summaries  # noqa: PLC0415
 
     s = combine_summaries(parts, n_total, suppressed)  # every metric, as in one process
     if target_counts is not None:
@@ -97,9 +95,6 @@ def loss_before_step(hres, n_total: int, suppressed: int, target_counts=None) ->
     ``optimization.entropy_loss_before``), from the homes' summaries of those partitions (each one
     whole on its home), as one process measures it: :func:`~gpuanon.metrics.entropy_coefficients`
     of their combined summary. None when no home kept them (no step, or no target)."""
-    from .. import metrics as metrics_mod  # noqa: PLC0415
-    from .metrics import combine_summaries  # noqa: PLC0415
-
     parts = [h["summary_before"] for h in hres if h is not None and h.get("summary_before") is not None]
     if not any(p.sizes.shape[0] for p in parts):
         return None

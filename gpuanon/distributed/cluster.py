@@ -29,6 +29,7 @@ import importlib
 import logging
 from contextlib import contextmanager
 
+from ..backend import get_backend
 from ..errors import BackendError, InputError
 
 log = logging.getLogger("gpuanon")
@@ -183,8 +184,6 @@ def open_cluster(spec, *, backend: str | None = None, processes: bool | None = N
     else:
         kind, n = parse_cluster(spec)
         if kind == "local":
-            from ..backend import get_backend  # noqa: PLC0415
-
             if get_backend(backend, quiet=True).is_gpu:
                 kind = "cuda"
         if quiet_logs:

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import verify as verify_mod
+from ..backend import to_device, to_host
 from ..errors import BackendError
 
 
 def split_home(home, serial, enc, fmt: str, verify_kw: dict, q, shared_mask):
     """Worker task: verify the home's rows outside the shared classes; sizes and sensitive histograms
     of the shared ones (``shared_mask``: one bool per class position of ``Home.stages``)."""
-    from .. import verify as verify_mod  # noqa: PLC0415
-    from ..backend import to_device, to_host  # noqa: PLC0415
-
     if home.serial != serial:
         raise BackendError(f"home {home.index} was rebuilt after its worker was lost")
     xp = home.xp
@@ -62,8 +61,6 @@ def merge_shared(run, homes, hs, hres: list, enc, fmt: str, verify_kw: dict, q):
     Replaces those homes' ``hres[d]["verify"]`` (their other rows) and returns the merged classes'
     :class:`~gpuanon.verify.VerificationResult`, or None when no class is shared.
     """
-    from .. import verify as verify_mod  # noqa: PLC0415
-
     shared = shared_hashes(hres)
     if shared.shape[0] == 0:
         return None

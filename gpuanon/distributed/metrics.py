@@ -24,18 +24,23 @@ of many values are held in value ranges across the workers instead (:mod:`.range
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..backend import to_device, to_host
+from ..metrics import ClassSummary, ColumnSummary
+from ..metrics.columns import (ValueTargets, combine_value_targets, matrix_value_targets,
+                               stats_from_value_targets, value_target_chunk, value_target_matrix,
+                               value_target_runs)
+from ..metrics.runs import release_buffers
+from ..metrics.summary import merge_equal_classes
 
 
 def value_target_counts(keys, target, nt: int, xp) -> list:
     """Chunk: per QI (rows of ``keys``), this shard's
     :class:`~gpuanon.metrics.columns.ValueTargets` as host runs
     (:func:`~gpuanon.metrics.columns.value_target_chunk`, :func:`~gpuanon.metrics.columns.value_target_runs`)."""
-    from ..metrics.columns import value_target_chunk, value_target_runs  # noqa: PLC0415
-    from ..metrics.runs import release_buffers  # noqa: PLC0415
-
     out = [value_target_runs(value_target_chunk(keys[j], target, nt, xp))
            for j in range(keys.shape[0])]  # a loop over columns
     release_buffers()  # the sort buffers of this (worker) thread
@@ -46,8 +51,6 @@ def combine_value_counts(chunks: list, nt: int) -> list:
     """Combine: per QI, the shards' chunks summed per key
     (:func:`~gpuanon.metrics.columns.combine_value_targets`), as sorted distinct keys and their rows
     per target value ``(vals, (m, nt))``."""
-    from ..metrics.columns import combine_value_targets, value_target_matrix  # noqa: PLC0415
-
     return [value_target_matrix(combine_value_targets([c[j] for c in chunks]), nt)
             for j in range(len(chunks[0]))]  # a loop over columns
 
@@ -56,8 +59,6 @@ def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: 
     """Finalize: a column's :class:`~gpuanon.metrics.ColumnStats` from its value x target counts, by
     the finalize one process runs on its one chunk
     (:func:`~gpuanon.metrics.columns.stats_from_value_targets`)."""
-    from ..metrics.columns import ValueTargets, matrix_value_targets, stats_from_value_targets  # noqa: PLC0415
-
     vt = matrix_value_targets(vals, counts_t, has_target)
     by_t = None if vt.by_target is None else [(to_device(k, xp), to_device(w, xp)) for k, w in vt.by_target]
     dev = ValueTargets(tuple(to_device(a, xp) if hasattr(a, "shape") else a for a in vt.whole), by_t)
@@ -67,8 +68,6 @@ def stats_from_counts(vals, counts_t, target_counts, has_target: bool, numeric: 
 
 def summary_to_host(summary):
     """A class summary with every array on the host (to travel to the coordinator)."""
-    import dataclasses  # noqa: PLC0415
-
     def h(v):
         return to_host(v) if hasattr(v, "shape") else v
 
@@ -80,9 +79,6 @@ def summary_to_host(summary):
 
 def combine_summaries(parts: list, n_in: int, n_suppressed: int):
     """One class summary of the whole output from the homes' (classes are whole on one home)."""
-    from ..metrics import ClassSummary, ColumnSummary  # noqa: PLC0415
-    from ..metrics.summary import merge_equal_classes  # noqa: PLC0415
-
     parts = [p for p in parts if p is not None and p.sizes.shape[0]]
     first = parts[0]
     cat = np.concatenate

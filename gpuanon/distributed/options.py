@@ -26,6 +26,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..backend import to_device, to_host
+from ..classes import ClassStats
+from ..hierarchy import RHO_CANDIDATES, FrequencyTable, auto_choice, bind_hierarchy
+from ..metrics.entropy import set_joint, suppressed_joint, uncertainty_from_joint
+from ..metrics.summary import category_sets, hierarchy_mass
+from .metrics import combine_value_counts
+from .worker import local_table
+
 
 def hierarchy_plan_of(plan, profile) -> dict:
     """``{column: Hierarchy}``: the plan's user hierarchies, validated against the distinct values
@@ -41,8 +49,6 @@ def hierarchy_plan_of(plan, profile) -> dict:
 def bind_plan(enc, plan: dict, tables: dict | None = None, rho=None) -> None:
     """Bind the plan's given hierarchies to the encoding's codes (``enc.hierarchies``, host arrays),
     and with ``rho`` fixed the automatic ones (from their frequency ``tables``)."""
-    from ..hierarchy import bind_hierarchy  # noqa: PLC0415
-
     by_name = {c.name: c for c in enc.columns}
     enc.hierarchies = {name: bind_hierarchy(h, by_name[name], np) for name, h in plan.items() if h != "auto"}
     if rho is not None:
@@ -53,9 +59,6 @@ def bind_plan(enc, plan: dict, tables: dict | None = None, rho=None) -> None:
 def frequency_tables(run, shards, ss, home_of_shard, enc, plan: dict) -> dict:
     """``{column: (FrequencyTable, rows per (code, target))}`` of the plan's automatic columns, from
     the value x target counts summed over the shards."""
-    from ..hierarchy import FrequencyTable  # noqa: PLC0415
-    from .metrics import combine_value_counts  # noqa: PLC0415
-
     auto = [j for j, c in enumerate(enc.columns) if plan.get(c.name) == "auto"]
     if not auto:
         return {}
@@ -76,12 +79,6 @@ def score_hierarchies(home, enc, cands: dict):
     this home's share of every candidate's mass table for ``U'``
     (:func:`~gpuanon.metrics.summary.hierarchy_mass`), then, when ``plain``, no hierarchy's (cells:
     each class's set of categories; a class's share is additive); and the home's rows per target value."""
-    from ..backend import to_device, to_host  # noqa: PLC0415
-    from ..classes import ClassStats  # noqa: PLC0415
-    from ..metrics.entropy import set_joint  # noqa: PLC0415
-    from ..metrics.summary import category_sets, hierarchy_mass  # noqa: PLC0415
-    from .worker import local_table  # noqa: PLC0415
-
     xp = home.xp
     nt = len(enc.target_values)
     if home.n == 0:
@@ -105,9 +102,6 @@ def choose_automatic(run, homes, hs, enc, tables: dict, rho) -> dict:
     """Per automatic column, the rho one process's :func:`~gpuanon.hierarchy.choose_rho` keeps (the
     largest ``U'``, ties to the smaller rho), bound into ``enc.hierarchies``; returns the report's
     ``{column: {...}}`` for those columns."""
-    from ..hierarchy import RHO_CANDIDATES, auto_choice, bind_hierarchy  # noqa: PLC0415
-    from ..metrics.entropy import suppressed_joint, uncertainty_from_joint  # noqa: PLC0415
-
     if not tables:
         return {}
     by_name = {c.name: (j, c) for j, c in enumerate(enc.columns)}

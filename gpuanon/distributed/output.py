@@ -10,6 +10,9 @@ partition.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def union_texts(parts, order):
@@ -20,10 +23,6 @@ def union_texts(parts, order):
     in order of first appearance (one hash pass over integers), pick the texts, and the texts are
     factorized (a text two homes both sent is one category). Dictionaries that are all the homes'
     own (object arrays) are handled by pandas; otherwise by Arrow (no Python object per row)."""
-    import pandas as pd  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
     sizes = [len(p[2]) for p in parts]
     off = np.cumsum([0] + sizes[:-1])
     codes = np.concatenate([np.where(p[1] >= 0, p[1] + o, -1).astype(np.int32) for p, o in zip(parts, off)])

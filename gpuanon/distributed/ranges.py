@@ -33,7 +33,9 @@ answers per class; columns go in rounds of :data:`COLUMNS_PER_ROUND` to bound th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +45,9 @@ from kernels.keys import MISSING
 from kernels.segmented import segment_reduce
 
 from ..backend import to_device, to_host, to_scalar
+from ..metrics import ColumnStats
+from ..metrics.entropy import N_BINS, NumericDomain
+from ..metrics.formulas import entropy_bits_x, xlog2x, xlogx_sum
 
 log = logging.getLogger("gpuanon")
 
@@ -117,8 +122,6 @@ def owner_build(home, cols, nt: int, pieces, sources) -> tuple[dict, int]:
     """Sum the shards' pairs of this worker's range into per-value counts; returns per column
     ``{V, rows, missing, sx, s2, tcounts}`` (``sx = sum c log2 c``, ``s2`` over value x target),
     and the bytes of the pieces that came from other workers (``sources``: each piece's worker)."""
-    from ..metrics.formulas import xlog2x, xlogx_sum  # noqa: PLC0415
-
     xp = home.xp
     home.ranges = {}
     out = {}
@@ -299,8 +302,6 @@ def choose_splitters(samples: list, w: int) -> np.ndarray:
 def whole_column(tots: list, has_target: bool, nt: int, target_counts):
     """The whole column's figures from its owners' totals: offsets per owner, and ``(V, n,
     missing rows, H(X), U(T | X) or None)``."""
-    from ..metrics.formulas import entropy_bits_x  # noqa: PLC0415
-
     v = np.asarray([t["V"] for t in tots], dtype=np.int64)
     rows = np.asarray([t["rows"] for t in tots], dtype=np.int64)
     sx_d = np.asarray([t["sx"] for t in tots], dtype=np.float64)
@@ -322,11 +323,6 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
     on their owners) and every home's class positions on them (``home.positions``).
 
     Returns ``({column: ColumnStats on the host}, target counts, info)``."""
-    from ..metrics import ColumnStats  # noqa: PLC0415
-    from ..metrics.entropy import N_BINS, NumericDomain  # noqa: PLC0415
-
-    import time  # noqa: PLC0415
-
     w, s_n = len(homes), len(shards)
     nt = max(len(enc.target_values), 1)
     stats, moved, rounds = {}, 0, 0
@@ -404,8 +400,6 @@ def range_statistics(run, shards, ss, home_of_shard, homes, hs, enc, cols, has_t
 
 def stats_to(st, xp):
     """A host :class:`~gpuanon.metrics.ColumnStats` of the range path on ``xp``'s device."""
-    import dataclasses  # noqa: PLC0415
-
     d = st.domain
     dom = dataclasses.replace(d, bin_start=to_device(d.bin_start, xp), bin_counts=to_device(d.bin_counts, xp),
                               start_cum=to_device(d.start_cum, xp))

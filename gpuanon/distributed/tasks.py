@@ -7,10 +7,17 @@ rebuild a shard from its source, empty, and the run must stop rather than go on 
 
 from __future__ import annotations
 
-import numpy as np
+import time
 
-from ..errors import BackendError, ClusterLost, GpuanonError
+import numpy as np
+import pandas as pd
+
+from ..backend import get_backend
+from ..datasets.tables import nullable_integers
 from ..dictionaries import Profile, encode_chunk, profile_chunk
+from ..errors import BackendError, ClusterLost, GpuanonError
+from ..io import write_table
+from .cluster import worker_addresses
 from .worker import Home, Shard, local_table
 
 
@@ -34,8 +41,6 @@ def call_function(obj, serial, fn, *args):
 
 
 def backend_of(name):
-    from ..backend import get_backend  # noqa: PLC0415
-
     return get_backend(name, quiet=True)
 
 
@@ -44,12 +49,8 @@ def serial_of(obj):
 
 
 def new_shard(index, offset, source, backend, columns):
-    import pandas as _pd  # noqa: PLC0415
-
     if isinstance(source, str):
-        from ..datasets.tables import nullable_integers  # noqa: PLC0415
-
-        frame = _pd.read_parquet(source, columns=columns)
+        frame = pd.read_parquet(source, columns=columns)
         nullable_integers(source, frame)  # integers beside missing values stay integers, as one process reads them
     else:
         frame = source
@@ -112,7 +113,6 @@ def write_output(shard, serial, pieces, qis, kinds, columns, fmt, identifiers, p
     if path is None:
         out.attrs["gpuanon"] = metadata
         return out
-    from ..io import write_table  # noqa: PLC0415
 
     write_table(out, path, metadata=metadata)  # as one process writes its output (the cells' format)
     return len(out)
@@ -198,8 +198,6 @@ class Runner:
 
     def _wait_scheduler(self) -> None:
         """Back when the client is connected again; :class:`ClusterLost` after ``timeout`` seconds."""
-        import time  # noqa: PLC0415
-
         t0 = time.monotonic()
         while self.client.status != "running":
             if self.client.status in ("closed", "closing", "failed") or time.monotonic() - t0 > self.timeout:
@@ -209,10 +207,6 @@ class Runner:
     def alive(self) -> list[str]:
         """The workers the scheduler knows now (:class:`ClusterLost` when the scheduler has not
         answered for ``timeout`` seconds)."""
-        import time  # noqa: PLC0415
-
-        from .cluster import worker_addresses  # noqa: PLC0415
-
         t0 = time.monotonic()
         while True:
             self._wait_scheduler()
@@ -258,8 +252,6 @@ class Runner:
         """:class:`ClusterLost` when a worker of the run has been paused (its memory over the pause
         fraction of its limit: it starts no task) for ``timeout`` seconds; ``since``: when each was
         first seen paused. A worker over its limit whose nanny does not end it would wait forever."""
-        import time  # noqa: PLC0415
-
         try:
             info = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
         except Exception:  # the scheduler's loss is the next poll's to tell

@@ -16,15 +16,24 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from kernels.counts import count_values
-from kernels.mondrian import goes_left
+from kernels.mondrian import goes_left, mondrian_partition
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
+from .. import metrics as metrics_mod, verify as verify_mod
+from ..anonymize.generalize import class_values
+from ..anonymize.optimize import optimize_partitions
 from ..backend import get_backend, to_device, to_host, to_scalar
 from ..cells import in_input_order, minmax_dtype
-from ..encoding import kernel_specs
+from ..classes import ClassStats
+from ..encoding import Table, kernel_specs
+from ..hierarchy import ColumnHierarchy
+from .metrics import stats_from_counts, summary_to_host, value_target_counts
 from .output import union_texts
+from .ranges import stats_to
 
 _U32_MAX = np.uint32(0xFFFFFFFF)
 
@@ -222,16 +231,12 @@ class Shard:
 
     def value_counts(self, nt: int, cols):
         """Chunk of the whole-table column statistics of QIs ``cols`` (see :mod:`.metrics`)."""
-        from .metrics import value_target_counts  # noqa: PLC0415
-
         rows = to_device(np.asarray(list(cols), dtype=np.int64), self.xp)  # a counted copy of the column ids
         return value_target_counts(self.keys[rows], self.target, nt, self.xp)
 
     def build_output(self, pieces, qis, kinds: dict, columns, fmt: str, identifiers):
         """This shard's anonymized rows, in input order: its own columns, QIs replaced by the
         generalized values the homes sent back (``(global rows, {column: values})`` pieces)."""
-        import pandas as pd  # noqa: PLC0415
-
         gi = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.int64)
         order = np.argsort(gi, kind="stable")
         kept = gi[order] - self.offset
@@ -259,13 +264,9 @@ class Shard:
 def local_table(enc, keys, sa, target, xp):
     """A :class:`~gpuanon.encoding.Table` over some rows, with the whole table's dictionaries and
     its bound hierarchies (on ``xp``'s device)."""
-    from ..encoding import Table  # noqa: PLC0415
-
     t = Table.of(enc, {"keys": keys, "blocks": None, "sa": sa, "target": target}, xp)
     bound = enc.hierarchies
     if bound:
-        from ..hierarchy import ColumnHierarchy  # noqa: PLC0415
-
         t.bind_hierarchies({c: ColumnHierarchy(b.hierarchy, to_device(b.code_levels, xp)) for c, b in bound.items()})
     return t
 
@@ -303,8 +304,6 @@ class Home:
         the partitions before it are kept, ``before``, for the entropy loss the step saved); number
         every class of this home by its smallest global row index. Returns those indices (host,
         sorted) and the optimization step's counts (None without it)."""
-        from kernels.mondrian import mondrian_partition  # noqa: PLC0415
-
         xp = self.xp
         lab = xp.full(self.n, -1, dtype=xp.int64)
         if self.n == 0:
@@ -334,7 +333,6 @@ class Home:
             n_parts += int(inv.max()) + 1
         opt = None
         if optimize:  # partition-local: rows in global order, so exact classes as in one process
-            from ..anonymize.optimize import optimize_partitions  # noqa: PLC0415
 
             crit_x = crit.with_q(None if crit.q is None else to_device(crit.q, xp))
             if self.target is not None:  # the classes before the step: the report's entropy loss before it
@@ -364,8 +362,6 @@ class Home:
     def class_stats(self, enc):
         """This home's :class:`~gpuanon.classes.ClassStats` (made once; its table has the whole
         table's dictionaries)."""
-        from ..classes import ClassStats  # noqa: PLC0415
-
         if getattr(self, "_cs", None) is None:
             self._cs = ClassStats(local_table(enc, self.keys, self.sa, self.target, self.xp), self.local,
                                   self.n_classes)
@@ -374,8 +370,6 @@ class Home:
     def class_sets(self, enc) -> list:
         """The labellings whose class summaries the metrics read: this home's output classes and,
         when kept (``before``), its partitions before the optimization step (one table, made once)."""
-        from ..classes import ClassStats  # noqa: PLC0415
-
         out = [self.class_stats(enc)]
         if self.before is not None:
             if getattr(self, "_cs_before", None) is None:
@@ -393,12 +387,6 @@ class Home:
         ranges, with every class's positions already here (see :mod:`.ranges`). With them the home's
         class summary is the single-process one's share.
         """
-        from .. import metrics as metrics_mod  # noqa: PLC0415
-        from .. import verify as verify_mod  # noqa: PLC0415
-        from ..anonymize.generalize import class_values  # noqa: PLC0415
-        from .metrics import stats_from_counts, summary_to_host  # noqa: PLC0415
-        from .ranges import stats_to  # noqa: PLC0415
-
         xp = self.xp
         if self.n == 0:
             self.values = {}
@@ -431,7 +419,6 @@ class Home:
         sizes = cs.sizes
         out = {"verify": res, "hash": to_host(h), "sizes": to_host(sizes), "summary": summary,
                "summary_before": before}
-        import pandas as pd  # noqa: PLC0415
 
         self.values = {}
         for name, v in class_values(cs, fmt).items():  # text: a dictionary and a code per class
@@ -449,8 +436,6 @@ class Home:
         A text column is ``("text", codes, dictionary)``: for a shard on this worker the home's own
         dictionary (shared, not copied); for one on another worker (``remote``) only the texts the
         rows use, as an Arrow array (it travels as buffers, not as one Python object per text)."""
-        import pyarrow as pa  # noqa: PLC0415
-
         gi, _ = self.label_piece(lo, hi)
         xp = self.xp
         a = int(to_scalar(xp.searchsorted(self.gidx, xp.full(1, lo, dtype=xp.int64))))

@@ -22,6 +22,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..attack.summary import attack_release
+from ..backend import get_backend
 from ..errors import InputError, SchemaError, shown
 from .features import FeatureSpace
 from .models import (MODEL_NAMES, MODEL_TITLES, SCALED_MODELS, SCORE_COLUMNS, classification_scores, make_model,
@@ -220,8 +222,6 @@ def _results_frame(rows: list[dict]) -> tuple[pd.DataFrame, dict]:
 
 def _attack(release: pd.DataFrame, sp: Split, qi: list, sensitive: str, n_attacks: int, seed: int) -> dict:
     """The attacks on one protection's release: the training rows its original, the held-out rows its control."""
-    from ..attack.summary import attack_release  # noqa: PLC0415
-
     t0 = time.perf_counter()
     out = attack_release(release, sp.train, sp.test, quasi_identifiers=qi, secret=sensitive, n_attacks=int(n_attacks),
                          seed=int(seed))
@@ -255,8 +255,6 @@ def run_evaluation(df: pd.DataFrame, protections=DEFAULT_PROTECTIONS, models: Se
     -------
     :class:`Evaluation`
     """
-    from ..backend import get_backend  # noqa: PLC0415
-
     t_start = time.perf_counter()
     prots = parse_protections(protections)
     model_keys = parse_models(models)

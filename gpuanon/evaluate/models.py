@@ -22,6 +22,7 @@ import numpy as np
 
 from ..backend import load_cuml, to_host
 from ..errors import InputError
+from ..nn import TorchMLPClassifier, load_torch
 
 log = logging.getLogger("gpuanon")
 
@@ -78,8 +79,6 @@ def make_model(name: str, backend: str = "cpu", random_state: int = 0):
     seed = int(random_state)
     gpu = backend == "gpu"
     if name == "mlp":
-        from ..nn import TorchMLPClassifier, load_torch  # noqa: PLC0415
-
         device = "cpu"
         if gpu:
             if load_torch().cuda.is_available():

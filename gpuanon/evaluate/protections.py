@@ -21,9 +21,11 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ..anonymize.mondrian import Mondrian
 from ..backend import to_host
 from ..errors import InputError, SchemaError
 from ..metrics import compute_metrics, summary_from_output
+from ..perturb.distpab import DISTPAB
 from .features import FeatureSpace
 
 log = logging.getLogger("gpuanon")
@@ -142,8 +144,6 @@ class MondrianSpec(Protection):
     needs_quasi_identifiers = True
 
     def estimator(self, train: pd.DataFrame, setup: Setup):
-        from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
-
         kw = dict(self.params)
         k = self._k(train, kw)
         hier = kw.pop("hierarchies", None)
@@ -204,8 +204,6 @@ class Distpab(Protection):
             raise InputError(f"protection '{self.name}': selection must be maximin or max")
 
     def apply(self, train, test, setup):
-        from ..perturb.distpab import DISTPAB  # noqa: PLC0415
-
         num_cols = setup.numeric_features
         if not num_cols:
             raise SchemaError("DISTPAB perturbs numeric features and the table has none")

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ..report.markdown import markdown_table
 from .models import MODEL_NAMES, MODEL_TITLES
 
 
@@ -23,8 +24,6 @@ def score_table(results: pd.DataFrame, scores: Sequence[str] = ("accuracy", "f1_
 
 def markdown_scores(results: pd.DataFrame, scores: Sequence[str] = ("accuracy", "f1_macro")) -> str:
     """:func:`score_table` as a markdown table (3 decimals)."""
-    from ..report.markdown import markdown_table  # noqa: PLC0415
-
     t = score_table(results, scores)
     cells = t.map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
     cells.columns = [f"{p} {s}" for p, s in t.columns]

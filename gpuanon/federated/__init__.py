@@ -11,17 +11,16 @@ Flower (``flwr[simulation]``) is imported by :mod:`.client_app`, :mod:`.server_a
 not by this package's ``__init__``.
 """
 
-from .splits import split_silos
 from .protocol import fedavg
+from .run import make_config, run_federated
+from .splits import split_silos
 
 __all__ = ["split_silos", "fedavg", "run_federated", "make_config", "compare"]
 
 
 def __getattr__(name):
-    if name in ("run_federated", "make_config"):
-        from . import run  # noqa: PLC0415
-
-        return getattr(run, name)
+    # ``compare`` names both the submodule and its function: a top-level import of the function would
+    # hide the module (``from gpuanon.federated import compare as C; C.format_table``)
     if name == "compare":
         from .compare import compare  # noqa: PLC0415
 

@@ -28,9 +28,14 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from ..errors import InputError
 from . import protocol as P
+from ..anonymize.mondrian import Mondrian
+from ..errors import InputError
+from ..evaluate import mondrian_metrics, parse_protection
+from ..nn import load_torch, resolve_device
+from ..perturb.distpab import entity_seed, local_stats, perturb_entity
 from .experiment import silo_rows
+from .mapping import silo_mapping
 from .models import build_model, get_weights, set_weights, spec_from_dict, train_local
 
 _STATE = "gpuanon-silo"
@@ -49,8 +54,6 @@ app = ClientApp(mods=[outbound_guard])
 
 
 def _torch_setup(cfg: dict):
-    from ..nn import load_torch, resolve_device  # noqa: PLC0415
-
     torch = load_torch()
     threads = int(cfg.get("torch_threads") or 1)
     if torch.get_num_threads() != threads:
@@ -77,9 +80,6 @@ def _load(ctx: Context) -> dict:
 
 def protect(cfg: dict, rows):
     """``(protected frame or None, hierarchies, silo info)`` for the experiment's protection."""
-    from ..evaluate import mondrian_metrics, parse_protection  # noqa: PLC0415
-    from ..anonymize.mondrian import Mondrian  # noqa: PLC0415
-
     prot = parse_protection(cfg["protection"])
     info = {"rows_in": int(len(rows)), "rows": int(len(rows)), "classes": None, "suppressed": 0,
             "entropy_loss": None, "ncp": None}
@@ -100,8 +100,6 @@ def protect(cfg: dict, rows):
     info.update(rows=int(len(out)), classes=met.get("n_classes"), suppressed=int(met.get("n_suppressed") or 0),
                 entropy_loss=met.get("entropy_loss"), ncp=met.get("ncp"))
     if cfg.get("test_mapping"):
-        from .mapping import silo_mapping  # noqa: PLC0415
-
         info["mapping"] = silo_mapping(out, cfg, hmap)
     return out, hmap, info
 
@@ -121,8 +119,6 @@ def prepare(msg: Message, ctx: Context) -> Message:
         content["categories"] = P.category_record(rows, cfg)
     num_cols = P.numeric_columns(cfg, rows)
     if P.is_distpab(cfg):
-        from ..perturb.distpab import local_stats  # noqa: PLC0415
-
         X = rows[num_cols].to_numpy(dtype=np.float64)
         if np.isnan(X).any():
             raise InputError("DISTPAB needs complete numeric features; this silo has missing values")
@@ -141,8 +137,6 @@ def encode(msg: Message, ctx: Context) -> Message:
     classes = json.loads(msg.content["space"]["classes"])
     y_text = rows[cfg["target"]].astype(str).to_numpy()
     if P.is_distpab(cfg):
-        from ..perturb.distpab import entity_seed, perturb_entity  # noqa: PLC0415
-
         params = P.params_from_record(msg.content["distpab-params"], msg.content["space"])
         entity = int(msg.content["space"]["entity"])
         X = rows[space.columns].to_numpy(dtype=np.float64)

@@ -7,8 +7,18 @@ import logging
 import time
 
 import numpy as np
+import pandas as pd
 
+from . import protocol as P
 from ..errors import InputError
+from ..evaluate import classification_scores, parse_protection, parse_protections
+from ..nn import load_torch
+from ..perturb.distpab import DISTPAB
+from ..report.markdown import markdown_table
+from .diagnose import note_one_class
+from .experiment import plan
+from .models import build_model, loss_value, predict_scores, spec_from_dict, train_local
+from . import run
 
 log = logging.getLogger("gpuanon")
 
@@ -22,13 +32,7 @@ THESIS = {"raw": {"accuracy": 0.850, "precision": 0.727, "recall": 0.616, "f1": 
 def centralized(cfg: dict, protections) -> dict:
     """The centralized baseline: the evaluation's protocol (SPEC 9) on the same split, the same model
     trained on the whole training part (protected centrally) for ``rounds x local_epochs`` epochs."""
-    from ..nn import load_torch  # noqa: PLC0415
-    from .experiment import plan  # noqa: PLC0415
     from .client_app import protect  # noqa: PLC0415
-    from . import protocol as P  # noqa: PLC0415
-    from .models import build_model, loss_value, predict_scores, spec_from_dict, train_local  # noqa: PLC0415
-    from ..evaluate import classification_scores  # noqa: PLC0415
-    from ..perturb.distpab import DISTPAB  # noqa: PLC0415
 
     torch = load_torch()
     torch.set_num_threads(max(1, int(cfg.get("torch_threads") or 1)))
@@ -43,8 +47,6 @@ def centralized(cfg: dict, protections) -> dict:
         y_tr_text = rows[c["target"]].astype(str).to_numpy()
         y_te_text = p.test[c["target"]].astype(str).to_numpy()
         if P.is_distpab(c):
-            from ..evaluate import parse_protection  # noqa: PLC0415
-
             prm = parse_protection(prot).params
             dp = DISTPAB(noise=prm.get("noise", 0.3), selection=prm.get("selection", "maximin"),
                          random_state=prm.get("seed", int(c.get("seed", 0))), backend="cpu")
@@ -84,10 +86,6 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     """Federated runs for every protection of ``'raw;k=3;k=10;k=3,l=2;distpab'`` (same silos, model,
     rounds), the centralized baseline beside them (``'raw'``: the raw training part; ``'all'``: every
     protection applied centrally; ``'none'``); returns ``{"runs", "centralized", "table", "seconds"}``."""
-    from ..evaluate import parse_protections  # noqa: PLC0415
-    from .diagnose import note_one_class  # noqa: PLC0415
-    from .run import run_federated  # noqa: PLC0415
-
     t0 = time.perf_counter()
     prots = [p.name for p in parse_protections(protections)]
     if centralized_baseline not in ("raw", "all", "none"):  # before any run
@@ -95,7 +93,7 @@ def compare(cfg: dict, protections, runtime: str = "simulation", gpus_per_client
     runs = {}
     for prot in prots:
         log.info("federated run: protection %s, %d silos (%s)", prot, cfg["silos"], cfg["split"])
-        runs[prot] = run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
+        runs[prot] = run.run_federated(dict(cfg, protection=prot), runtime=runtime, gpus_per_client=gpus_per_client,
                                    warn=False)
     cent_prots = {"raw": ["raw"], "all": prots, "none": []}[centralized_baseline]
     t1 = time.perf_counter()
@@ -133,9 +131,7 @@ def format_table(table: list) -> str:
     if any("thesis_accuracy" in r for r in table):
         cols += [f"thesis_{k}" for k in SCORES]
     cols.append("seconds")
-    import pandas as pd  # noqa: PLC0415
 
-    from ..report.markdown import markdown_table  # noqa: PLC0415
 
     def cell(v, c):
         return "" if v is None else (v if isinstance(v, str) else (f"{v:.1f}" if c == "seconds" else f"{v:.3f}"))

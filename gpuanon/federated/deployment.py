@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import InputError
+from .experiment import write_silo_files
+
 log = logging.getLogger("gpuanon")
 
 _APP_PYPROJECT = """[build-system]
@@ -99,8 +102,6 @@ def _bin(name: str) -> str:
         return str(exe)
     found = shutil.which(name)
     if not found:
-        from ..errors import InputError  # noqa: PLC0415
-
         raise InputError(f"'{name}' is not installed; pip install 'flwr[simulation]==1.41.0'")
     return found
 
@@ -127,8 +128,6 @@ def _stop(procs) -> None:
 def run_deployment(cfg: dict, timeout: float = 1800.0, keep_dir: str | None = None) -> dict:
     """Run the experiment on Flower's deployment runtime over loopback; return the server's report
     (with ``runtime.processes``: the pids and commands that ran)."""
-    from .experiment import write_silo_files  # noqa: PLC0415
-
     work = Path(keep_dir or tempfile.mkdtemp(prefix="gpuanon-fl-deploy-"))
     work.mkdir(parents=True, exist_ok=True)
     n = int(cfg["silos"])

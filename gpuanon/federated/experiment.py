@@ -15,10 +15,13 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from ..datasets import ColumnTypes, get_dataset, load_table
 from ..errors import InputError, SchemaError
+from ..evaluate import stratified_split
 from .splits import split_silos
 
 
@@ -32,8 +35,6 @@ def reader_options(cfg: dict, path) -> dict:
     """:func:`~gpuanon.datasets.load_table`'s keywords for ``path``: for a CSV / TSV file the
     experiment's ``--sep``, ``--na-values`` and ``--dates``; none for a Parquet file (the
     deployment's silo files), which is read as it is."""
-    from ..datasets import ColumnTypes  # noqa: PLC0415
-
     if str(path).lower().endswith((".parquet", ".pq")):
         return {}
     return dict(sep=cfg.get("sep"), na_values=list(cfg.get("na_values") or []) or None,
@@ -41,8 +42,6 @@ def reader_options(cfg: dict, path) -> dict:
 
 
 def load_frame(cfg: dict) -> pd.DataFrame:
-    from ..datasets import get_dataset, load_table  # noqa: PLC0415
-
     if cfg.get("input"):
         return load_table(cfg["input"], **reader_options(cfg, cfg["input"]))
     if not cfg.get("dataset"):
@@ -61,8 +60,6 @@ class Plan:
 
 @functools.lru_cache(maxsize=4)
 def _plan(key: str) -> Plan:
-    from ..evaluate import stratified_split  # noqa: PLC0415
-
     cfg = json.loads(key)
     df = load_frame(cfg).reset_index(drop=True)
     target = cfg["target"]
@@ -81,8 +78,6 @@ def plan(cfg: dict) -> Plan:
 
 def silo_rows(cfg: dict, node_config: dict) -> tuple[int, pd.DataFrame]:
     """``(silo index, the silo's raw rows)``, as the silo itself loads them."""
-    from ..datasets import load_table  # noqa: PLC0415
-
     silo = int(node_config.get("silo", node_config.get("partition-id", -1)))
     path = node_config.get("data-path")
     if path:
@@ -98,8 +93,6 @@ def silo_rows(cfg: dict, node_config: dict) -> tuple[int, pd.DataFrame]:
 
 def test_rows(cfg: dict) -> pd.DataFrame:
     """The raw held-out rows, on the server side."""
-    from ..datasets import load_table  # noqa: PLC0415
-
     if cfg.get("test_path"):
         return load_table(cfg["test_path"], **reader_options(cfg, cfg["test_path"]))
     return plan(cfg).test
@@ -107,8 +100,6 @@ def test_rows(cfg: dict) -> pd.DataFrame:
 
 def write_silo_files(cfg: dict, folder) -> tuple[list[str], str]:
     """Each silo's rows and the test rows as Parquet files in ``folder`` (for the deployment runtime)."""
-    from pathlib import Path  # noqa: PLC0415
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     p = plan(cfg)

@@ -15,7 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import protocol as P
+from ..evaluate import cell_texts, classification_scores
 from ..metrics import cell_text, split_set_text
+from ..nn import load_torch
+from .models import predict_scores
 
 
 def _members(cell, hierarchy) -> list | str:
@@ -83,7 +87,6 @@ def map_records(test: pd.DataFrame, space, ecs: list) -> tuple[pd.DataFrame, np.
     n = len(test)
     choice = np.full(n, -1, dtype=np.int64)
     vals = {q: pd.to_numeric(test[q], errors="coerce").to_numpy(dtype=float) for q in num}
-    from ..evaluate import cell_texts  # noqa: PLC0415
 
     codes = {q: pd.Index(space.categories[q]).get_indexer(cell_texts(test[q])) for q in cat}
     block = max(1, 2_000_000 // max(m, 1))
@@ -115,11 +118,6 @@ def map_records(test: pd.DataFrame, space, ecs: list) -> tuple[pd.DataFrame, np.
 
 def mapped_scores(net, spec, space, test, maps: list, mean, std, y_test, classes, pos, cfg) -> dict:
     """Scores of the global model on the test rows mapped to the union of the silos' classes."""
-    from ..evaluate import classification_scores  # noqa: PLC0415
-    from ..nn import load_torch  # noqa: PLC0415
-    from . import protocol as P  # noqa: PLC0415
-    from .models import predict_scores  # noqa: PLC0415
-
     torch = load_torch()
     ecs = [e for m in maps for e in m]
     gen, mapped = map_records(test, space, ecs)

@@ -21,8 +21,12 @@ import json
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..errors import InputError
+from ..evaluate import FeatureSpace, cell_texts, parse_protection
+from ..perturb.distpab import PerturbParams, Stats
+from ..perturb.stats import merge_moments
 
 #: For each message type, the records a silo's reply may hold: name -> (record kind, allowed keys).
 OUTBOUND = {
@@ -101,8 +105,6 @@ def arr(a):
 
 # ------------------------------------------------------------------ protections
 def protection_kind(cfg: dict) -> str:
-    from ..evaluate import parse_protection  # noqa: PLC0415
-
     return parse_protection(cfg["protection"]).kind
 
 
@@ -116,8 +118,6 @@ def feature_columns(cfg: dict, columns) -> list:
 
 
 def column_kinds(cfg: dict, df) -> dict:
-    import pandas as pd  # noqa: PLC0415
-
     forced = {c: "numeric" for c in cfg.get("numeric") or []} | {c: "categorical" for c in cfg.get("categorical") or []}
     out = {}
     for c in feature_columns(cfg, df.columns):
@@ -134,7 +134,6 @@ def category_record(rows, cfg: dict):
     """A silo's category sets (its categorical columns and the target): the first round of SPEC 10."""
     from flwr.app import ConfigRecord  # noqa: PLC0415
 
-    from ..evaluate import cell_texts  # noqa: PLC0415
 
     kinds = column_kinds(cfg, rows)
     values = {c: sorted(set(cell_texts(rows[c]).tolist())) for c, k in kinds.items() if k == "categorical"}
@@ -149,8 +148,6 @@ def space_to_json(space) -> str:
 
 
 def space_from_json(text: str):
-    from ..evaluate import FeatureSpace  # noqa: PLC0415
-
     d = json.loads(text)
     return FeatureSpace(d["columns"], d["kinds"], d["qi"], d["categories"])
 
@@ -158,8 +155,6 @@ def space_from_json(text: str):
 def agree_space(cfg: dict, replies: Sequence[dict]):
     """The feature space every silo uses, from the declared vocabulary or the union of the silos' category
     sets (never one silo's rows); and the sorted class labels. ``replies``: ``{"kinds", "values"}`` dicts."""
-    from ..evaluate import FeatureSpace  # noqa: PLC0415
-
     declared = cfg.get("categories") or {}
     kinds, values = None, {}
     for r in replies:
@@ -190,8 +185,6 @@ def agree_space(cfg: dict, replies: Sequence[dict]):
 
 
 def label_codes(y_text, classes: Sequence[str]) -> np.ndarray:
-    import pandas as pd  # noqa: PLC0415
-
     codes = pd.Index(list(classes)).get_indexer(np.asarray(y_text, dtype=object).astype(str))
     if (codes < 0).any():
         raise InputError("a silo holds a target value the agreed classes do not list")
@@ -211,8 +204,6 @@ def moments_chunk(X: np.ndarray):
 
 
 def moments_combine(chunks):
-    from ..perturb.stats import merge_moments  # noqa: PLC0415
-
     n, mean, m2 = (np.array(a, dtype=np.float64) for a in chunks[0])
     for chunk in chunks[1:]:  # Chan et al.'s pairwise update, per feature
         n, mean, m2 = merge_moments(n, mean, m2, *(np.asarray(a, dtype=np.float64) for a in chunk))
@@ -242,8 +233,6 @@ def stats_record(st):
 
 
 def stats_from_record(rec):
-    from ..perturb.distpab import Stats  # noqa: PLC0415
-
     return Stats(int(rec["n"].numpy()[0]), rec["mean"].numpy().astype(np.float64),
                  rec["comoment"].numpy().astype(np.float64))
 
@@ -255,8 +244,6 @@ def params_record(params):
 
 
 def params_from_record(rec, conf):
-    from ..perturb.distpab import PerturbParams  # noqa: PLC0415
-
     return PerturbParams(mean=rec["mean"].numpy(), scale=rec["scale"].numpy(), H=rec["H"].numpy(),
                          noise=float(conf["noise"]))
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
+from ..report.plots import png_uri, pyplot
 from ..report.render import fmt, render_page, table_context
-from ..report.plots import pyplot, png_uri
 
 _CURVES = (("accuracy", "accuracy"), ("f1", "F1 (positive class)"), ("loss", "test loss"))
 
@@ -39,8 +41,6 @@ def learning_curves(runs: dict) -> str:
 
 def final_bars(table: list) -> str:
     """Final federated accuracy and F1 beside the centralized ones, per protection."""
-    import numpy as np  # noqa: PLC0415
-
     plt = pyplot()
     prots = [r["protection"] for r in table]
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))

@@ -11,8 +11,14 @@ import time
 import warnings
 from pathlib import Path
 
+from ..datasets import get_dataset
 from ..errors import InputError
+from ..evaluate import parse_protection
+from .deployment import run_deployment
+from .diagnose import note_one_class
+from .experiment import plan
 from .models import model_spec
+from .splits import SPLITS
 
 log = logging.getLogger("gpuanon")
 
@@ -31,9 +37,6 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
     """The experiment as a JSON-ready dict (what the server and every silo agree on). ``sep``,
     ``na_values`` (cells that mean missing besides empty ones) and ``dates`` (columns read as dates)
     are how every reader of a CSV / TSV input reads it (:func:`.experiment.reader_options`)."""
-    from ..evaluate import parse_protection  # noqa: PLC0415
-    from .splits import SPLITS  # noqa: PLC0415
-
     if not dataset and not input:
         raise InputError("no data: give an input file or --dataset adult")
     text_opts = [o for o, v in (("--sep", sep), ("--na-values", na_values), ("--dates", dates)) if v]
@@ -42,8 +45,6 @@ def make_config(dataset: str | None = None, input: str | None = None, *, target:
                          f"their types: leave {text_opts[0]} out")
     roles = {}
     if dataset and not input:
-        from ..datasets import get_dataset  # noqa: PLC0415
-
         _, roles = get_dataset(dataset, rows=1 if dataset.lower() != "hepmass" else 10)  # roles only
     target = target or roles.get("target")
     if not target:
@@ -128,15 +129,10 @@ def run_federated(cfg: dict, runtime: str = "simulation", gpus_per_client: float
                   **kw) -> dict:
     """One federated run; the report gets ``warnings`` (logged with ``warn``) when the global model
     predicts one class (:mod:`.diagnose`)."""
-    from .diagnose import note_one_class  # noqa: PLC0415
-    from .experiment import plan  # noqa: PLC0415
-
     plan(cfg)  # the table read and split here first: its errors (silos, alpha, target) before any simulation
     if runtime == "simulation":
         doc = run_simulation(cfg, gpus_per_client=gpus_per_client, **kw)
     elif runtime == "deployment":
-        from .deployment import run_deployment  # noqa: PLC0415
-
         doc = run_deployment(cfg, **kw)
     else:
         raise InputError(f"runtime '{runtime}' is not one of {', '.join(RUNTIMES)}")

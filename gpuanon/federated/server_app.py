@@ -25,9 +25,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from ..errors import InputError
 from . import protocol as P
+from ..errors import InputError
+from ..evaluate import classification_scores, parse_protection
+from ..io import write_json
+from ..nn import load_torch
+from ..perturb.distpab import DISTPAB
 from .experiment import test_rows
+from .mapping import mapped_scores
 from .models import build_model, get_weights, loss_value, predict_scores, set_weights, spec_from_dict
 
 log = logging.getLogger("gpuanon")
@@ -125,8 +130,6 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
     train_s = time.perf_counter() - t2
     mapping = None
     if cfg.get("test_mapping"):
-        from .mapping import mapped_scores  # noqa: PLC0415
-
         maps = [silos[s].pop("_mapping", []) for s in range(n)]
         mapping = mapped_scores(net, spec, space, test, maps, mean, std, y_test, classes, pos, cfg)
     for s in silos.values():
@@ -140,8 +143,6 @@ def serve(grid: Grid, context: Context, cfg: dict) -> dict:
     if mapping is not None:
         doc["test_mapping"] = mapping
     if cfg.get("result_path"):
-        from ..io import write_json  # noqa: PLC0415
-
         write_json(doc, cfg["result_path"])
     return doc
 
@@ -185,8 +186,6 @@ def _distpab_central(cfg: dict, stats: dict, space):
     search the rotation and reflection, draw the translation."""
     if not P.is_distpab(cfg):
         return None
-    from ..evaluate import parse_protection  # noqa: PLC0415
-    from ..perturb.distpab import DISTPAB  # noqa: PLC0415
 
     prm = parse_protection(cfg["protection"]).params
     dp = DISTPAB(noise=prm.get("noise", 0.3), selection=prm.get("selection", "maximin"),
@@ -247,9 +246,6 @@ def _train(grid: Grid, cfg: dict, node_silo: dict, space, classes, X_test, y_tes
            timeout: float, wire: list) -> tuple:
     """Step 4, the FedAvg rounds, the global model scored on the test rows after each:
     ``(net, spec, round rows, strategy)``."""
-    from ..evaluate import classification_scores  # noqa: PLC0415
-    from ..nn import load_torch  # noqa: PLC0415
-
     torch = load_torch()
     spec = spec_from_dict(cfg["model"])
     net = build_model(spec, space.n_features, len(classes), seed=int(cfg.get("seed", 0)), device="cpu")

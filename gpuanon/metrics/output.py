@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cells import (category_sets, cell_key, hierarchy_node_members, parse_numeric_cells,
-                     resolve_qi_columns)
+from ..cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells, resolve_qi_columns
 from ..exact import float_values, is_time
+from ..verify import class_ids as group_ids
 from .columns import stats_from_value_targets, value_target_chunk
-from .entropy import domain_joint, interval_joint, interval_positions, set_joint
 from .compute import compute_metrics
+from .entropy import domain_joint, interval_joint, interval_positions, set_joint
 from .formulas import interval_entropy_at
 from .summary import ClassSummary, ColumnSummary
 
@@ -70,8 +70,6 @@ class _Classes:
 
 
 def _classes(out: pd.DataFrame, original: pd.DataFrame, qcols, target, class_ids) -> _Classes:
-    from ..verify import class_ids as group_ids  # noqa: PLC0415
-
     if class_ids is None:
         gid, n_cls = group_ids(out, qcols)
     else:

@@ -10,6 +10,7 @@ metrics' single numbers (:mod:`gpuanon.metrics.compute`).
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..classes import ClassStats
 from .columns import before_stats
 from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
-                       uncertainty_from_joint)
+                      uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, interval_entropy_at
 from .runs import device_runs_many, release_buffers
 
@@ -205,7 +206,6 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
 
     workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
     if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
         with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
             cols = list(ex.map(column, range(len(table.columns))))

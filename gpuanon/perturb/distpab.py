@@ -60,10 +60,12 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
-from ..backend import device_matrix, frame_to_host, is_device_array, is_device_frame, to_host
+from ..backend import device_matrix, frame_to_host, get_backend, is_device_array, is_device_frame, to_host
 from ..errors import InputError, SchemaError, shown
 from ..estimator import Estimator, check_is_fitted
+from ..schema import as_list, suggest
 from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
                            variance_table)
 from .apply import PerturbParams, entity_seed, perturb_block, perturb_entity
@@ -97,8 +99,6 @@ __all__ = [
 # --------------------------------------------------------------------------- validation helpers
 
 def _numeric_problem(df, cols) -> list:
-    import pandas as pd  # noqa: PLC0415
-
     return [c for c in cols if not pd.api.types.is_numeric_dtype(df[c].dtype)
             or pd.api.types.is_complex_dtype(df[c].dtype)]
 
@@ -125,8 +125,6 @@ def validate_frame(df, features, label=None, passengers=None) -> tuple[list, lis
         Unknown columns, a column in two roles, non-numeric features (all listed) or features
         with missing values.
     """
-    from ..schema import as_list, suggest  # noqa: PLC0415
-
     feats = as_list(features)
     carried = ([] if label is None else [label]) + as_list(passengers)
     cols = list(df.columns)
@@ -244,8 +242,6 @@ class DISTPAB(Estimator):
     # -- helpers
     def array_module(self):
         """``numpy`` or ``cupy``: the array module of the backend (resolved again when ``backend`` changes)."""
-        from ..backend import get_backend  # noqa: PLC0415
-
         if getattr(self, "backend_", None) is None or getattr(self, "_backend_asked", None) != self.backend:
             self.backend_ = get_backend(self.backend)
             self._backend_asked = self.backend
@@ -465,8 +461,6 @@ def perturb_frame(df, features, label=None, passengers=None, noise: float = 0.3,
     >>> list(out.columns), sorted(out["y"].tolist())
     (['a', 'b', 'y'], [0, 0, 1, 1])
     """
-    import pandas as pd  # noqa: PLC0415
-
     feats, carried = validate_frame(df, features, label, passengers)
     X = frame_matrix(df, feats)
     if model is None:

@@ -25,12 +25,17 @@ import pickle
 import time
 from typing import Any, Sequence
 
-from ..backend import get_backend
+import numpy as np
+import pandas as pd
+
+from ..backend import get_backend, to_host
 from ..distributed.cluster import make_client, worker_addresses
+from ..distributed.recovery import move_slots, workers_left
+from ..distributed.tasks import Runner, WorkerLost
 from ..errors import BackendError, ClusterLost, InputError
-from .distpab import DISTPAB, PerturbParams, Stats, local_stats, perturb_entity, validate_frame
-from .distpab import frame_matrix as _frame_matrix
-from .distpab import is_frame as _is_frame
+from ..schema import as_list as _as_list
+from .distpab import (DISTPAB, PerturbParams, Stats, frame_matrix as _frame_matrix, is_frame as _is_frame,
+                      local_stats, perturb_entity, validate_frame)
 
 __all__ = ["perturb_distributed", "make_client"]
 
@@ -46,11 +51,6 @@ def _entity_stats(df, features, label, passengers, backend) -> tuple[Stats, str]
 
 def _entity_perturb(df, features, carried, params: PerturbParams, seed, shuffle, block_rows, backend):
     """Worker task, phase 2: perturb and shuffle the entity's rows; carried columns follow them."""
-    import numpy as np  # noqa: PLC0415
-    import pandas as pd  # noqa: PLC0415
-
-    from ..backend import to_host  # noqa: PLC0415
-
     X = _frame_matrix(df, features)
     Xp, perm = perturb_entity(X, params, seed, shuffle=shuffle, block_rows=block_rows,
                               xp=get_backend(backend, quiet=True).xp)
@@ -121,7 +121,6 @@ def perturb_distributed(frames: Sequence[Any], features, label=None, noise: floa
     except ImportError as exc:
         raise BackendError("perturb_distributed needs dask and distributed "
                            "(pip install dask==2025.9.1 distributed==2025.9.1)") from exc
-    from ..schema import as_list as _as_list  # noqa: PLC0415
 
     feats = _as_list(features)
     for f in frames:
@@ -169,9 +168,6 @@ def _on_entities(run, frames, placed, task, *args, gather: bool = True):
     from this process, a callable run again; a Future given by the caller died with its worker: one
     line, :class:`ClusterLost`) and the phase is redone there (an entity's statistics and its
     perturbed rows are functions of its rows, its parameters and its seed alone)."""
-    from ..distributed.recovery import move_slots, workers_left  # noqa: PLC0415
-    from ..distributed.tasks import WorkerLost  # noqa: PLC0415
-
     W = len(run.workers)
     while True:
         futs = [run.submit(i % W, task, p, *a) for i, (p, a) in enumerate(zip(placed, args))]
@@ -212,7 +208,6 @@ def _run_phases(client, frames, model: DISTPAB, feats, label, passengers, carrie
     """Place the entities, phase 1 (their Stats), the coordinator's search, phase 2 (their rows perturbed)."""
     from distributed import wait  # noqa: PLC0415
 
-    from ..distributed.tasks import Runner  # noqa: PLC0415
 
     k, backend, shuffle, block_rows = len(frames), model.backend, model.shuffle, model.block_rows
     workers = worker_addresses(client)

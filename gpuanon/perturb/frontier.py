@@ -57,9 +57,12 @@ import numpy as np
 import pandas as pd
 
 from ..backend import to_host
+from ..datasets import get_dataset
 from ..errors import InputError, shown
+from ..report.markdown import markdown_table
 from .attacks import evaluate_attacks, pair_rows
 from .baselines import DRAWS, geometric_perturbation_best, random_rotation_best
+from .distpab import DISTPAB
 from .frontier_plot import plot_frontier
 
 __all__ = [
@@ -157,8 +160,6 @@ def load_frontier_data(name: str, rows: int | None = None, seed: int = 0):
     >>> X.shape, len(set(y.tolist())), note
     ((178, 13), 3, 'wine: 178 rows x 13 features')
     """
-    from ..datasets import get_dataset  # noqa: PLC0415
-
     key = str(name).strip().lower().replace("-", "_")
     if key not in DATASETS:
         raise InputError(f"unknown dataset {name!r} for the frontier; accepted names: {', '.join(DATASETS)}")
@@ -219,8 +220,6 @@ def _perturb(method: str, X: np.ndarray, noise: float, seed: int, draws: int, ba
     if method == "gp":
         return geometric_perturbation_best(X, noise=noise, draws=draws, random_state=seed)
     if method == "distpab":
-        from .distpab import DISTPAB  # noqa: PLC0415
-
         model = DISTPAB(noise=noise, random_state=seed, backend=backend)
         Xp, perm = model.fit_perturb(X)
         Xp = pair_rows(to_host(Xp).astype(np.float64, copy=False), to_host(perm))
@@ -462,8 +461,6 @@ def markdown_frontier(table: pd.DataFrame, raw: dict | None = None) -> str:
     >>> print(markdown_frontier(t).splitlines()[2])
     | gp | 0.3 | 0.900 | 0.800 | 0.700 | 0.800 | 1.000 | 0.500 | 0.250 | 0.250 |
     """
-    from ..report.markdown import markdown_table  # noqa: PLC0415
-
     cols = ["accuracy_knn", "accuracy_svm", "accuracy_lr", "accuracy_mean", "naive", "ica", "io", "attack_min"]
     rp = table["method"].eq("rp")
     shown = table[~rp | (rp.cumsum() == 1)]  # RP once: its rows are one draw

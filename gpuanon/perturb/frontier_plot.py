@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..io import atomic_path
+
 __all__ = ["plot_frontier"]
 
 
@@ -23,7 +25,6 @@ def plot_frontier(table: pd.DataFrame, path, title: str = "", raw_accuracy: floa
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    from ..io import atomic_path  # noqa: PLC0415
 
     style = {"distpab": ("DISTPAB", "tab:blue", "o"), "gp": ("GP (best of 10)", "tab:orange", "s"),
              "rp": ("RP (best of 10, no noise)", "tab:green", "^")}

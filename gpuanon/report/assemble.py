@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.segmented import compile_seconds
+
 #: the order of ``seconds`` in a command's report: the pipeline's stages between reading and writing
 #: (``kernel_compile``, on a device: the first launches of kernels, a part of the stages before it)
 STAGE_ORDER = ("read", "encode", "partition", "optimize", "hierarchies", "class_statistics", "generalize",
@@ -74,8 +76,6 @@ def kernel_compile(since: dict | None) -> dict[str, float]:
     inside the stage that launched it (a cold run) and is reported apart here, so that a cold run's
     stages less this are its warm time. Absent on the CPU, or when every kernel was compiled before.
     """
-    from kernels.segmented import compile_seconds  # noqa: PLC0415
-
     since = since or {}
     total = sum(v - since.get(k, 0.0) for k, v in compile_seconds.items())
     return {"kernel_compile": round(total, 6)} if total > 0 else {}

@@ -11,11 +11,14 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 
 from ..jsonsafe import json_safe
+from .attack_frontier import attack_section
 from .attack_rows import summary_context
 from .plots import LOSS_TITLES, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart
 from .render import fmt, render_page
+from .risk_page import risk_context
 
 
 def _raw_json(doc, limit: int) -> str:
@@ -134,8 +137,6 @@ def render_html(report: dict, title: str | None = None) -> str:
 
 
 def _risk(risk):
-    from .risk_page import risk_context  # noqa: PLC0415 (risk_page renders with this module)
-
     return risk_context(risk)
 
 
@@ -160,10 +161,6 @@ def _score_table(results, scores) -> dict:
 
 def render_evaluation_html(ev: dict, title: str = "gpuanon model evaluation") -> str:
     """A self-contained HTML page for an evaluation (:meth:`gpuanon.evaluate.Evaluation.to_dict`)."""
-    import pandas as pd  # noqa: PLC0415
-
-    from .attack_frontier import attack_section  # noqa: PLC0415
-
     res = pd.DataFrame(ev["results"])
     for c in res.columns:
         if c not in ("protection", "kind", "model", "model_title", "library"):

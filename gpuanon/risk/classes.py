@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..backend import is_device_frame, to_device, to_host, to_scalar
+from ..backend import frame_to_host, is_device_frame, to_device, to_host, to_scalar
 from ..errors import InputError, shown
+from ..schema import suggest
 from ..verify import splitmix64
 
 SUPPRESSED = "*"
@@ -123,20 +124,6 @@ def _device_cells(s, xp):
 
 #: the word mixer's multiplier (splitmix64's first)
 _MUL = 0xBF58476D1CE4E5B9
-
-
-def _pack(cells: list, widths: list, xp) -> list:
-    """The cells packed exactly into as few uint64 words as their widths allow."""
-    words, word, used = [], None, 0
-    for c, w in zip(cells, widths):
-        if word is not None and used + w > 64:
-            words.append(word)
-            word, used = None, 0
-        word = c if word is None else (word << xp.uint64(w)) | c
-        used += w
-    if word is not None:
-        words.append(word)
-    return words
 
 
 def _f32_bits(col: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -239,8 +226,6 @@ def _counts(idx, length: int, xp, weights=None):
 def check_columns(frame, columns, what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        from ..schema import suggest  # noqa: PLC0415
-
         raise InputError(f"{what} '{missing[0]}' is not a column{suggest(missing[0], list(map(str, frame.columns)))}")
 
 
@@ -262,7 +247,7 @@ def _codes_of(frame, qi, xp):
         cells.append(cc)
         widths.append(w)
         stars.append(star)
-    words += _pack(cells, widths, xp)
+    words += pack_cells(zip(cells, widths), len(frame), xp)
     supp = None
     if qi and len(stars) == len(qi) and all(s is not None for s in stars):
         supp = stars[0]
@@ -329,7 +314,7 @@ def pack_cells(cells, n: int, xp) -> list:
                 np.left_shift(word, np.uint64(w), out=word)
                 np.bitwise_or(word, c, out=word, casting="unsafe")
         else:
-            c = c.astype(xp.uint64)
+            c = c if c.dtype == xp.uint64 else c.astype(xp.uint64)
             word = c if word is None else (word << xp.uint64(w)) | c
         used += w
     if word is not None:
@@ -473,6 +458,4 @@ def _as_text(s: pd.Series) -> pd.Series:
 
 
 def to_host_frame(frame):
-    from ..backend import frame_to_host  # noqa: PLC0415
-
     return frame_to_host(frame)

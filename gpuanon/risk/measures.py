@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
-from ..backend import get_backend, is_device_frame, to_host
+from ..backend import frame_to_host, get_backend, is_device_frame, to_host
 from ..errors import InputError
 from ..jsonsafe import json_safe
-from .classes import SUPPRESSED, Classes, group
+from .classes import SUPPRESSED, Classes, group, to_host_frame
 from .population import PopulationRisk, population_uniqueness
 from .sample import AttackerRisk, IndividualRisk, class_risk, individual, journalist, marketer, prosecutor
 from .sampling import Population, check_threshold
+from .suda import suda2
 
 if TYPE_CHECKING:  # SUDA2 / DIS-SUDA live in gpuanon.risk.suda
     from .suda import SudaResult  # noqa: F401
@@ -97,8 +99,6 @@ def check_population(n_rows: int, population=None, sampling_fraction=None, thres
 
 def _suda_column(s) -> np.ndarray:
     """The codes of one published column: missing and ``*`` are -1."""
-    import pandas as pd  # noqa: PLC0415
-
     codes, uniques = pd.factorize(s, use_na_sentinel=True)
     codes = codes.astype(np.int64, copy=False)
     star = np.flatnonzero(np.asarray(uniques, dtype=object) == SUPPRESSED)
@@ -111,8 +111,6 @@ def suda_codes(frame, columns) -> tuple[np.ndarray, list]:
     """``(codes rows x M, QI names)`` for SUDA2 from the published cells: one QI per column, a
     ``X_min`` / ``X_max`` pair one QI ``X``; a missing cell or the suppression marker ``*`` is missing
     (a negative code: it never joins an MSU, sdcMicro's rule for NA)."""
-    from .classes import to_host_frame  # noqa: PLC0415
-
     cols = list(columns)
     frame = to_host_frame(frame[cols])  # the QIs only (a cuDF frame: one copy of them)
     codes, names, i = [], [], 0
@@ -147,8 +145,6 @@ def suda_of(frame, quasi_identifiers, *, suda_max_size: int | None = None, popul
     if is_device_frame(frame) or backend not in (None, "cpu"):
         xp = get_backend(backend if backend is not None else "gpu", quiet=True, n_rows=len(frame)).xp
     if is_device_frame(frame) and xp is np:
-        from ..backend import frame_to_host  # noqa: PLC0415
-
         frame = frame_to_host(frame)
     return _suda(frame, list(quasi_identifiers), suda_max_size, None if population is None else n / population, xp)
 
@@ -156,8 +152,6 @@ def suda_of(frame, quasi_identifiers, *, suda_max_size: int | None = None, popul
 def _suda(frame, qi, suda_max_size, sampling_fraction, xp):
     """SUDA2 / DIS-SUDA (:func:`gpuanon.risk.suda.suda2`) of the published QIs, on ``xp``'s device;
     DIS-SUDA's sampling fraction is n / N when a population is given, else sdcMicro's 0.01."""
-    from .suda import suda2  # noqa: PLC0415
-
     codes, names = suda_codes(frame, qi)
     kw = {} if sampling_fraction is None else {"sampling_fraction": sampling_fraction}
     return suda2(codes, max_size=suda_max_size, names=names, xp=xp, **kw)
@@ -197,8 +191,6 @@ def assess(frame, quasi_identifiers, *, population: int | None = None, sampling_
         be = get_backend(backend if backend not in (None,) else "gpu", quiet=True, n_rows=len(frame))
         xp = be.xp
     if is_device_frame(frame) and xp is np:
-        from ..backend import frame_to_host  # noqa: PLC0415
-
         frame = frame_to_host(frame)
     g: Classes = group(frame, qi, xp=xp, weights=weights, population_table=population_table)
     N = None if spec is None else spec.size_for(g.n)
@@ -241,8 +233,6 @@ def _result(qi, g: Classes, N, threshold, per_record) -> RiskResult:
 
 
 def _per_record(g: Classes, pop):
-    import pandas as pd  # noqa: PLC0415
-
     xp = g.xp
     rc = to_host(g.row_class)
     f = to_host(g.sizes).astype(np.float64)

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from gpuanon import backend
 from gpuanon.errors import InputError, shown
@@ -375,8 +376,6 @@ def _finish(xp, gid, weight, score, count, min_size, contrib, by_size, names, n,
 
 def suda2_frame(frame, quasi_identifiers, **kw) -> SudaResult:
     """:func:`suda2` on columns of a pandas (or cuDF) frame; a missing cell is sdcMicro's missing."""
-    import pandas as pd  # noqa: PLC0415
-
     frame = backend.frame_to_host(frame)
     qis = list(quasi_identifiers)
     absent = [q for q in qis if q not in frame.columns]
