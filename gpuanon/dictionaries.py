@@ -196,9 +196,10 @@ class Chunk:
     pattern: Any = None  # host int64: each row's missing pattern, a row of ``profile.missing[1]``
 
 
-def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=None) -> tuple[Profile, Chunk]:
+def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident=None) -> tuple[Profile, Chunk]:
     """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device;
-    ``device``: ``{numeric QI: its values on the device}`` of a device-resident input, keyed there).
+    ``resident``: a device-resident input's :class:`~gpuanon.resident.Resident`, whose numeric QIs
+    are keyed where they are and profiled from their facts, not read from ``df``).
 
     ``check``: refuse non-numeric or infinite values in numeric QIs (a cluster validated its schema
     on a sample only; one process on the whole table).
@@ -212,7 +213,7 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
     chunk = Chunk(prof, keys, {}, {}, tcodes, scodes)
     miss_cols, misses = [], []
     for j, name in enumerate(schema.quasi_identifiers):  # a loop over columns
-        s = df[name]
+        s = df[name] if resident is None or name not in resident else None
         if schema.kinds[name] == "categorical":
             codes, values = _factorize(s)
             nt = len(tvals) if tvals is not None else 1
@@ -221,7 +222,8 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
             chunk.codes[j] = codes
             prof.columns[name] = {"values": values, "counts": counts}
             continue
-        col, miss = _profile_numeric(name, s, xp, chunk, j, check, (device or {}).get(name))
+        col, miss = _profile_resident(name, resident, xp, chunk, j) if resident is not None and name in resident \
+            else _profile_numeric(name, s, xp, chunk, j, check)
         prof.columns[name] = col
         if col["n_missing"]:
             miss_cols.append(j)
@@ -237,7 +239,22 @@ def _factorize(s: pd.Series):
     return codes.astype(np.int64, copy=False), list(uniques)
 
 
-def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool, on_device=None):
+def _profile_resident(name, resident, xp, chunk: Chunk, j: int):
+    """:func:`_profile_numeric` of a device-resident column: keyed where it is, its profile from its
+    facts (:class:`~gpuanon.resident.ColumnFacts`), its missing mask the one the split brought."""
+    f, x = resident.facts[name], resident.values[name]
+    uniq = None
+    if x.dtype == xp.float32:
+        chunk.keys[j] = float32_keys(x, xp)
+    else:
+        chunk.keys[j], chunk.uniq_x[j] = rank_keys(x, xp)
+        uniq = to_host(chunk.uniq_x[j])
+    miss = resident.missing.get(name)
+    return {"uniq": uniq, "exact": None, "f32": x.dtype == xp.float32, "integer": f.integer,
+            "n_missing": f.n_missing, "lo": f.lo, "hi": f.hi}, miss
+
+
+def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
     """A numeric QI's profile and missing mask; its keys (ranks among its values) into ``chunk.keys[j]``."""
     ex = exact_of(s, name)
     if ex is not None:  # integers beyond 2**53, dates and times: ranked exactly
@@ -255,7 +272,7 @@ def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool, 
     if check:
         _check_numeric(name, raw, s, arr, miss)
     nm, n, uniq = int(miss.sum()), arr.shape[0], None
-    x = to_device(arr, xp) if on_device is None else on_device  # a device-resident input: keyed where it is
+    x = to_device(arr, xp)
     if arr.dtype == np.float32:
         chunk.keys[j] = float32_keys(x, xp)
     else:

@@ -63,7 +63,7 @@ def test_mixed_columns_equal_the_cpu(fmt):
     # the plain numeric QIs are keyed where they are: only the text QI's keys (uint32), the SA codes
     # (int32) and the missing-value blocks (int64) go up
     assert enc["bytes"] == len(df) * (4 + 4 + 8), enc
-    assert dev.stats.cudf_calls[("encode", "to_cupy")] == 2  # one matrix per dtype: float32; float64 and ints
+    assert dev.stats.cudf_calls[("input", "to_cupy")] == 2  # one matrix per dtype: float32; float64 and ints
 
 
 def test_hepmass_minmax_row_data_crosses_at_most_once_each_way():
