@@ -91,3 +91,69 @@ def test_the_double_refuses_a_host_read_of_a_device_frame():
         src["a"].to_numpy()
     with pytest.raises(DeviceDoubleError):
         dev.cudf.DataFrame(pd.DataFrame({"a": [1.0]}))  # an uncounted upload
+
+
+def _schema_both(df, caplog, **roles):
+    """The schema (or its error) and the warnings of ``df`` on the CPU and from the double's device."""
+    import logging
+
+    from gpuanon.resident import split_resident
+    from gpuanon.schema import Schema
+
+    out = []
+    for resident in (False, True):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            try:
+                if resident:
+                    dev = DeviceDouble()
+                    dev.cudf = CudfDouble(dev)
+                    with B.use_device_module(dev):
+                        host, res = split_resident(device_frame_of(df, dev), roles, dev)
+                        got = Schema.from_frame(host, **roles, resident=res).to_dict()
+                else:
+                    got = Schema.from_frame(df, **roles).to_dict()
+            except Exception as exc:  # the same error both ways
+                got = (type(exc).__name__, str(exc))
+        out.append((got, sorted(r.getMessage() for r in caplog.records)))
+    return out
+
+
+def test_facts_give_the_host_checks_and_warnings(caplog):
+    """Identifier-like whole numbers, an entirely missing column, fractional measurements, whole
+    floats: the same kinds and warnings from the device facts as from the host values."""
+    n = 400
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"id": np.arange(n, dtype=np.int32), "gone": np.full(n, np.nan),
+                       "m": rng.normal(0, 1, n).astype(np.float32), "w": np.arange(n, dtype=np.float64) % 7,
+                       "u": np.arange(n, dtype=np.float64), "s": rng.choice(np.array(["a", "b"], dtype=object), n)})
+    df.loc[3, "u"] = np.nan
+    (cpu, cpu_log), (gpu, gpu_log) = _schema_both(df, caplog, quasi_identifiers=["id", "gone", "m", "w", "u"],
+                                                  sensitive="s")
+    assert cpu == gpu and cpu_log == gpu_log
+    assert any("'id'" in m and "looks like an identifier" in m for m in cpu_log), cpu_log
+    assert any("'u'" in m and "looks like an identifier" in m for m in cpu_log), cpu_log
+    assert any("'gone'" in m and "entirely missing" in m for m in cpu_log), cpu_log
+
+
+def test_facts_refuse_infinite_values_and_unknown_columns_as_the_host_does(caplog):
+    df = pd.DataFrame({"a": [1.0, np.inf, 3.0] * 10, "b": np.arange(30, dtype=np.int16), "s": ["x", "y", "z"] * 10})
+    (cpu, _), (gpu, _) = _schema_both(df, caplog, quasi_identifiers=["a", "b"], sensitive="s")
+    assert cpu == gpu and cpu[0] == "SchemaError" and "'a' holds infinite values" in cpu[1]
+    (cpu, _), (gpu, _) = _schema_both(df, caplog, quasi_identifiers=["b", "bb"], sensitive="s")
+    assert cpu == gpu and cpu[0] == "SchemaError" and "'bb' is not a column" in cpu[1]
+
+
+def test_only_the_host_columns_come_to_the_host():
+    """The numeric QIs, the identifiers and the passed-through columns stay: the input stage copies
+    the text QI and the sensitive attribute, and the plain QIs' facts (a few numbers each) and the
+    missing masks of those with missing values (one byte a row)."""
+    df = _mixed(3000)
+    df["extra"] = np.arange(len(df), dtype=np.float64)  # passed through, never read on the host
+    mc, oc, mg, og, labels, dev = _fit_resident(df, k=5, l=2, quasi_identifiers=["a", "b", "c", "d", "job"],
+                                                sensitive="dis", output_format="minmax")
+    _same(mc, oc, mg, og, labels, dev)
+    got = mg.report_["transfers"]["stages"]["input"]["to_host"]["bytes"]
+    text = int(df[["job", "dis"]].memory_usage(deep=True, index=False).sum())
+    facts = 6 * 4 * 8 + 2 * 8  # six float64 facts of four columns; the distinct counts of the whole 'c', 'd'
+    assert got == text + facts + len(df) * 1, (got, text)  # 'b' has missing values: its mask
