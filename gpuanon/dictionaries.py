@@ -189,7 +189,7 @@ class Chunk:
 
     profile: Profile
     keys: Any  # (d, n) uint32 on the device: numeric QIs keyed (ranks among the chunk's values)
-    codes: dict  # categorical QI index -> host codes into the profile's values
+    codes: dict  # categorical QI index -> codes into the profile's values (host; a cuDF categorical's: device)
     uniq_x: dict  # numeric QI index -> its sorted distinct values on the device
     target: Any = None  # host codes into the profile's target values
     sa: Any = None
@@ -214,6 +214,10 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident
     miss_cols, misses = [], []
     for j, name in enumerate(schema.quasi_identifiers):  # a loop over columns
         s = df[name] if resident is None or name not in resident else None
+        if schema.kinds[name] == "categorical" and resident is not None and name in resident.codes:
+            chunk.codes[j], values, counts = resident.codes[name]  # codes on the device (no target)
+            prof.columns[name] = {"values": values, "counts": counts}
+            continue
         if schema.kinds[name] == "categorical":
             codes, values = _factorize(s)
             nt = len(tvals) if tvals is not None else 1
@@ -447,7 +451,8 @@ def encode_chunk(chunk: Chunk, dicts: Dictionaries, xp=np) -> dict:
     for j, (name, col) in enumerate(zip(dicts.qis, dicts.columns)):  # a loop over columns
         q = prof.columns[name]
         if col.kind == "categorical":
-            keys[j] = to_device(_positions(q["values"], col.categories, name).astype(np.uint32)[chunk.codes[j]], xp)
+            pos, c = _positions(q["values"], col.categories, name).astype(np.uint32), chunk.codes[j]
+            keys[j] = to_device(pos[c], xp) if isinstance(c, np.ndarray) else to_device(pos, xp)[c]  # on the device
             continue
         local = q["uniq"]
         full = col.exact.values if col.exact is not None else col.info

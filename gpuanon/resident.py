@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .backend import device_matrix, frame_to_host, to_host
+from kernels.counts import count_values
+
+from .backend import device_matrix, frame_to_host, to_device, to_host
 
 __all__ = ["ColumnFacts", "DEVICE_KEYED", "Resident", "split_resident"]
 
@@ -51,6 +53,7 @@ class ColumnFacts:
     head_fractional: bool  # a present value among the first HEAD_ROWS is not a whole number
     all_integer: bool  # every present value is finite and whole
     n_distinct: int | None = None  # distinct present values, counted only where all_integer and enough rows
+    kind: str = "numeric"  # or "categorical": a cuDF categorical column, its codes on the device
 
     @property
     def host_dtype(self) -> np.dtype:
@@ -73,6 +76,9 @@ class Resident:
     values: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     missing: dict = field(default_factory=dict)
+    #: categorical QI -> (its rows' codes into ``values`` on the device, its values in the order of
+    #: their first row -- as ``pandas.factorize`` gives them --, (values, 1) int64 row counts)
+    codes: dict = field(default_factory=dict)
 
     def __contains__(self, name) -> bool:
         return name in self.facts
@@ -99,17 +105,33 @@ def resident_names(frame, roles: dict) -> list:
     return out
 
 
-def split_resident(frame, roles: dict, xp) -> tuple[pd.DataFrame, Resident]:
+def categorical_names(frame, roles: dict, hierarchies=None) -> list:
+    """The categorical QIs of ``frame`` (a cuDF categorical dtype) whose codes stay on the device:
+    not declared numeric, and only without a target (whose codes the category counts pair with)
+    or hierarchies (checked against the values on the host)."""
+    if roles.get("target") is not None or hierarchies is not None:
+        return []
+    cols, dtypes = list(frame.columns), frame.dtypes
+    skip = set(_as_list(roles.get("numeric"))) | {roles.get("sensitive")}
+    return list(dict.fromkeys(c for c in _as_list(roles.get("quasi_identifiers"))
+                              if c in cols and c not in skip and str(dtypes[c]) == "category"))
+
+
+def split_resident(frame, roles: dict, xp, hierarchies=None) -> tuple[pd.DataFrame, Resident]:
     """``(host frame, Resident)`` of the device-resident ``frame`` on the device ``xp``: the host
     frame holds the columns the roles need on the host (one counted copy; none when there are none,
-    an empty frame of the right length), the Resident the rest (see the module docstring)."""
+    an empty frame of the right length), the Resident the rest (see the module docstring).
+    ``hierarchies``: the fit's (a categorical QI with one is read on the host)."""
     n = len(frame)
     names = resident_names(frame, roles)
+    cats = categorical_names(frame, roles, hierarchies)
     wanted = _as_list(roles.get("quasi_identifiers")) + [roles.get("sensitive"), roles.get("target")]
     cols = list(frame.columns)
-    host_cols = list(dict.fromkeys(c for c in wanted if c is not None and c in cols and c not in names))
+    host_cols = list(dict.fromkeys(c for c in wanted if c is not None and c in cols and c not in names + cats))
     host = frame_to_host(frame[host_cols]) if host_cols else pd.DataFrame(index=pd.RangeIndex(n))
     res = Resident(frame, cols)
+    for c in cats:  # a loop over columns
+        _categorical(res, frame[c], c, n, xp)
     groups: dict = {}
     for c in names:  # a loop over columns
         groups.setdefault(np.dtype(np.float32 if frame.dtypes[c] == np.float32 else np.float64), []).append(c)
@@ -147,8 +169,8 @@ def _facts_of(m, xp):
 def _count_distinct(res: Resident, xp) -> None:
     """The distinct present values of the whole-number columns the identifier check counts (one
     sort of them all, one read)."""
-    names = [c for c, f in res.facts.items() if f.all_integer and f.n - f.n_missing >= DISTINCT_MIN_ROWS
-             and not (f.host_dtype.kind == "f" and f.head_fractional)]
+    names = [c for c, f in res.facts.items() if f.kind == "numeric" and f.all_integer
+             and f.n - f.n_missing >= DISTINCT_MIN_ROWS and not (f.host_dtype.kind == "f" and f.head_fractional)]
     if not names:
         return
     s = xp.sort(xp.stack([res.values[c].astype(xp.float64) for c in names], axis=1), axis=0)  # NaN last
@@ -160,11 +182,37 @@ def _count_distinct(res: Resident, xp) -> None:
 
 def _missing_masks(res: Resident, xp) -> None:
     """The host missing masks of the columns with missing values (one byte a row each, one read)."""
-    names = [c for c, f in res.facts.items() if f.n_missing]
+    names = [c for c, f in res.facts.items() if f.kind == "numeric" and f.n_missing]
     if not names:
         return
     masks = to_host(xp.stack([xp.isnan(res.values[c]) for c in names], axis=1))
     res.missing.update({c: np.ascontiguousarray(masks[:, i]) for i, c in enumerate(names)})
+
+
+def _categorical(res: Resident, s, name, n: int, xp) -> None:
+    """A cuDF categorical column's codes on the device, numbered as ``pandas.factorize`` numbers its
+    values (by first row; a missing value is a value), and its facts. Only the categories and two
+    numbers per category (first row, count) come to the host, the renumbering goes up (one per
+    category)."""
+    cats = frame_to_host(s.cat.categories)  # the few categories (counted)
+    m = len(cats) + 1  # code 0: missing, c + 1: category c
+    codes = s.cat.codes.to_cupy(dtype=np.int64, na_value=-1) + 1
+    srt = xp.sort(codes * n + xp.arange(n, dtype=xp.int64))  # by code, then row: distinct keys
+    code, row = srt // n, srt % n
+    new = xp.ones(n, dtype=bool)
+    new[1:] = code[1:] != code[:-1]
+    first = xp.full(m + 1, n, dtype=xp.int64)
+    first[xp.where(new, code, m)] = row  # the first row of every code; rows inside a run go to the spare slot
+    first_h, counts_h = to_host(xp.stack([first[:m], count_values(codes, m, xp)]))  # the one read
+    order = np.flatnonzero(counts_h > 0)
+    order = order[np.argsort(first_h[order], kind="stable")]
+    values = list(pd.factorize(pd.Series(pd.Categorical.from_codes(order - 1, categories=cats)), sort=False,
+                               use_na_sentinel=False)[1])
+    local = np.full(m, -1, dtype=np.int64)
+    local[order] = np.arange(order.shape[0], dtype=np.int64)
+    res.codes[name] = (to_device(local, xp)[codes], values, counts_h[order].astype(np.int64)[:, None])
+    res.facts[name] = ColumnFacts(np.dtype(object), n, int(counts_h[0]), False, float("nan"), float("nan"), False,
+                                  False, int((counts_h[1:] > 0).sum()), kind="categorical")
 
 
 def _replace(f: ColumnFacts, **kw) -> ColumnFacts:

@@ -72,7 +72,7 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, facts=None) -> 
     if n_present < IDENTIFIER_MIN_ROWS:
         return
     if facts is not None:
-        if not facts.all_integer or (facts.host_dtype.kind == "f" and facts.head_fractional):
+        if kind == "numeric" and (not facts.all_integer or (facts.host_dtype.kind == "f" and facts.head_fractional)):
             return
     elif kind == "numeric" and not _whole_numbers(s):
         return
@@ -242,12 +242,12 @@ class Schema:
             raise SchemaError(f"column '{sorted(both)[0]}' is declared both numeric and categorical; pick one")
         kinds = {}
         for c in qis:
-            if c in on_device:  # a plain number on the device: numeric, checked from its facts
-                kinds[c] = "numeric"
+            if c in on_device:  # a plain number or a categorical on the device: checked from its facts
+                kinds[c] = on_device[c].kind
                 if on_device[c].any_inf:
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
-                _qi_warnings(df, c, "numeric", c in numeric, on_device[c])
+                _qi_warnings(df, c, kinds[c], c in numeric, on_device[c])
                 continue
             if c in categorical:
                 kinds[c] = "categorical"

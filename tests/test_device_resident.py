@@ -161,3 +161,38 @@ def test_only_the_host_columns_come_to_the_host():
     text = int(df[["job", "dis"]].memory_usage(deep=True, index=False).sum())
     facts = 6 * 4 * 8 + 2 * 8  # six float64 facts of four columns; the distinct counts of the whole 'c', 'd'
     assert got == text + facts + len(df) * 1, (got, text)  # 'b' has missing values: its mask
+
+
+@pytest.mark.parametrize("fmt", ["minmax", "range"])
+def test_categorical_codes_stay_on_the_device(fmt):
+    """A categorical QI of a cuDF frame (missing values, a category no row has, categories not in
+    the order rows show them): its codes are numbered and keyed on the device, only the categories and
+    two numbers per category come to the host, and the output equals the CPU's from pandas."""
+    df = _mixed(4000)
+    rng = np.random.default_rng(5)
+    job = rng.choice(np.array(["nurse", "clerk", "cook", None], dtype=object), len(df), p=[0.5, 0.3, 0.15, 0.05])
+    df["job"] = pd.Categorical(job, categories=["unused", "cook", "nurse", "clerk"])
+    qi = ["a", "b", "c", "d", "job"]
+    mc, oc, mg, og, labels, dev = _fit_resident(df, k=5, quasi_identifiers=qi, sensitive="dis", output_format=fmt)
+    _same(mc, oc, mg, og, labels, dev)
+    assert dev.stats.cudf_calls[("input", "cat.codes")] == 1
+    assert mc.table_.encoding_metadata() == mg.table_.encoding_metadata()
+    tr = mg.report_["transfers"]["stages"]
+    cats = int(df["job"].cat.categories.memory_usage(deep=True))
+    text = int(df[["dis"]].memory_usage(deep=True, index=False).sum())
+    facts = 6 * 4 * 8 + 2 * 8 + len(df)  # the numeric QIs' facts, distinct counts and 'b''s missing mask
+    assert tr["input"]["to_host"]["bytes"] == text + cats + 2 * 5 * 8 + facts, tr["input"]  # first rows, counts
+    assert tr["input"]["to_device"]["bytes"] == 5 * 8, tr["input"]  # the renumbering: one per category and missing
+    # up: the key table (one per value rows have), the SA codes and the missing-value blocks
+    assert tr["encode"]["to_device"]["bytes"] == 4 * 4 + len(df) * (4 + 8), tr["encode"]
+
+
+def test_categorical_with_a_target_is_read_on_the_host():
+    """With a target the category counts pair with its codes: the column comes to the host, as before."""
+    df = _mixed(3000)
+    df["job"] = pd.Categorical(df["job"])
+    df["y"] = (df["c"] > 0).astype(np.int8)
+    mc, oc, mg, og, labels, dev = _fit_resident(df, k=5, quasi_identifiers=["a", "job"], sensitive="dis", target="y",
+                                                output_format="minmax")
+    _same(mc, oc, mg, og, labels, dev)
+    assert ("input", "cat.codes") not in dev.stats.cudf_calls

@@ -97,7 +97,7 @@ class InProcess:
             be = get_backend(self.options.backend, n_rows=len(source))
             with count_transfers(log_=transfers), stage("input"):
                 if be.is_gpu:
-                    host, resident = split_resident(source, plan.roles, be.xp)
+                    host, resident = split_resident(source, plan.roles, be.xp, plan.hierarchies)
                 else:
                     host = frame_to_host(source)
         plan = plan.with_roles(host, resident)
