@@ -197,9 +197,8 @@ class Chunk:
 
 
 def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident=None) -> tuple[Profile, Chunk]:
-    """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device;
-    ``resident``: a device-resident input's :class:`~gpuanon.resident.Resident`, whose numeric QIs
-    are keyed where they are and profiled from their facts, not read from ``df``).
+    """Chunk: the profile of ``df``'s rows and their codes (keys made on ``xp``'s device; ``resident``:
+    a cuDF input's :class:`~gpuanon.resident.Resident`, its QIs coded on the device, not read from ``df``).
 
     ``check``: refuse non-numeric or infinite values in numeric QIs (a cluster validated its schema
     on a sample only; one process on the whole table).
