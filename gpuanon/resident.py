@@ -8,7 +8,10 @@ them (:class:`ColumnFacts`: missing count, infinite values, smallest / largest, 
 distinct count where the identifier check asks for it), and ONE read brings those few numbers per
 column to the host. Only the columns the host must see (text and other QIs, the sensitive attribute,
 the target) come to the host, in one counted copy; a numeric QI with missing values adds its
-missing mask (one byte a row), from which the host forms the missing-value blocks.
+missing mask (one byte a row), from which the host forms the missing-value blocks. A cuDF
+categorical QI (no target or hierarchy given) keeps its codes on the device, renumbered there as
+``pandas.factorize`` numbers the values; only its categories and a first row and a count per
+category come to the host.
 
 The schema checks (:meth:`gpuanon.schema.Schema.from_frame`) and the encoding
 (:func:`gpuanon.encoding.encode`) read a :class:`Resident` in place of those columns' values, with
