@@ -330,10 +330,10 @@ def cudf_module() -> ModuleType | None:
 
 
 def frame_to_host(df: Any):
-    """A pandas copy of a cuDF frame (counted: the frame's bytes); a pandas frame is returned as is."""
+    """A pandas copy of a cuDF frame, series or index (counted: its bytes); a pandas one is returned as is."""
     if not is_device_frame(df):
         return df
-    _count("to_host", _Sized(int(df.memory_usage(deep=True).sum())), True)
+    _count("to_host", _Sized(int(np.sum(df.memory_usage(deep=True)))), True)
     return df.to_pandas()
 
 

@@ -192,17 +192,17 @@ class Chunk:
 
     profile: Profile
     keys: Any  # (d, n) uint32 on the device: numeric QIs keyed (ranks among the chunk's values)
-    codes: dict  # categorical QI index -> host codes into the profile's values
+    codes: dict  # categorical QI index -> codes into the profile's values (host; a cuDF categorical's: device)
     uniq_x: dict  # numeric QI index -> its sorted distinct values on the device
     target: Any = None  # host codes into the profile's target values
     sa: Any = None
     pattern: Any = None  # host int64: each row's missing pattern, a row of ``profile.missing[1]``
 
 
-def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=None,
+def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident=None,
                   factorized: dict | None = None) -> tuple[Profile, Chunk]:
-    """Chunk: the profile of ``df``'s rows and their codes (numeric keys made on ``xp``'s device;
-    ``device``: ``{numeric QI: its values on the device}`` of a device-resident input, keyed there;
+    """Chunk: the profile of ``df``'s rows and their codes (keys made on ``xp``'s device; ``resident``:
+    a cuDF input's :class:`~gpuanon.resident.Resident`, its QIs coded on the device, not read from ``df``;
     ``factorized``: ``{categorical QI: (codes, distinct values)}`` of these rows, no value missing,
     as :meth:`gpuanon.schema.Schema.from_frame` hashed them: taken as they are).
 
@@ -218,7 +218,11 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
     chunk = Chunk(prof, keys, {}, {}, tcodes, scodes)
     miss_cols, misses = [], []
     for j, name in enumerate(schema.quasi_identifiers):  # a loop over columns
-        s = df[name]
+        s = df[name] if resident is None or name not in resident else None
+        if schema.kinds[name] == "categorical" and resident is not None and name in resident.codes:
+            chunk.codes[j], values, counts = resident.codes[name]  # codes on the device (no target)
+            prof.columns[name] = {"values": values, "counts": counts}
+            continue
         if schema.kinds[name] == "categorical":
             pre = (factorized or {}).get(name)
             codes, values = (pre[0].astype(np.int64, copy=False), list(pre[1])) if pre is not None and \
@@ -229,7 +233,8 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, device=N
             chunk.codes[j] = codes
             prof.columns[name] = {"values": values, "counts": counts}
             continue
-        col, miss = _profile_numeric(name, s, xp, chunk, j, check, (device or {}).get(name))
+        col, miss = _profile_resident(name, resident, xp, chunk, j) if resident is not None and name in resident \
+            else _profile_numeric(name, s, xp, chunk, j, check)
         prof.columns[name] = col
         if col["n_missing"]:
             miss_cols.append(j)
@@ -251,7 +256,22 @@ def _factorize(s: pd.Series):
     return codes.astype(np.int64, copy=False), list(uniques)
 
 
-def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool, on_device=None):
+def _profile_resident(name, resident, xp, chunk: Chunk, j: int):
+    """:func:`_profile_numeric` of a device-resident column: keyed where it is, its profile from its
+    facts (:class:`~gpuanon.resident.ColumnFacts`), its missing mask the one the split brought."""
+    f, x = resident.facts[name], resident.values[name]
+    uniq = None
+    if x.dtype == xp.float32:
+        chunk.keys[j] = float32_keys(x, xp)
+    else:
+        chunk.keys[j], chunk.uniq_x[j] = rank_keys(x, xp)
+        uniq = to_host(chunk.uniq_x[j])
+    miss = resident.missing.get(name)
+    return {"uniq": uniq, "exact": None, "f32": x.dtype == xp.float32, "integer": f.integer,
+            "n_missing": f.n_missing, "lo": f.lo, "hi": f.hi}, miss
+
+
+def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
     """A numeric QI's profile and missing mask; its keys (ranks among its values) into ``chunk.keys[j]``."""
     ex = exact_of(s, name)
     if ex is not None:  # integers beyond 2**53, dates and times: ranked exactly
@@ -269,7 +289,7 @@ def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool, 
     if check:
         _check_numeric(name, raw, s, arr, miss)
     nm, n, uniq = int(miss.sum()), arr.shape[0], None
-    x = to_device(arr, xp) if on_device is None else on_device  # a device-resident input: keyed where it is
+    x = to_device(arr, xp)
     if arr.dtype == np.float32:
         chunk.keys[j] = float32_keys(x, xp)
     else:
@@ -444,7 +464,8 @@ def encode_chunk(chunk: Chunk, dicts: Dictionaries, xp=np) -> dict:
     for j, (name, col) in enumerate(zip(dicts.qis, dicts.columns)):  # a loop over columns
         q = prof.columns[name]
         if col.kind == "categorical":
-            keys[j] = to_device(_positions(q["values"], col.categories, name).astype(np.uint32)[chunk.codes[j]], xp)
+            pos, c = _positions(q["values"], col.categories, name).astype(np.uint32), chunk.codes[j]
+            keys[j] = to_device(pos[c], xp) if isinstance(c, np.ndarray) else to_device(pos, xp)[c]  # on the device
             continue
         local = q["uniq"]
         full = col.exact.values if col.exact is not None else col.info

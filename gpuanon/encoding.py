@@ -35,7 +35,7 @@ from kernels.counts import count_values
 from kernels.keys import MISSING, decode_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
-from .backend import device_matrix, namespace_by_name, to_device, to_host
+from .backend import namespace_by_name, to_device, to_host
 from .dictionaries import (Column, Dictionaries, codes_sorted, encode_chunk, finalize, is_na, jsonable,
                            profile_chunk, sort_key)
 from .schema import Schema
@@ -163,29 +163,7 @@ def kernel_specs(table: Table, xp=None) -> list[ColumnSpec]:
     return specs
 
 
-#: host dtypes whose values a device column gives as the host path's float array would, bit for bit
-_DEVICE_KEYED = tuple(np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32"))
-
-
-def device_columns(frame, host: pd.DataFrame, schema: Schema, xp) -> dict:
-    """``{numeric QI: its values on the device}`` of a device-resident ``frame`` on a device ``xp``
-    (``host``: its host copy, whose dtypes decide): float32 columns as float32, other plain numbers
-    as float64, the arrays the host path would upload; one ``to_cupy`` per dtype, nothing crosses."""
-    if frame is None or xp is np:
-        return {}
-    groups: dict = {}
-    for name in schema.numeric_qis:  # a loop over columns
-        dt = host[name].dtype
-        if isinstance(dt, np.dtype) and dt in _DEVICE_KEYED:
-            groups.setdefault(np.dtype(np.float32 if dt == np.float32 else np.float64), []).append(name)
-    out: dict = {}
-    for dt, names in groups.items():  # a loop over dtypes
-        m = device_matrix(frame, names, dt)
-        out.update({name: m[:, i] for i, name in enumerate(names)})
-    return out
-
-
-def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, device_frame=None,
+def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, resident=None,
            factorized: dict | None = None) -> Table:
     """Encode the QIs, sensitive attribute and target of ``df`` for the given backend.
 
@@ -193,13 +171,13 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, 
     (the combine of one profile is that profile), and the table's codes with its dictionaries --
     which are the chunk's own, so its numeric keys and sorted values made on the device are kept
     as they are. ``orders`` maps a categorical QI to the order its categories must be coded in (a
-    hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy). ``device_frame``:
-    ``df``'s device-resident original (a cuDF frame): its plain numeric QIs are keyed on the device
-    where they are (:func:`device_columns`), not uploaded from ``df``. ``factorized``: the text QIs'
-    codes as :meth:`~gpuanon.schema.Schema.from_frame` hashed them on ``df`` (not hashed again).
+    hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy). ``resident``: the
+    device-resident part of the input (:func:`gpuanon.resident.split_resident`; ``df`` holds the
+    rest): its plain numeric QIs are keyed on the device where they are, nothing of them uploaded.
+    ``factorized``: the text QIs' codes as :meth:`~gpuanon.schema.Schema.from_frame` hashed them on
+    ``df`` (not hashed again).
     """
-    profile, chunk = profile_chunk(df, schema, xp, device=device_columns(device_frame, df, schema, xp),
-                                   factorized=factorized)
+    profile, chunk = profile_chunk(df, schema, xp, resident=resident, factorized=factorized)
     dicts = finalize(profile, schema, orders)
     for j, uniq_x in chunk.uniq_x.items():  # a loop over columns: the device copy of each dictionary
         dicts.columns[j].info_x = uniq_x

@@ -45,20 +45,25 @@ IDENTIFIER_SHARE = 0.95
 IDENTIFIER_MIN_ROWS = 20
 
 
-def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dict | None = None) -> None:
+def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dict | None = None,
+                 facts=None) -> None:
     """Warn about a QI that is entirely missing or that looks like an identifier. ``factorized``:
     where a text column's codes are kept (``{column: (codes, distinct values)}``, a column with no
-    missing value) for the encoding of the same frame (:func:`gpuanon.dictionaries.profile_chunk`)."""
-    s = df[c]
-    n = len(s)
+    missing value) for the encoding of the same frame (:func:`gpuanon.dictionaries.profile_chunk`);
+    ``facts``: the :class:`~gpuanon.resident.ColumnFacts` of a device-resident column, read in place
+    of its values."""
+    s = df[c] if facts is None else None
     n_distinct = None
-    if s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
+    if facts is not None:
+        n, n_missing, n_distinct = facts.n, facts.n_missing, facts.n_distinct
+    elif s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
+        n = len(s)
         codes, uniq = pd.factorize(s, use_na_sentinel=True)
         n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
         if factorized is not None and not n_missing:
             factorized[c] = (codes, uniq)
     else:
-        n_missing = int(s.isna().sum())
+        n, n_missing = len(s), int(s.isna().sum())
     if n and n_missing == n:
         if kind == "numeric":
             how = ("numeric" + ("" if declared else f" (its type says so, but an empty column has no type; "
@@ -72,26 +77,34 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dic
     n_present = n - n_missing
     if n_present < IDENTIFIER_MIN_ROWS:
         return
-    if kind == "numeric" and is_time(s):  # times are measurements: often unique, still quasi-identifiers
-        return
-    if kind == "numeric":
-        if pd.api.types.is_float_dtype(s.dtype):
-            # measurements (fractional values) are often unique and still quasi-identifiers: look at
-            # a head of the column first, so a table of measurements costs no pass over its rows
-            head = s.iloc[:4096].to_numpy(dtype=np.float64, na_value=np.nan)
-            head = head[~np.isnan(head)]
-            if (head != np.floor(head)).any():
-                return
-        v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        v = v[~np.isnan(v)]
-        if not np.all(np.isfinite(v) & (v == np.floor(v))):
+    if facts is not None:
+        if kind == "numeric" and (not facts.all_integer or (facts.host_dtype.kind == "f" and facts.head_fractional)):
             return
+    elif kind == "numeric" and not _whole_numbers(s):
+        return
     if n_distinct is None:
         n_distinct = int(s.nunique())  # present values only (no copy of the present rows)
     if n_distinct >= IDENTIFIER_SHARE * n_present:
         _warn_once(df, f"quasi-identifier '{c}' has {n_distinct} distinct values in {n_present} "
                        f"rows ({100.0 * n_distinct / n_present:.0f}%): it looks like an identifier; if it is "
                        f"one, pass it with --identifiers (dropped from the output) instead of --qi")
+
+
+def _whole_numbers(s: pd.Series) -> bool:
+    """Whether a numeric QI's present values are all whole numbers (times count as not: they are
+    measurements, often unique and still quasi-identifiers)."""
+    if is_time(s):
+        return False
+    if pd.api.types.is_float_dtype(s.dtype):
+        # measurements (fractional values) are often unique and still quasi-identifiers: look at
+        # a head of the column first, so a table of measurements costs no pass over its rows
+        head = s.iloc[:4096].to_numpy(dtype=np.float64, na_value=np.nan)
+        head = head[~np.isnan(head)]
+        if (head != np.floor(head)).any():
+            return False
+    v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    v = v[~np.isnan(v)]
+    return bool(np.all(np.isfinite(v) & (v == np.floor(v))))
 
 
 def nested_kind(col: pd.Series) -> str | None:
@@ -183,18 +196,22 @@ class Schema:
         categorical=None,
         sensitive_ordered: bool | None = None,
         factorized: dict | None = None,
+        resident=None,
     ) -> "Schema":
         """Validate roles against a frame and infer each QI's kind from its dtype.
 
         ``factorized``: a dict that keeps the codes of the text QIs hashed here (to encode the same
-        frame without hashing them again, :func:`gpuanon.encoding.encode`).
+        frame without hashing them again, :func:`gpuanon.encoding.encode`). ``resident``: the
+        device-resident part of the input (:class:`gpuanon.resident.Resident`, its plain numeric QIs;
+        ``df`` holds the other columns): those are checked from their facts.
 
         Raises
         ------
         SchemaError
             With a message naming the column, the rule and the fix.
         """
-        cols = list(df.columns)
+        cols = list(df.columns) if resident is None else list(resident.columns)
+        on_device = resident.facts if resident is not None else {}
         qis = as_list(quasi_identifiers)
         ids = as_list(identifiers)
         numeric, categorical = as_list(numeric), as_list(categorical)
@@ -207,7 +224,7 @@ class Schema:
             for c in names:
                 if c not in cols:
                     raise SchemaError(f"{role} '{c}' is not a column{suggest(c, cols)}")
-        _refuse_nested(df, "quasi-identifier", qis)
+        _refuse_nested(df, "quasi-identifier", [c for c in qis if c not in on_device])
         _refuse_nested(df, "sensitive attribute", [] if sensitive is None else [sensitive])
         _refuse_nested(df, "target", [] if target is None else [target])
         dup = sorted({c for c in qis if qis.count(c) > 1})
@@ -234,6 +251,13 @@ class Schema:
             raise SchemaError(f"column '{sorted(both)[0]}' is declared both numeric and categorical; pick one")
         kinds = {}
         for c in qis:
+            if c in on_device:  # a plain number or a categorical on the device: checked from its facts
+                kinds[c] = on_device[c].kind
+                if on_device[c].any_inf:
+                    raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
+                                      f"mark them missing) or declare the column categorical")
+                _qi_warnings(df, c, kinds[c], c in numeric, facts=on_device[c])
+                continue
             if c in categorical:
                 kinds[c] = "categorical"
             elif c in numeric:

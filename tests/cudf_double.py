@@ -33,7 +33,9 @@ from cupy_double import DArray, DeviceDoubleError, _stage
 _REAL_ATTRS = {  # what cuDF has and the double emulates (checked against the wheel by test_cudf_api)
     "DataFrame": {"columns", "dtypes", "memory_usage", "to_pandas", "to_arrow", "to_cupy", "take", "reset_index"},
     "Series": {"dtype", "name", "memory_usage", "to_pandas", "to_cupy", "take", "where", "reset_index", "isna",
-               "astype"},
+               "astype", "cat"},
+    "CategoricalAccessor": {"codes", "categories"},
+    "Index": {"memory_usage", "to_pandas"},
 }
 
 
@@ -137,6 +139,50 @@ class Series(_Obj):
     def __ge__(self, other):
         _count(self._dev, ">=")
         return self._new(self._s >= other)
+
+    @property
+    def cat(self):
+        """``Series.cat`` of a categorical column: its codes (null where missing, as cuDF gives them)
+        and its categories, both on the device."""
+        if not isinstance(self._s.dtype, pd.CategoricalDtype):
+            raise DeviceDoubleError("Series.cat of a column that is not categorical")
+        return _CatAccessor(self)
+
+
+class _CatAccessor(_Obj):
+    _kind = "CategoricalAccessor"
+
+    def __init__(self, series: Series):
+        self._series = series
+
+    @property
+    def codes(self):
+        _count(self._series._dev, "cat.codes")
+        c = pd.Series(self._series._s.cat.codes.to_numpy(), name=self._series.name).astype("Int64")
+        return Series(_host=c.where(c >= 0), _dev=self._series._dev)  # -1 -> null
+
+    @property
+    def categories(self):
+        return Index(self._series._s.cat.categories, self._series._dev)
+
+
+class Index(_Obj):
+    """A cuDF Index of the double (a categorical's categories): reached through ``to_pandas`` only."""
+
+    _kind = "Index"
+
+    def __init__(self, idx: pd.Index, dev):
+        self._i, self._dev = idx, dev
+
+    def __len__(self):
+        return len(self._i)
+
+    def memory_usage(self, deep=False):
+        return int(self._i.memory_usage(deep=deep))
+
+    def to_pandas(self):
+        _count(self._dev, "to_pandas")
+        return self._i.copy()
 
 
 class CategoricalIndex(_Obj):

@@ -67,7 +67,8 @@ _UPLOADS = {"asarray", "array", "asanyarray"}
 #: syncs CuPy makes inside these calls (read from CuPy 14.2's sources); a callable gets the args
 IMPLICIT_SYNCS = {
     "nonzero": 1, "flatnonzero": 1, "argwhere": 1, "extract": 1, "compress": 1,
-    "unique": lambda a, kw: 1 + bool(kw.get("return_counts")),
+    # one boolean-mask gather of the values, one more of the first indices, one nonzero for the counts
+    "unique": lambda a, kw: 1 + bool(kw.get("return_index")) + bool(kw.get("return_counts")),
     "bincount": 2,  # (x < 0).any() and int(cupy.max(x)) in cupy/_statistics/histogram.py
     "histogram": 1, "median": 0, "count_nonzero": 0,
     "repeat": lambda a, kw: 2 if len(a) > 1 and isinstance(a[1], DArray) else 0,

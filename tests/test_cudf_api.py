@@ -44,7 +44,8 @@ BACKEND = REPO / "gpuanon" / "backend.py"
 OBJECT_METHODS = {
     "DataFrame": ("memory_usage", "to_pandas", "to_arrow", "to_cupy", "reset_index", "take", "__getitem__",
                   "columns", "isna"),
-    "Series": ("memory_usage", "to_pandas", "to_cupy", "reset_index", "take", "where", "isna", "sum", "dtype"),
+    "Series": ("memory_usage", "to_pandas", "to_cupy", "reset_index", "take", "where", "isna", "sum", "dtype", "cat"),
+    "Index": ("memory_usage", "to_pandas"),  # a categorical's categories (gpuanon/resident.py)
 }
 
 NETWORK_MARKS = ("Could not fetch URL", "Failed to establish a new connection", "NewConnectionError",

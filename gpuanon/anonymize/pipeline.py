@@ -31,6 +31,7 @@ from ..classes import ClassStats
 from ..encoding import Table, encode, kernel_specs
 from ..errors import VerificationError
 from ..hierarchy import choose_rho, initial_hierarchies
+from ..resident import split_resident
 from .generalize import generalize
 from .optimize import optimize_partitions
 from .plan import Plan, check_input
@@ -85,23 +86,29 @@ class InProcess:
         return len(source)
 
     def fit(self, plan: Plan, source) -> FitResult:
-        """Roles, encoding and partitions of ``source`` (a pandas or cuDF frame; a cuDF frame is
-        validated and profiled from one counted copy on the host, stage ``input``)."""
+        """Roles, encoding and partitions of ``source`` (a pandas or cuDF frame). A cuDF frame on the
+        GPU backend keeps its plain numeric QIs on the device (checked from their facts, keyed where
+        they are: :func:`~gpuanon.resident.split_resident`); the columns the host must see come in
+        one counted copy, stage ``input`` (on the CPU backend: the whole frame)."""
         transfers = TransferLog(simulate=False)
         mark = dict(compile_seconds)  # kernels first launched from here on are this fit's
-        host = source
+        host, resident, be = source, None, None
         if is_device_frame(source):
+            be = get_backend(self.options.backend, n_rows=len(source))
             with count_transfers(log_=transfers), stage("input"):
-                host = frame_to_host(source)
+                if be.is_gpu:
+                    host, resident = split_resident(source, plan.roles, be.xp, plan.hierarchies)
+                else:
+                    host = frame_to_host(source)
         factorized: dict = {}  # the text QIs hashed once, for the roles and the encoding
-        plan = plan.with_roles(host, factorized)
+        plan = plan.with_roles(host, resident, factorized)
         hplan = plan.hierarchy_plan(host)
-        be = get_backend(self.options.backend, n_rows=len(host))
+        be = be or get_backend(self.options.backend, n_rows=len(host))
         transfers.simulate = not be.is_gpu
         t1 = time.perf_counter()
         with count_transfers(log_=transfers), self._stage("encode"):
-            table = encode(host, plan.schema, be.xp, orders=Plan.leaf_orders(hplan),
-                           device_frame=source if host is not source else None, factorized=factorized)
+            table = encode(host, plan.schema, be.xp, orders=Plan.leaf_orders(hplan), resident=resident,
+                           factorized=factorized)
         return self.fit_encoded(plan, table, be, time.perf_counter() - t1, hplan, transfers, mark)
 
     def fit_encoded(self, plan: Plan, table: Table, be, encode_seconds: float = 0.0, hplan: dict | None = None,

@@ -110,14 +110,17 @@ class Plan:
             return self
         return replace(self, output_format=check_format(output_format))
 
-    def with_roles(self, df, factorized: dict | None = None) -> "Plan":
+    def with_roles(self, df, resident=None, factorized: dict | None = None) -> "Plan":
         """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
-        sample of it); one clear error per problem. ``factorized``: as ``Schema.from_frame``'s."""
-        schema = Schema.from_frame(df, **self.roles, factorized=factorized)
+        sample of it; ``resident``: a device-resident input's part on the device, see
+        :func:`gpuanon.resident.split_resident`); one clear error per problem. ``factorized``: as
+        ``Schema.from_frame``'s."""
+        schema = Schema.from_frame(df, **self.roles, factorized=factorized, resident=resident)
+        cols = list(df.columns) if resident is None else resident.columns
         if self.output_format == "minmax":
             for c in schema.numeric_qis:
                 for suffix in ("_min", "_max"):
-                    if f"{c}{suffix}" in df.columns:
+                    if f"{c}{suffix}" in cols:
                         raise SchemaError(
                             f"column '{c}{suffix}' already exists, and the minmax format would write "
                             f"quasi-identifier '{c}' there; rename it or use --format range")
