@@ -9,6 +9,8 @@
   medians by radix selection, child sizes and sensitive histograms are reductions), then every
   partition that fits one worker moves there whole and is finished by the single-node kernel;
   class statistics, verification, class summaries and the Parquet output run where the classes are.
+  Its stages (:mod:`.stages`) are functions of the open :class:`~.context.Cluster` and of the values
+  of the stages before them, each returning a frozen value (:mod:`.values`).
 * :mod:`~gpuanon.distributed.metrics` -- whole-table column statistics as a reduction; the homes'
   class summaries joined into every metric.
 * :mod:`~gpuanon.distributed.recovery` -- a lost worker's shards rebuilt on the workers that

@@ -53,6 +53,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -66,10 +67,12 @@ from ..backend import TransferLog
 from ..errors import InputError, SchemaError, shown
 from .cluster import open_cluster
 from .options import hierarchy_report
+from .context import Cluster
 from .recovery import unit
-from .stages import (ClusterRun, criteria_and_blocks, finish_on_homes, load_and_encode, load_shards,
-                     partition_levels, verify_and_measure, write_output)
+from .stages import (criteria_and_blocks, finish_on_homes, load_and_encode, load_shards, partition_levels,
+                     verify_and_measure, write_output)
 from .tasks import Runner, backend_of, output_metadata
+from .values import Blocks, Encoded, Homes, Measured, Partitioned
 
 log = logging.getLogger("gpuanon")
 
@@ -182,51 +185,65 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
 def run_on(handle, plan, options, sources, counts, *, out_dir=None, local_rows: int | None = None,
            gather: bool = True, timeout: float = 60.0, on_stage=None) -> FitResult:
     """The run on an open cluster (``handle``, :func:`.cluster.open_cluster`): ``plan`` (its parameters
-    validated) over the shards ``sources`` of ``counts`` rows; see :func:`run_distributed`."""
+    validated) over the shards ``sources`` of ``counts`` rows; see :func:`run_distributed`. The stages
+    in order, each returning what it made (:mod:`.stages`), each redone after a lost worker (:func:`.recovery.unit`)."""
     t_all = time.perf_counter()
-    c = ClusterRun(options, handle, Runner(handle.client, handle.workers, timeout, on_stage), sources, counts,
-                   local_rows, plan)
-    c.info["recovery"] = []
-    unit(c, "loading the shards", load_shards)
-    unit(c, "the encoding", load_and_encode)
+    cluster = Cluster(handle, Runner(handle.client, handle.workers, timeout, on_stage), options, sources, counts)
+    load_seconds = unit(cluster, "loading the shards", load_shards)
+    encoded = unit(cluster, "the encoding", load_and_encode, plan)
     t0 = time.perf_counter()
-    unit(c, "the block statistics", criteria_and_blocks)
-    partition_levels(c)
-    c.secs["partition_levels"] = time.perf_counter() - t0
-    output, files, labels = unit(c, "the home stage (finishing, statistics, verification, output)", home_stage,
-                                 out_dir, gather)
-    info, run = c.info, c.run
-    info["bytes_to_coordinator"] = run.bytes_in
-    info["bytes_from_coordinator"] = run.bytes_out
-    info["dashboard"] = handle.dashboard
-    worker_backend = unit(c, "the workers' backend", lambda c_: run.gather([run.submit(0, backend_of,
-                                                                                        options.backend)])[0])
-    info["workers"] = c.W
-    c.shards = c.homes = None  # the futures go before the cluster does
-    secs = c.secs
+    blocks = unit(cluster, "the block statistics", criteria_and_blocks, encoded, local_rows)
+    partitioned = partition_levels(cluster, encoded, blocks)
+    levels_seconds = time.perf_counter() - t0
+    homes, measured, labels, written = unit(cluster, "the home stage (finishing, statistics, verification, output)",
+                                            home_stage, encoded, blocks, partitioned, out_dir, gather)
+    run = cluster.runner
+    bytes_in, bytes_out = run.bytes_in, run.bytes_out
+    worker_backend = unit(cluster, "the workers' backend", lambda c_: run.gather([run.submit(0, backend_of,
+                                                                                              options.backend)])[0])
+    cluster.shards = cluster.serials = None  # the futures go before the cluster does
+    homes = dataclasses.replace(homes, futures=(), serials=())
+    secs = {"encode": encoded.seconds + load_seconds, "partition_levels": levels_seconds,
+            "partition_local": homes.seconds, "column_statistics": measured.column_statistics_seconds,
+            "stages": measured.seconds, "output": written.seconds}
     secs["total"] = time.perf_counter() - t_all
-    info["seconds"] = secs
-    enc, fmt = c.enc, c.plan.output_format
+    info = cluster_info(cluster, blocks, partitioned, homes, measured, bytes_in, bytes_out, secs)
+    enc, fmt = measured.encoding, encoded.plan.output_format
     meta = output_metadata(enc, fmt)["encoding"]
-    details = ClusterDetails(info, enc, meta, output, [os.path.join(out_dir, f) for f in files] if out_dir else [],
-                             c.n_sa_missing)
-    return FitResult(labels, c.n_parts, int(c.suppressed), c.reason, {k: info[k] for k in ("levels", "attempts")},
-                     c.schema, worker_backend, c.crit, TransferLog(simulate=True), stage_seconds(secs),
-                     optimization=None if c.optimization is None else dict(c.optimization),
-                     optimize_loss_before=c.loss_before,
-                     hierarchies=hierarchy_report(enc, c.metrics, c.automatic), verification=c.verification,
-                     metrics=c.metrics, cluster=details, plan=c.plan,
-                     encoded=EncodingSummary(enc.columns, c.n_sa_missing, meta))
+    details = ClusterDetails(info, enc, meta, written.output,
+                             [os.path.join(out_dir, f) for f in written.files] if out_dir else [],
+                             blocks.sensitive_missing)
+    return FitResult(labels, homes.n_partitions, int(blocks.suppressed), blocks.suppression_reason,
+                     {"levels": partitioned.levels, "attempts": partitioned.attempts}, encoded.schema,
+                     worker_backend, blocks.criteria, TransferLog(simulate=True), stage_seconds(secs),
+                     optimization=None if homes.optimization is None else dict(homes.optimization),
+                     optimize_loss_before=measured.loss_before,
+                     hierarchies=hierarchy_report(enc, measured.metrics, measured.automatic),
+                     verification=measured.verification, metrics=measured.metrics, cluster=details,
+                     plan=encoded.plan, encoded=EncodingSummary(enc.columns, blocks.sensitive_missing, meta))
 
 
-def home_stage(c: ClusterRun, out_dir, gather: bool):
+def home_stage(cluster: Cluster, encoded: Encoded, blocks: Blocks, partitioned: Partitioned, out_dir, gather: bool):
     """Everything on the homes, from the move to the output: redone whole when a worker is lost
-    (the homes are made again from the shards). Returns ``(output, files, labels)``."""
-    finish_on_homes(c)
-    verify_and_measure(c)
-    labels = np.concatenate(c.on_shards("labels_host")) if gather else None
-    output, files = write_output(c, out_dir, gather)
-    return output, files, labels
+    (the homes are made again from the shards). Returns ``(homes, measured, labels, written)``."""
+    homes = finish_on_homes(cluster, encoded, blocks, partitioned)
+    measured = verify_and_measure(cluster, encoded, blocks, homes)
+    labels = np.concatenate(cluster.on_shards("labels_host")) if gather else None
+    written = write_output(cluster, encoded, measured, homes, out_dir, gather)
+    return homes, measured, labels, written
+
+
+def cluster_info(cluster: Cluster, blocks: Blocks, partitioned: Partitioned, homes: Homes, measured: Measured,
+                 bytes_in: int, bytes_out: int, secs: dict) -> dict:
+    """The report's ``cluster`` section (and the cluster's ``seconds``), from the stages' values."""
+    return {"recovery": cluster.recoveries, "levels": partitioned.levels, "attempts": partitioned.attempts,
+            "radix_rounds": partitioned.radix_rounds, "local_rows": blocks.local_rows, "n_workers": cluster.slots,
+            "n_shards": cluster.n_shards, "groups": homes.groups,
+            "shuffle_bytes_between_workers": homes.bytes_between_workers, "per_level": list(partitioned.per_level),
+            "home_kernel": [None] * cluster.slots, "column_statistics": measured.column_statistics,
+            "classes_shared_by_workers": measured.classes_shared, "bytes_to_coordinator": bytes_in,
+            "bytes_from_coordinator": bytes_out, "dashboard": cluster.handle.dashboard, "workers": cluster.slots,
+            "seconds": secs}
 
 
 def stage_seconds(secs: dict) -> dict:
