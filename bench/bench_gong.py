@@ -47,7 +47,7 @@ def load_rows(dataset: str):
     import pandas as pd
 
     from gpuanon import datasets as ds
-    from gpuanon.schema import Schema
+    from gpuanon.table.schema import Schema
 
     df = ds.load_adult()
     df = df[~(df == "?").any(axis=1).to_numpy()].reset_index(drop=True)

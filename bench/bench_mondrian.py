@@ -58,7 +58,7 @@ def _ru_maxrss_bytes() -> int:
 def _load(cfg: dict):
     """(frame, qis, sensitive, target, rows_filter, kinds) of a dataset config."""
     from gpuanon import datasets as ds
-    from gpuanon.schema import Schema
+    from gpuanon.table.schema import Schema
 
     name = cfg["dataset"]
     if name in ("adult", "adult_all"):
@@ -455,7 +455,7 @@ def main(argv=None) -> int:
             "first call: CUDA context, kernel compilation or the disk cache of compiled kernels) is first_call_seconds",
             "transfers: the report's host<->device copies per stage (on the CPU: the arrays that would cross)",
             "NCP: gpuanon.metrics.ncp on the original rows with each run's partition labels; kinds from "
-            "gpuanon.schema.Schema.from_frame; 'set' is gpuanon's contract, 'arx' is (values-1)/(domain-1)",
+            "gpuanon.table.schema.Schema.from_frame; 'set' is gpuanon's contract, 'arx' is (values-1)/(domain-1)",
             "anonypy timing covers only anonypy.Mondrian(df, qis, sensitive).partition(k), with categorical "
             "QIs converted to pandas 'category' beforehand (untimed); each peer config ran once",
         ],

@@ -20,8 +20,8 @@ _LAZY = {
     "Criteria": (".anonymize", "Criteria"),
     "Mondrian": (".anonymize", "Mondrian"),
     "DISTPAB": (".perturb", "DISTPAB"),
-    "verify": (".verify", None),
-    "check": (".verify", "verify"),
+    "verify": (".release.verify", None),
+    "check": (".release.verify", "verify"),
     "datasets": (".datasets", None),
     "risk": (".risk", None),
     "evaluate": (".evaluate", None),  # a callable module: gpuanon.evaluate(df, ...) runs evaluate.evaluate

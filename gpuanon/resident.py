@@ -13,8 +13,8 @@ categorical QI (no target or hierarchy given) keeps its codes on the device, ren
 ``pandas.factorize`` numbers the values; only its categories and a first row and a count per
 category come to the host.
 
-The schema checks (:meth:`gpuanon.schema.Schema.from_frame`) and the encoding
-(:func:`gpuanon.encoding.encode`) read a :class:`Resident` in place of those columns' values, with
+The schema checks (:meth:`gpuanon.table.schema.Schema.from_frame`) and the encoding
+(:func:`gpuanon.table.encoding.encode`) read a :class:`Resident` in place of those columns' values, with
 the host path's results bit for bit (``tests/test_device_resident.py``).
 """
 
@@ -35,9 +35,9 @@ __all__ = ["ColumnFacts", "DEVICE_KEYED", "Resident", "split_resident"]
 #: host dtypes whose values a device column gives as the host path's float array would, bit for bit
 DEVICE_KEYED = tuple(np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32"))
 
-#: the rows the identifier check looks at first for fractional values (``gpuanon.schema``)
+#: the rows the identifier check looks at first for fractional values (``gpuanon.table.schema``)
 HEAD_ROWS = 4096
-#: the fewest present values for which the identifier check counts distinct values (``gpuanon.schema``)
+#: the fewest present values for which the identifier check counts distinct values (``gpuanon.table.schema``)
 DISTINCT_MIN_ROWS = 20
 
 _FACTS = ("n_missing", "any_inf", "lo", "hi", "head_fractional", "all_integer")

@@ -360,7 +360,7 @@ def mondrian_partition(
         Order-preserving keys (see :mod:`kernels.keys`).
     col_info : sequence of length d
         One spec per column (:mod:`kernels.specs`; build them for an encoded table with
-        ``gpuanon.encoding.kernel_specs``): :class:`~kernels.specs.CategoricalSpec`,
+        ``gpuanon.table.encoding.kernel_specs``): :class:`~kernels.specs.CategoricalSpec`,
         :class:`~kernels.specs.NumericSpec` (float32 keys or the sorted distinct values) or
         :class:`~kernels.specs.HierarchySpec` (codes in leaf order; the span is the share of
         leaves under the lowest common node of the partition's smallest and largest code).

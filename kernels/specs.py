@@ -10,7 +10,7 @@
   ``frac[node]`` the share of the leaves under the node; the span of a partition is ``frac`` of
   the lowest common node of its smallest and largest code (:mod:`kernels.hierarchy`).
 
-The specs of an encoded table are built in one place, ``gpuanon.encoding.kernel_specs``;
+The specs of an encoded table are built in one place, ``gpuanon.table.encoding.kernel_specs``;
 :func:`check_specs` refuses anything else at the kernel's entry.
 
 Examples
@@ -75,5 +75,5 @@ def check_specs(col_info) -> list:
         if not isinstance(spec, SPEC_TYPES):
             raise TypeError(f"column {j}: a {type(spec).__name__} is not a kernels.specs spec; use CategoricalSpec(), "
                             f"NumericSpec(values or None) or HierarchySpec(levels, frac) "
-                            f"(gpuanon.encoding.kernel_specs builds them for an encoded table)")
+                            f"(gpuanon.table.encoding.kernel_specs builds them for an encoded table)")
     return specs

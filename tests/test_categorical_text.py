@@ -12,9 +12,9 @@ import pytest
 
 from expected import run_cli
 from gpuanon import Mondrian
-from gpuanon.cells import split_set_text
-from gpuanon.io import write_table
-from gpuanon.verify import verify
+from gpuanon.table.cells import split_set_text
+from gpuanon.output.io import write_table
+from gpuanon.release.verify import verify
 
 CATS = {"code": [101, 108, 114, 120, 133], "rate": [0.5, 1.5, 2.25], "flag": [True, False]}
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuanon import Mondrian
-from gpuanon.cells import parse_numeric_cells, parse_range, range_texts, set_text, split_set_text
+from gpuanon.table.cells import parse_numeric_cells, parse_range, range_texts, set_text, split_set_text
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=2, max_size=2),
@@ -83,9 +83,9 @@ def test_text_columns_are_categoricals_indexed_by_class():
 def test_published_cells_group_like_the_text(fmt):
     """The verifier's encoded cells and the written text give the same classes (a bijection)."""
     from gpuanon.datasets import load_adult
-    from gpuanon.cells import output_qi_columns
-    from gpuanon.classes import ClassStats
-    from gpuanon.verify import class_ids, verify_encoded
+    from gpuanon.table.cells import output_qi_columns
+    from gpuanon.release.classes import ClassStats
+    from gpuanon.release.verify import class_ids, verify_encoded
 
     df = load_adult().head(4000)
     qis = ["age", "education", "hours-per-week", "race"]

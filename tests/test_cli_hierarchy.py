@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS
-from gpuanon.verify import verify
+from gpuanon.release.verify import verify
 from expected import SIX_GROUPS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ from dask_procs import Cluster, Killer, note  # noqa: E402
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import make_hepmass  # noqa: E402
 from gpuanon.distributed import tasks as dt  # noqa: E402
+from gpuanon.cluster.runner import Runner  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
 from gpuanon.errors import ClusterLost  # noqa: E402
 from gpuanon.report import anonymization_report  # noqa: E402
@@ -42,23 +43,23 @@ def cluster():
 
 @pytest.fixture(autouse=True)
 def _fast_poll(monkeypatch):
-    monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
+    monkeypatch.setattr(Runner, "POLL_SECONDS", 0.5)
 
 
 def _run(cl, m, kill=None, **kw):
     """run_distributed on the cluster with the hook; the Runner is caught so the hook can name a slot."""
-    real = dt.Runner.__init__
+    real = Runner.__init__
 
     def init(self, *a, **k):
         real(self, *a, **k)
         if kill is not None:
             kill.run = self
 
-    dt.Runner.__init__ = init
+    Runner.__init__ = init
     try:
         return run_distributed(m, cl.client, on_stage=kill, timeout=20, **kw)
     finally:
-        dt.Runner.__init__ = real
+        Runner.__init__ = real
         cl.top_up()
 
 
@@ -167,13 +168,13 @@ def test_distpab_survives_a_lost_worker(cluster):
     t_base = time.perf_counter() - t0
     for stage in ("the entities' statistics", "perturbing the entities"):
         kill = Killer(cluster, stage, slot=0)
-        real = dt.Runner.__init__
+        real = Runner.__init__
 
         def init(self, *a, _k=kill, **k):
             real(self, *a, **k)
             _k.run = self
 
-        dt.Runner.__init__ = init
+        Runner.__init__ = init
         try:
             t0 = time.perf_counter()
             got, rep = perturb_distributed(frames, list("abcd"), label="y", random_state=3, client=cluster.client,
@@ -181,7 +182,7 @@ def test_distpab_survives_a_lost_worker(cluster):
             note("DISTPAB, 4 entities", f"worker SIGKILL at '{stage}'", "recovered, same output",
                   time.perf_counter() - t0 - t_base)
         finally:
-            dt.Runner.__init__ = real
+            Runner.__init__ = real
             cluster.top_up()
         assert kill.killed and rep["recovered"][0]["entities"] == [0, 3]
         assert all(a.equals(b) for a, b in zip(base, got))

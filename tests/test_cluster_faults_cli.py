@@ -21,6 +21,7 @@ import gpuanon.perturb  # noqa: E402
 from dask_procs import Cluster, Killer, note  # noqa: E402
 from gpuanon.cli import main  # noqa: E402
 from gpuanon.distributed import tasks as dt  # noqa: E402
+from gpuanon.cluster.runner import Runner  # noqa: E402
 
 pytestmark = pytest.mark.slow  # Dask processes
 
@@ -106,15 +107,15 @@ def table(tmp_path_factory):
 def _perturb(table, out, *extra, kill=None, monkeypatch=None):
     """``gpuanon perturb`` in this process (its exit status), the hook given to its run."""
     if kill is not None:
-        real, init = gpuanon.perturb.perturb_distributed, dt.Runner.__init__
+        real, init = gpuanon.perturb.perturb_distributed, Runner.__init__
 
         def runner(self, *a, **k):
             init(self, *a, **k)
             kill.run = self
 
         monkeypatch.setattr(gpuanon.perturb, "perturb_distributed", lambda *a, **k: real(*a, on_stage=kill, **k))
-        monkeypatch.setattr(dt.Runner, "__init__", runner)
-        monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
+        monkeypatch.setattr(Runner, "__init__", runner)
+        monkeypatch.setattr(Runner, "POLL_SECONDS", 0.5)
     return main(["perturb", str(table), "--label", "y", "--entities", "4", "--seed", "3", "--out", str(out / "p.csv"),
                  "--report", str(out / "r.json"), *extra])
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuanon import Mondrian
-from gpuanon.verify import cells_inside, verify
+from gpuanon.release.verify import cells_inside, verify
 
 N = 120
 

@@ -102,7 +102,7 @@ def _schema_both(df, caplog, **roles):
     import logging
 
     from gpuanon.resident import split_resident
-    from gpuanon.schema import Schema
+    from gpuanon.table.schema import Schema
 
     out = []
     for resident in (False, True):

@@ -1,4 +1,4 @@
-"""The table's dictionaries as chunk / combine / finalize (gpuanon.dictionaries): profiled in 1, 2
+"""The table's dictionaries as chunk / combine / finalize (gpuanon.table.dictionaries): profiled in 1, 2
 or 3 chunks of any split, combined in any order, they are one process's (``encode``), and every
 chunk's keys, block ids and codes are the rows of one process's."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from expected import with_missing
 from gpuanon.datasets import load_adult
-from gpuanon.dictionaries import combine, encode_chunk, finalize, profile_chunk
-from gpuanon.encoding import encode
+from gpuanon.table.dictionaries import combine, encode_chunk, finalize, profile_chunk
+from gpuanon.table.encoding import encode
 from gpuanon.errors import SchemaError
-from gpuanon.schema import Schema
+from gpuanon.table.schema import Schema
 
 QI = ["age", "education", "marital-status", "race", "hours-per-week", "tie", "id", "day", "f32", "date"]
 

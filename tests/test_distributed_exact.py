@@ -1,5 +1,5 @@
 """Exact QIs on a cluster: integers beyond 2**53 and dates / times are keyed by the same chunk /
-combine / finalize dictionaries as in one process (:mod:`gpuanon.dictionaries`), so a ``local:2``
+combine / finalize dictionaries as in one process (:mod:`gpuanon.table.dictionaries`), so a ``local:2``
 run publishes the same cells, classes, verification and metrics -- also when a shard holds no
 integer beyond 2**53 and its neighbour does."""
 

@@ -14,12 +14,12 @@ pytest.importorskip("distributed")
 
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon.datasets import make_hepmass  # noqa: E402
-from gpuanon.dictionaries import combine, encode_chunk, finalize, profile_chunk  # noqa: E402
+from gpuanon.table.dictionaries import combine, encode_chunk, finalize, profile_chunk  # noqa: E402
 from gpuanon.distributed.levels import radix_select  # noqa: E402
 from gpuanon.distributed.mondrian import run_distributed  # noqa: E402
-from gpuanon.encoding import encode  # noqa: E402
+from gpuanon.table.encoding import encode  # noqa: E402
 from gpuanon.errors import InputError, SchemaError  # noqa: E402
-from gpuanon.schema import Schema  # noqa: E402
+from gpuanon.table.schema import Schema  # noqa: E402
 from expected import flat  # noqa: E402
 
 pytestmark = pytest.mark.slow  # Dask clusters
@@ -149,7 +149,7 @@ def test_part_files_are_the_same_bytes_on_any_number_of_workers(clients, adult_m
     homes, other classes per home) give byte-identical parts, and a one-shard run's part is the file
     one process writes for that table (a text column's dictionary: the texts its rows use, in order
     of first appearance)."""
-    from gpuanon.io import write_table
+    from gpuanon.output.io import write_table
 
     src = tmp_path / "in"
     src.mkdir()
@@ -287,6 +287,7 @@ def test_worker_dying_mid_run_is_recovered_from(adult, tmp_path, monkeypatch):
     and the level redone; the output is the run's without the kill, no leftovers."""
     import gpuanon.distributed.stages as dm
     import gpuanon.distributed.tasks as dt
+    from gpuanon.cluster.runner import Runner
     from distributed import Client, LocalCluster
 
     src = tmp_path / "in"
@@ -310,7 +311,7 @@ def test_worker_dying_mid_run_is_recovered_from(adult, tmp_path, monkeypatch):
             return real(*a, **k)
 
         monkeypatch.setattr(dm, "representative_rows", kill_then_go_on)
-        monkeypatch.setattr(dt.Runner, "POLL_SECONDS", 0.5)
+        monkeypatch.setattr(Runner, "POLL_SECONDS", 0.5)
         m = Mondrian(k=5, quasi_identifiers=ADULT_QI, backend="cpu", progress=False)
         res = run_distributed(m, client, paths=src, out_dir=tmp_path / "out", local_rows=100)
         rec = res.cluster.info["recovery"]

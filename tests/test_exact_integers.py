@@ -4,7 +4,7 @@ A property test: random integer columns (values near the ends of the 64-bit rang
 clustered so that float64 would merge neighbours), random k and output format. Every original
 value must lie inside its published interval, read from the published text with this test's own
 parser (Python ints, no float anywhere); the classes the test forms by grouping the published
-QI columns must have at least k rows; ``gpuanon.verify`` and ``gpuanon.verify.cells_inside`` must
+QI columns must have at least k rows; ``gpuanon.release.verify`` and ``gpuanon.release.verify.cells_inside`` must
 agree. On a float64 dictionary this fails (bounds rounded to the nearest float, and beyond 2**63
 every bound written as -9223372036854775808).
 """
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from gpuanon import Mondrian
 from gpuanon.errors import SchemaError
-from gpuanon.verify import cells_inside, verify
+from gpuanon.release.verify import cells_inside, verify
 
 I64 = (-(2**63), 2**63 - 1)
 U64 = (0, 2**64 - 1)

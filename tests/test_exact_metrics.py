@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from gpuanon import Mondrian
-from gpuanon.encoding import encode
-from gpuanon.exact import parse_exact
+from gpuanon.table.encoding import encode
+from gpuanon.table.exact import parse_exact
 from gpuanon.metrics import compute_metrics, summary_from_labels
-from gpuanon.schema import Schema
+from gpuanon.table.schema import Schema
 from expected import flat  # noqa: E402
 
 

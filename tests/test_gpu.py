@@ -203,7 +203,7 @@ def test_planted_violations_caught_on_the_device():
     import cupy
 
     from gpuanon.backend import to_device
-    from gpuanon.verify import verify_encoded
+    from gpuanon.release.verify import verify_encoded
 
     codes = to_device(np.array([0, 0, 0, 1, 1, 1, 2, 2]), cupy)
     cells = [to_device(np.array([7, 8, 9], dtype=np.uint64), cupy), to_device(np.array([1, 1, 2], dtype=np.uint64), cupy)]
@@ -324,7 +324,7 @@ def test_distpab_reads_a_cudf_frame_on_the_device():
 def test_cudf_parquet_round_trip(adult, tmp_path):
     _cudf()
     from gpuanon.backend import read_parquet_device
-    from gpuanon.io import write_table
+    from gpuanon.output.io import write_table
 
     path = tmp_path / "adult.parquet"
     adult.to_parquet(path)

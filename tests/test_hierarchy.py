@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from gpuanon.backend import gpu_status, gpu_usable
 from gpuanon.datasets import load_adult
-from gpuanon.encoding import encode
+from gpuanon.table.encoding import encode
 from gpuanon.errors import GpuanonError, InputError
-from gpuanon.schema import Schema
+from gpuanon.table.schema import Schema
 from gpuanon.hierarchy import (
     MISSING_LABEL,
     RHO_CANDIDATES,
@@ -564,8 +564,8 @@ def test_cupy_equals_numpy(adult):
 
 def test_from_codes_of_an_encoded_table(adult):
     """The engine's route: count the codes of the encoded table (no re-hashing of the text)."""
-    from gpuanon.encoding import encode
-    from gpuanon.schema import Schema
+    from gpuanon.table.encoding import encode
+    from gpuanon.table.schema import Schema
 
     cols = ["education", "occupation"]
     t = encode(adult, Schema.from_frame(adult, cols, sensitive="income", target="income"))

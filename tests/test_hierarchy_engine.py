@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 
 from gpuanon import Mondrian
 from gpuanon.anonymize.criteria import Criteria
-from gpuanon.cells import set_text, split_set_text
+from gpuanon.table.cells import set_text, split_set_text
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.errors import GpuanonError, InputError, SchemaError
 from gpuanon.hierarchy import RHO_CANDIDATES, Hierarchy, frequency_table
-from gpuanon.verify import verify
+from gpuanon.release.verify import verify
 from kernels.mondrian import _spans, mondrian_partition
 from kernels.reference import mondrian_reference
 from kernels.segmented import exclusive_cumsum, segment_ids

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpuanon.backend import gpu_status, gpu_usable, to_device, to_host
 from gpuanon.anonymize.criteria import Criteria
-from gpuanon.encoding import encode, kernel_specs
+from gpuanon.table.encoding import encode, kernel_specs
 from gpuanon.hierarchy import (
     ColumnHierarchy,
     Hierarchy,
@@ -25,7 +25,7 @@ from gpuanon.hierarchy import (
     initial_hierarchies,
     masking_hierarchy,
 )
-from gpuanon.schema import Schema
+from gpuanon.table.schema import Schema
 from kernels.hierarchy import lowest_common_node
 from kernels.mondrian import mondrian_partition
 from kernels.specs import CategoricalSpec, HierarchySpec, NumericSpec, check_specs

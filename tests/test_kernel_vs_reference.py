@@ -1,6 +1,6 @@
 """The level-synchronous kernel (kernels.mondrian) against the plain recursive reference.
 
-Keys are built exactly as the estimator builds them (gpuanon.schema + gpuanon.encoding, the call
+Keys are built exactly as the estimator builds them (gpuanon.table.schema + gpuanon.table.encoding, the call
 of ``Mondrian._partition``); the reference gets an independent float64 value matrix: the raw
 numeric values of the frame (NaN where missing), the categorical codes of the encoded table, and
 sensitive codes recomputed from the raw values.
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from gpuanon import Mondrian, PrivacyError
 from gpuanon.anonymize.criteria import Criteria
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
-from gpuanon.encoding import encode, kernel_specs
-from gpuanon.schema import Schema
+from gpuanon.table.encoding import encode, kernel_specs
+from gpuanon.table.schema import Schema
 from kernels.mondrian import mondrian_partition
 from kernels.reference import _plain_ok, mondrian_reference
 

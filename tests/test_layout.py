@@ -124,7 +124,7 @@ STAGES = {"kernels": 0, "foundations": 1, "gpuanon.datasets": 1, "gpuanon.hierar
 
 #: every import of a later stage, and why it is there (docs/architecture.md says the same)
 UPWARD = {
-    ("gpuanon.perturb.distributed", "gpuanon.distributed.cluster"):
+    ("gpuanon.perturb.distributed", "gpuanon.cluster.connect"):
         "DISTPAB's entities on Dask open their cluster with the one cluster helper (local:N, cuda:N, tcp://)",
     ("gpuanon.perturb.distributed", "gpuanon.distributed.tasks"):
         "DISTPAB's entities run through the one Runner that notices a lost worker",
@@ -220,7 +220,7 @@ IMPORT_BY_NAME = {
     "gpuanon/__init__.py": "the public names loaded on first use: `import gpuanon` loads no pandas",
     "gpuanon/anonymize/runners.py": "the runner registry: cluster= loads the module that registers OnCluster",
     "gpuanon/backend.py": "CuPy, or the device double, named by the backend",
-    "gpuanon/distributed/cluster.py": "dask-cuda for a cuda:N cluster (optional)",
+    "gpuanon/cluster/connect.py": "dask-cuda for a cuda:N cluster (optional)",
 }
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.distributed.metrics import combine_value_counts, stats_from_counts, value_target_counts
-from gpuanon.encoding import encode
+from gpuanon.table.encoding import encode
 from gpuanon.metrics.columns import (ValueTargets, column_stats, combine_value_targets, stats_from_value_targets,
                                      value_target_chunk, value_target_matrix, value_target_runs)
-from gpuanon.schema import Schema
+from gpuanon.table.schema import Schema
 from kernels.counts import count_values
 from kernels.keys import MISSING
 

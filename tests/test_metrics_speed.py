@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import scipy.special
 
-from gpuanon import verify as verify_mod
+from gpuanon.release import verify as verify_mod
 from gpuanon.anonymize import generalize as gen
 from gpuanon.metrics import entropy, formulas
 

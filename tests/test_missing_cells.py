@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from expected import run_cli
 from gpuanon import Mondrian
-from gpuanon.cells import MISSING_IN_SET, cell_key, set_text, split_set_text
+from gpuanon.table.cells import MISSING_IN_SET, cell_key, set_text, split_set_text
 from gpuanon.datasets import load_table
 from gpuanon.evaluate import FeatureSpace
 from gpuanon.metrics import output_metrics
-from gpuanon.verify import verify
+from gpuanon.release.verify import verify
 
 JOBS = [None, "NaN", "Unknown", None, "NaN", "Unknown", "x", None, "NaN", "x", "Unknown", None]
 

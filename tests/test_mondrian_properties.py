@@ -1,7 +1,7 @@
 """Property tests of the Mondrian estimator on random frames, checked independently.
 
 The privacy check here is written in the test (plain pandas group-by on the output's generalized
-QI columns), not with gpuanon.verify; gpuanon.verify is only asserted to agree.
+QI columns), not with gpuanon.release.verify; gpuanon.release.verify is only asserted to agree.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import gpuanon
 from gpuanon import Mondrian, PrivacyError
-from gpuanon.cells import parse_range
-from gpuanon.cells import output_qi_columns
-from gpuanon.verify import verify
+from gpuanon.table.cells import parse_range
+from gpuanon.table.cells import output_qi_columns
+from gpuanon.release.verify import verify
 
 NUMERIC = ["age", "score"]
 CATEGORICAL = ["city", "grade"]
@@ -192,7 +192,7 @@ def _check_case(case):
     m2 = _fit(df, qis, k, l, t, mode).fit(df)
     assert np.array_equal(m2.labels_, m.labels_)
 
-    # --- every output format passes gpuanon.verify; minmax and mean cover the inputs
+    # --- every output format passes gpuanon.release.verify; minmax and mean cover the inputs
     for fmt in FORMATS:
         m.output_format = fmt
         o = m.transform(df)

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from expected import one_error_line, run_cli
-from gpuanon.io import write_table
+from gpuanon.output.io import write_table
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from expected import ROOT, one_error_line, run_cli
 from gpuanon.datasets import load_table
 from gpuanon.errors import InputError
-from gpuanon.io import json_safe, write_json
+from gpuanon.output.io import json_safe, write_json
 from gpuanon.metrics import parse_numeric_cells
 
 

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")  # in the test extra; a plain install may leave it out
 
 from gpuanon.errors import InputError  # noqa: E402
-from gpuanon.nn import TorchMLPClassifier, build_mlp  # noqa: E402
+from gpuanon.models.nn import TorchMLPClassifier, build_mlp  # noqa: E402
 
 
 def _data(n=600, classes=3, seed=0):
@@ -89,7 +89,7 @@ def test_errors_are_clear():
 def test_balanced_class_weights_come_from_the_labels_given():
     import torch
 
-    from gpuanon.nn import class_weights
+    from gpuanon.models.nn import class_weights
 
     w = class_weights(torch.tensor([0, 0, 0, 1]), 3)       # n / (classes x count); absent class 2 -> 1
     assert torch.allclose(w, torch.tensor([4 / 9, 4 / 3, 1.0]))
@@ -101,7 +101,7 @@ def test_balanced_local_training_uses_the_weighted_loss():
     import torch
 
     from gpuanon.federated.models import build_model, get_weights, model_spec, train_local
-    from gpuanon.nn import class_weights, train_epochs
+    from gpuanon.models.nn import class_weights, train_epochs
 
     rng = np.random.default_rng(0)
     X = torch.from_numpy(rng.normal(size=(90, 4)).astype(np.float32))

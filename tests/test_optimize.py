@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from gpuanon import Mondrian
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.hierarchy import Hierarchy
-from gpuanon.verify import verify
+from gpuanon.release.verify import verify
 
 # ============================================================================ plain helpers
 

@@ -15,7 +15,7 @@ import pytest
 from gpuanon import Mondrian
 from gpuanon.anonymize.risk_classes import fit_classes
 from gpuanon.datasets import load_adult
-from gpuanon.io import write_table
+from gpuanon.output.io import write_table
 from gpuanon.risk.classes import group_rows, merged_classes
 from gpuanon.risk.report import differences, risk_section, section_of_classes
 

@@ -13,7 +13,7 @@ import pytest
 
 from gpuanon.cli import main
 from gpuanon.datasets import load_adult
-from gpuanon.origin import origin_problem
+from gpuanon.release.origin import origin_problem
 
 QI = "age,education,gender"
 
@@ -130,7 +130,7 @@ def test_risk_before_uses_the_originals_rows(tables, capsys, tmp_path):
 
 def test_origin_problem_column_by_column_above_the_budget(monkeypatch):
     """Above the pair budget each column is tested alone (binary search / set rows): against brute force."""
-    import gpuanon.origin as origin
+    import gpuanon.release.origin as origin
 
     monkeypatch.setattr(origin, "PAIR_BUDGET", 0)
     rng = np.random.default_rng(3)

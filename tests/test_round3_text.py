@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuanon.cells import split_set_text
+from gpuanon.table.cells import split_set_text
 from gpuanon.cli import main
 
 

@@ -49,7 +49,7 @@ def plans_made(monkeypatch):
 def clusters_opened(monkeypatch):
     """Count the cluster handles made (every ``open_cluster`` makes one, a client handed in too)."""
     pytest.importorskip("distributed")
-    from gpuanon.distributed import cluster as cluster_mod
+    from gpuanon.cluster import connect as cluster_mod
 
     opened = []
     init = cluster_mod.ClusterHandle.__init__

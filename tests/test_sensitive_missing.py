@@ -14,7 +14,7 @@ import pytest
 from gpuanon.anonymize.criteria import Criteria, missing_code
 from gpuanon.anonymize.mondrian import Mondrian
 from gpuanon.errors import PrivacyError
-from gpuanon.verify import verify, verify_encoded
+from gpuanon.release.verify import verify, verify_encoded
 from kernels.reference import _plain_ok
 
 

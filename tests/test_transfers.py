@@ -119,7 +119,7 @@ def test_estimator_contract(adult):
 
 
 def test_fit_encoded_leaves_the_shared_table_alone(adult):
-    from gpuanon.encoding import encode
+    from gpuanon.table.encoding import encode
 
     m = Mondrian(k=3, quasi_identifiers=ADULT_QUASI_IDENTIFIERS, sensitive="income", target="income",
                  hierarchies="auto", rho=10, backend="cpu", progress=False)
@@ -148,7 +148,7 @@ def test_verifier_is_independent_of_the_anonymizer():
     """verify.py imports nothing that forms or describes the classes it checks."""
     import ast
 
-    tree = ast.parse((ROOT / "gpuanon" / "verify.py").read_text())
+    tree = ast.parse((ROOT / "gpuanon" / "release" / "verify.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     forbidden = {"anonymize", "mondrian", "criteria", "generalize", "optimize", "classes", "kernels", "metrics",
@@ -157,7 +157,7 @@ def test_verifier_is_independent_of_the_anonymizer():
 
 
 def test_planted_violation_in_published_cells_is_caught():
-    from gpuanon.verify import verify_encoded
+    from gpuanon.release.verify import verify_encoded
 
     # three classes of cells; the third has 2 rows (k = 3 fails) and one sensitive value (l = 2 fails)
     codes = np.array([0, 0, 0, 1, 1, 1, 2, 2])
@@ -177,7 +177,7 @@ def test_shared_codes_group_like_per_column_codes():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from gpuanon.verify import verify_encoded
+    from gpuanon.release.verify import verify_encoded
 
     @given(st.integers(0, 10_000), st.integers(1, 60), st.integers(1, 4))
     @settings(max_examples=60, deadline=None)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from gpuanon import Mondrian
 from gpuanon.datasets import ColumnTypes, load_table
-from gpuanon.io import write_table
+from gpuanon.output.io import write_table
 
 RUN = [sys.executable, "-m", "gpuanon"]
 _INT_CELL = re.compile(r"^(-?\d+)$|^(\d+)-(\d+)$|^\[(-?\d+), (-?\d+)\]$")
@@ -332,7 +332,7 @@ def test_decimals_are_exact_numbers(tmp_path, fmt, ext):
 
 
 def test_containment_check_reads_wide_dates_and_decimals():
-    from gpuanon.verify import cells_inside
+    from gpuanon.release.verify import cells_inside
 
     orig = pd.DataFrame({"d": pd.Series([dt.date(9999, 12, 31), dt.date(1, 1, 1)], dtype=object),
                          "x": pd.Series([Decimal("12345678901234567.5"), Decimal("-0.25")], dtype=object),

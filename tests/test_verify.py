@@ -1,4 +1,4 @@
-"""gpuanon.verify on hand-made tables whose k, l and t are worked out by hand."""
+"""gpuanon.release.verify on hand-made tables whose k, l and t are worked out by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuanon.verify import class_ids, verify
+from gpuanon.release.verify import class_ids, verify
 
 # Two classes on one QI; sensitive values 1..4 (numeric, so ordered by default).
 #   class A: [1, 1, 1]          p_A = (1, 0, 0, 0)

@@ -190,7 +190,7 @@ def test_an_oserror_while_writing_the_report_leaves_no_table(table, tmp_path, mo
 
 
 def test_write_error_names_the_cause():
-    from gpuanon.io import write_error
+    from gpuanon.output.io import write_error
 
     e = write_error("x.csv", OSError("[Errno 28] Error writing bytes to file"))  # pyarrow's text, no errno
     assert str(e).startswith("cannot write 'x.csv': no space left on the device (ENOSPC)")
@@ -200,7 +200,7 @@ def test_write_error_names_the_cause():
 
 def test_a_failing_rename_leaves_none_of_the_outputs(tmp_path, monkeypatch):
     from gpuanon.errors import OutputError
-    from gpuanon.io import Outputs
+    from gpuanon.output.io import Outputs
 
     outs = Outputs()
     outs.add("--out", tmp_path / "a.csv", table=True)
@@ -226,14 +226,14 @@ def test_a_failing_rename_leaves_none_of_the_outputs(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------- row 10: SIGTERM
 _SLOW_WRITE = """
 import sys, time
-import gpuanon.io
-orig = gpuanon.io.write_csv
+import gpuanon.output.io
+orig = gpuanon.output.io.write_csv
 def slow(df, path, *a, **k):
     r = orig(df, path, *a, **k)
     if str(path).endswith('.tmp'):
         time.sleep(120)
     return r
-gpuanon.io.write_csv = slow
+gpuanon.output.io.write_csv = slow
 from gpuanon.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -271,7 +271,7 @@ def test_csv_gz_reads_back_as_the_plain_csv(tmp_path, monkeypatch):
 
     import pyarrow.csv as pcsv
 
-    from gpuanon import csv_out
+    from gpuanon.output import csv_out
 
     monkeypatch.setattr(csv_out, "_SLICE_ROWS", 7)  # many members
     rng = np.random.default_rng(3)

@@ -1,18 +1,18 @@
 """Partitions -> output values: generalization of every QI per equivalence class.
 
-Numeric QI: the class's ``[min, max]``, written as ``range`` text (see :mod:`gpuanon.cells`:
+Numeric QI: the class's ``[min, max]``, written as ``range`` text (see :mod:`gpuanon.table.cells`:
 ``lo-hi``, ``[lo, hi]`` when the lower bound is negative, the single value when equal),
 ``minmax`` columns (``<col>_min``, ``<col>_max``) or its ``mean``. Categorical QI with a
 hierarchy: the label of the lowest node covering the class's values (``*`` is the root: the cell
 is suppressed). Without one: the set of the class's distinct values, joined by ``|`` in code
 order (one escaping rule for every cell: ``|`` and ``\\`` inside a value are escaped with ``\\``;
-a missing value is an empty cell alone, ``\\N`` inside a set: :data:`gpuanon.cells.MISSING_IN_SET`).
+a missing value is an empty cell alone, ``\\N`` inside a set: :data:`gpuanon.table.cells.MISSING_IN_SET`).
 Every categorical cell is text, a single value too (``108``, ``1.5``, ``True``: the value's
 ``str``), so a column of integer, float or bool categories is one string column in every format.
 The output keeps the input's columns and row order; suppressed rows are removed; identifiers are
 dropped.
 
-The class statistics (:class:`gpuanon.classes.ClassStats`) are built once on the device after
+The class statistics (:class:`gpuanon.release.classes.ClassStats`) are built once on the device after
 partitioning and shared by generalization, the published cells the verifier groups by, and the
 metrics. Text is
 made once per class and published as a ``pandas.Categorical`` indexed by the row's class (a
@@ -29,11 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..backend import device_column, device_frame, frame_to_device, is_device_frame, stage, to_device, to_host
-from ..cells import (SET_SEPARATOR, escape_value, in_input_order, minmax_dtype, range_text_array,
+from ..table.cells import (SET_SEPARATOR, escape_value, in_input_order, minmax_dtype, range_text_array,
                      set_text)
-from ..classes import ClassStats
-from ..encoding import Table, is_na
-from ..exact import bound_values, mean_values, range_texts
+from ..release.classes import ClassStats
+from ..table.encoding import Table, is_na
+from ..table.exact import bound_values, mean_values, range_texts
 
 FORMATS = ("range", "minmax", "mean")
 

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from ..backend import count_transfers, stage, to_host
-from ..encoding import Table
+from ..table.encoding import Table
 from ..errors import SchemaError
 from ..estimator import Estimator, check_is_fitted
 from ..report.assemble import anonymization_report
-from ..schema import Schema
+from ..table.schema import Schema
 from .pipeline import InProcess
 from .plan import MODES, Plan, check_input
 from .result import FitResult, Published, RunOptions

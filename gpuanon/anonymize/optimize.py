@@ -9,8 +9,8 @@ it passes (a partition given everything back is the original partition, which pa
 Examples
 --------
 >>> import numpy as np, pandas as pd
->>> from gpuanon.schema import Schema
->>> from gpuanon.encoding import encode
+>>> from gpuanon.table.schema import Schema
+>>> from gpuanon.table.encoding import encode
 >>> from gpuanon.anonymize.criteria import Criteria
 >>> df = pd.DataFrame({"a": [1, 1, 1, 2, 3, 4]})
 >>> t = encode(df, Schema.from_frame(df, ["a"]))
@@ -27,7 +27,7 @@ from kernels.counts import count_values
 
 from ..backend import to_scalar
 from .criteria import Criteria
-from ..encoding import Table
+from ..table.encoding import Table
 
 
 def _dense(x, xp):

@@ -23,12 +23,13 @@ from kernels.counts import count_values
 from kernels.mondrian import mondrian_partition
 from kernels.segmented import compile_seconds
 
-from .. import metrics as metrics_mod, verify as verify_mod
+from .. import metrics as metrics_mod
+from ..release import verify as verify_mod
 from ..backend import (TransferLog, count_transfers, frame_to_device, frame_to_host, get_backend,
                        is_device_frame, stage, synchronize, to_device, to_scalar)
-from ..cells import output_qi_columns
-from ..classes import ClassStats
-from ..encoding import Table, encode, kernel_specs
+from ..table.cells import output_qi_columns
+from ..release.classes import ClassStats
+from ..table.encoding import Table, encode, kernel_specs
 from ..errors import VerificationError
 from ..hierarchy import choose_rho, initial_hierarchies
 from ..resident import split_resident

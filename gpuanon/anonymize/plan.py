@@ -23,7 +23,7 @@ import pandas as pd
 from ..backend import is_device_frame, to_host, to_scalar
 from ..errors import PrivacyError, SchemaError, shown
 from ..hierarchy import hierarchy_plan, leaf_orders
-from ..schema import Schema
+from ..table.schema import Schema
 from .criteria import (Criteria, blocks_reason, check_criteria_values, check_suppression, missing_code,
                        resolve_t_distance, whole_table_error)
 from .generalize import FORMATS
@@ -151,7 +151,7 @@ class Plan:
                         q if self.t is not None else None, missing_code(sa_values))
 
     def verify_keywords(self, crit: Criteria) -> dict:
-        """The independent verifier's keywords (:func:`gpuanon.verify.verify_encoded`, ``verify``)."""
+        """The independent verifier's keywords (:func:`gpuanon.release.verify.verify_encoded`, ``verify``)."""
         return dict(k=self.k, l=self.l, l_kind=self.l_kind, c=self.c, t=self.t, t_distance=crit.t_distance)
 
     def check_whole_table(self, crit: Criteria, n_rows: int, whole_hist, xp) -> None:

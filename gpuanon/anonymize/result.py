@@ -3,7 +3,7 @@
 :class:`FitResult` is what both runners give back (``Runner.fit``): it carries the run's
 :class:`~gpuanon.anonymize.plan.Plan`, ``Mondrian`` keeps it as ``result_`` and sets its public
 attributes from it, and :func:`gpuanon.report.assemble.anonymization_report` builds the report from
-it. Its ``encoded`` side (the encoded :class:`~gpuanon.encoding.Table` of one process, or a
+it. Its ``encoded`` side (the encoded :class:`~gpuanon.table.encoding.Table` of one process, or a
 cluster's :class:`EncodingSummary`) answers the report's encoding questions the same way for both.
 A cluster run adds :class:`ClusterDetails` (what only a cluster has: the levels, bytes moved, the
 workers' output); one process leaves it None. :class:`Published` is a runner's ``publish``.
@@ -22,7 +22,7 @@ class ClusterDetails:
     workers wrote, the global encoding, and the rows with a missing sensitive value."""
 
     info: dict
-    encoding: Any  # gpuanon.dictionaries.Dictionaries
+    encoding: Any  # gpuanon.table.dictionaries.Dictionaries
     encoding_metadata: dict  # the report's ``encoding`` section, as one process writes it
     output: Any = None  # the anonymized table (pandas), when gathered
     out_files: list = field(default_factory=list)
@@ -48,7 +48,7 @@ class RunOptions:
 class EncodingSummary:
     """A cluster's global encoding as the report reads it (the workers hold the encoded table):
     the QI ``columns``, the rows with a missing sensitive value and the ``encoding`` section; the
-    same questions as :class:`~gpuanon.encoding.Table` answers in one process."""
+    same questions as :class:`~gpuanon.table.encoding.Table` answers in one process."""
 
     columns: list
     sensitive_missing: int

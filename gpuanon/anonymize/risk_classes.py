@@ -1,11 +1,11 @@
 """The classes of the report's risk section from what a one-process fit already holds (docs/risk.md).
 
-* **before**: the input's rows grouped by their encoded QI keys (:class:`~gpuanon.encoding.Table`),
+* **before**: the input's rows grouped by their encoded QI keys (:class:`~gpuanon.table.encoding.Table`),
   which are equal exactly when the values as read are (a numeric key is the value's order-preserving
   bits or its rank among the distinct values, missing one key; a categorical key the value's code,
   missing a code of its own). A numeric QI read from text (numbers coerced from an ``object``
   column, where ``"5"`` and ``"5.0"`` are one key but two values) is grouped by its values instead.
-* **after**: the fit's partitions (:class:`~gpuanon.classes.ClassStats`), merged where they publish
+* **after**: the fit's partitions (:class:`~gpuanon.release.classes.ClassStats`), merged where they publish
   the same cells on every QI (relaxed cuts, the optimization step, two halves of a hierarchy node):
   the cells the verifier groups by, whose text is a tested bijection of them. A class whose every QI
   is published as ``*`` (only possible when every QI is categorical) is left out as suppressed, as
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import frame_to_host, is_device_frame, to_device
-from ..cells import output_qi_columns
+from ..table.cells import output_qi_columns
 from ..risk.classes import SUPPRESSED, Classes, column_cells, group_words, merged_classes, pack_cells
 from .generalize import class_texts
 
@@ -78,7 +78,7 @@ def input_classes(table, frame) -> Classes:
 
 def output_classes(stats, fmt: str) -> Classes:
     """The classes of the published output (its rows: the fit's kept rows) from the class statistics
-    ``stats`` (:class:`~gpuanon.classes.ClassStats`) and the output format."""
+    ``stats`` (:class:`~gpuanon.release.classes.ClassStats`) and the output format."""
     table, xp = stats.table, stats.xp
     star = None
     if table.columns and all(c.kind == "categorical" for c in table.columns):  # else no row is all '*'

@@ -27,10 +27,10 @@ import pandas as pd
 
 from ..attack.summary import attack_release
 from ..backend import get_backend
-from ..encoding import encode
+from ..table.encoding import encode
 from ..errors import PrivacyError
 from ..estimator import clone
-from ..io import atomic_path
+from ..output.io import atomic_path
 from ..report.attack_frontier import sweep_frontier_figure
 from ..report.markdown import markdown_table
 from ..report.plots import pyplot

@@ -2,8 +2,8 @@
 
 Numeric column: a cell is the interval ``[lo, hi]`` (a point when ``lo == hi``; ``range`` text,
 ``minmax`` pairs, pass-through and raw values; ``*`` is ``[-inf, inf]``; missing is NaN), parsed by
-:func:`gpuanon.cells.parse_numeric_cells`. Categorical column: a cell is a set of categories (a value,
-``a|b``, ``\\N``, ``*``, a hierarchy label), parsed by :func:`gpuanon.cells.category_sets`. Categories
+:func:`gpuanon.table.cells.parse_numeric_cells`. Categorical column: a cell is a set of categories (a value,
+``a|b``, ``\\N``, ``*``, a hierarchy label), parsed by :func:`gpuanon.table.cells.category_sets`. Categories
 are numbered ``0 .. n_cats - 1`` (the original's and control's values, then any the release adds); a
 cell id below ``n_cats`` is the point cell of that category, ids from ``n_cats`` on are the release's
 other sets (``sets[id - n_cats]``). Original and control rows are point cells.
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells
+from ..table.cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells
 from ..errors import InputError, shown
-from ..exact import float_values
+from ..table.exact import float_values
 
 
 @dataclass

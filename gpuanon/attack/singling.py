@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verify import splitmix64
+from ..release.verify import splitmix64
 from .cells import Encoded, unique_keys, unique_rows
 from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from .stats import results

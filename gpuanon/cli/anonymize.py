@@ -3,7 +3,7 @@
 One path for both runners (:func:`run`): the estimator's runner (:meth:`Mondrian.runner`: this
 process, or with ``--cluster`` the Dask runner, the cluster opened once) fits the plan, made and
 validated once (:meth:`gpuanon.anonymize.plan.Plan.of`), and publishes it; every output is then
-written together, all or none (:class:`gpuanon.io.Outputs`). On a cluster the input is a directory
+written together, all or none (:class:`gpuanon.output.io.Outputs`). On a cluster the input is a directory
 of Parquet files (or one ``.parquet`` file) that the workers read themselves, one shard per file;
 any other input (CSV, ``--dataset``) is read here and its rows are scattered. The output is then
 always a directory of Parquet files written by the workers, one per shard, rows in input order,
@@ -67,7 +67,7 @@ def run(args) -> int:
     """One path for both runners (:mod:`gpuanon.anonymize.runners`): read, plan once, fit, publish,
     and write every output together (all or none)."""
     from ..anonymize.plan import Plan  # noqa: PLC0415
-    from ..io import remove  # noqa: PLC0415
+    from ..output.io import remove  # noqa: PLC0415
     from ..report import anonymization_report, command_report, render_html  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
@@ -266,7 +266,7 @@ def cluster_risk(args, source, res) -> dict:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     from ..backend import gpu_usable  # noqa: PLC0415
-    from ..cells import resolve_qi_columns  # noqa: PLC0415
+    from ..table.cells import resolve_qi_columns  # noqa: PLC0415
     from ..risk.report import risk_section  # noqa: PLC0415
 
     qi = list(res.schema.quasi_identifiers)

@@ -107,7 +107,7 @@ def run(args) -> int:
     from ..datasets import get_dataset, load_table  # noqa: PLC0415
     from ..perturb.attacks import evaluate_attacks  # noqa: PLC0415
     from .common import command_outputs, reader_options  # noqa: PLC0415
-    from ..schema import suggest  # noqa: PLC0415
+    from ..table.schema import suggest  # noqa: PLC0415
 
     if not 0 < args.known_fraction <= 1:  # both modes: the known input-output attack's share of the rows
         raise InputError(f"--known-fraction must be in (0, 1], got {args.known_fraction:g}; e.g. --known-fraction 0.1")

@@ -32,9 +32,9 @@ def run(args) -> int:
 
     from ..anonymize.criteria import check_criteria_values, resolve_t_distance  # noqa: PLC0415
     from ..datasets import load_table  # noqa: PLC0415
-    from ..cells import resolve_qi_columns  # noqa: PLC0415
-    from ..schema import suggest  # noqa: PLC0415
-    from ..verify import verify  # noqa: PLC0415
+    from ..table.cells import resolve_qi_columns  # noqa: PLC0415
+    from ..table.schema import suggest  # noqa: PLC0415
+    from ..release.verify import verify  # noqa: PLC0415
 
     from .common import command_outputs  # noqa: PLC0415
 
@@ -73,7 +73,7 @@ def run(args) -> int:
     res = verify(df, cols, sens, k=args.k, l=args.l, l_kind=args.l_kind, c=args.c, t=args.t,
                  t_distance=t_distance, reference=reference)
     if args.original and len(orig) == len(df):  # the same rows: every integer / date QI read back exactly
-        from ..verify import cells_inside  # noqa: PLC0415
+        from ..release.verify import cells_inside  # noqa: PLC0415
 
         outside = cells_inside(df, orig, [c for c in qi_names if c in orig.columns])
         for c, m in outside.items():

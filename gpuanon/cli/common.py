@@ -245,7 +245,7 @@ def input_files(args) -> dict:
 def command_outputs(args, items):
     """The command's outputs (``items``: ``(label, path, is_table)``, path None when not written), checked
     before any work: distinct, none an input, each writable. Write them with ``.writing()``."""
-    from ..io import Outputs  # noqa: PLC0415
+    from ..output.io import Outputs  # noqa: PLC0415
 
     outputs = Outputs(input_files(args))
     for label, path, table in items:
@@ -257,7 +257,7 @@ def command_outputs(args, items):
 def refuse_overwriting_inputs(args) -> None:
     """No output may name an input file, nor another output: the user's data is never overwritten, and
     no output replaces another (each command checks its default paths, e.g. sweep's plot, again)."""
-    from ..io import Outputs  # noqa: PLC0415
+    from ..output.io import Outputs  # noqa: PLC0415
 
     outputs = Outputs(input_files(args))
     for name in _OUTPUT_OPTIONS:
@@ -268,8 +268,8 @@ def refuse_overwriting_inputs(args) -> None:
 
 
 def refuse_other_original(out, original, qi_names, original_path, source) -> None:
-    """A one-line error when ``--original`` cannot be the table ``out`` was made from (:mod:`gpuanon.origin`)."""
-    from ..origin import origin_problem  # noqa: PLC0415
+    """A one-line error when ``--original`` cannot be the table ``out`` was made from (:mod:`gpuanon.release.origin`)."""
+    from ..release.origin import origin_problem  # noqa: PLC0415
 
     why = origin_problem(out, original, qi_names)
     if why is not None:

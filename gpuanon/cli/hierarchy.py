@@ -35,7 +35,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..hierarchy import frequency_hierarchy, masking_hierarchy  # noqa: PLC0415
-    from ..schema import suggest  # noqa: PLC0415
+    from ..table.schema import suggest  # noqa: PLC0415
     from .common import command_outputs  # noqa: PLC0415
 
     if args.hierarchy_command != "build":

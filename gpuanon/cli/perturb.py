@@ -63,7 +63,7 @@ def _on_cluster(args, frames, features, **kw):
 
     if not args.cluster:
         return perturb_distributed(frames, features, **kw)
-    from ..distributed.cluster import open_cluster  # noqa: PLC0415
+    from ..cluster.connect import open_cluster  # noqa: PLC0415
 
     with open_cluster(args.cluster, backend=args.backend, connect_timeout=args.cluster_timeout) as handle:
         outs, report = perturb_distributed(frames, features, client=handle.client, timeout=args.cluster_timeout, **kw)

@@ -43,8 +43,8 @@ def add_parser(sub):
 
 
 def _columns(names, df, what: str) -> list:
-    from ..cells import resolve_qi_columns  # noqa: PLC0415
-    from ..schema import suggest  # noqa: PLC0415
+    from ..table.cells import resolve_qi_columns  # noqa: PLC0415
+    from ..table.schema import suggest  # noqa: PLC0415
 
     try:
         return resolve_qi_columns(names, df.columns)

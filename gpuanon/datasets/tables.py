@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from ..errors import InputError
-from ..schema import suggest
+from ..table.schema import suggest
 from .text_types import ColumnTypes, type_columns
 
 __all__ = ["TABLE_EXTENSIONS", "ColumnTypes", "load_table", "nullable_integers"]

@@ -1,8 +1,8 @@
 """Scale-out on Dask: clusters, sharded tables and distributed Mondrian (contract section 12).
 
-* :mod:`~gpuanon.distributed.cluster` -- ``local:N`` / ``cuda:N`` / ``tcp://host:port`` / a
+* :mod:`~gpuanon.cluster.connect` -- ``local:N`` / ``cuda:N`` / ``tcp://host:port`` / a
   ``distributed.Client`` (DISTPAB's entities use the same helpers).
-* the table's dictionaries are :mod:`gpuanon.dictionaries`' chunk / combine / finalize reductions
+* the table's dictionaries are :mod:`gpuanon.table.dictionaries`' chunk / combine / finalize reductions
   (the ones a single process runs on one chunk): every worker profiles and encodes its shard
   (:mod:`.tasks`), the coordinator combines and finalizes (:mod:`.stages`).
 * :mod:`~gpuanon.distributed.mondrian` -- Mondrian levels over the shards (spans, exact lower
@@ -23,7 +23,7 @@
 Nothing here imports Dask until a cluster is opened (:mod:`.cluster` imports it when called).
 """
 
-from .cluster import ClusterHandle, make_client, open_cluster, parse_cluster
+from ..cluster.connect import ClusterHandle, make_client, open_cluster, parse_cluster
 from .mondrian import run_distributed
 
 __all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed"]

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import ranges
 from .. import metrics as metrics_mod
-from ..verify import VerificationResult
+from ..release.verify import VerificationResult
 from .metrics import combine_summaries, combine_value_counts
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..anonymize.result import RunOptions
 from . import tasks
+from ..cluster.runner import Runner
 
 
 @dataclass(eq=False)
@@ -27,7 +28,7 @@ class Cluster:
     ``losses`` and the ``recoveries`` made (the report's ``recovery``)."""
 
     handle: Any
-    runner: tasks.Runner
+    runner: Runner
     options: RunOptions
     sources: list
     counts: list

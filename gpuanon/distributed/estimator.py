@@ -19,7 +19,7 @@ import pandas as pd
 from ..anonymize.result import FitResult, Published, RunOptions
 from ..anonymize.runners import register
 from ..errors import SchemaError
-from .cluster import open_cluster
+from ..cluster.connect import open_cluster
 from .mondrian import check_run_options, run_on, shard_sources
 
 

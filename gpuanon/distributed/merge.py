@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import verify as verify_mod
+from ..release import verify as verify_mod
 from ..backend import to_device, to_host
 from ..errors import BackendError
 
@@ -59,7 +59,7 @@ def merge_shared(run, homes, hs, hres: list, enc, fmt: str, verify_kw: dict, q):
     """Re-verify the homes holding shared classes and verify the merged classes here.
 
     Replaces those homes' ``hres[d]["verify"]`` (their other rows) and returns the merged classes'
-    :class:`~gpuanon.verify.VerificationResult`, or None when no class is shared.
+    :class:`~gpuanon.release.verify.VerificationResult`, or None when no class is shared.
     """
     shared = shared_hashes(hres)
     if shared.shape[0] == 0:

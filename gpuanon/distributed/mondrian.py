@@ -3,7 +3,7 @@
 The rows are sharded across the workers (one shard per Parquet file, read by the worker itself,
 or per piece of a frame scattered from here); every row carries its global row index. Then:
 
-1. **Encode** (:mod:`gpuanon.dictionaries`): the global dictionaries are the chunk / combine /
+1. **Encode** (:mod:`gpuanon.table.dictionaries`): the global dictionaries are the chunk / combine /
    finalize reductions one process runs on one chunk; each worker profiles and encodes its shard. A user hierarchy (:mod:`.options`) is
    validated against the column's values over every shard, its leaf order is the column's code
    order, and it is bound to those codes once and travels in the encoding: the spans below, the
@@ -65,13 +65,14 @@ from ..anonymize.plan import Plan
 from ..anonymize.result import ClusterDetails, EncodingSummary, FitResult, RunOptions
 from ..backend import TransferLog
 from ..errors import InputError, SchemaError, shown
-from .cluster import open_cluster
+from ..cluster.connect import open_cluster
 from .options import hierarchy_report
 from .context import Cluster
 from .recovery import unit
 from .stages import (criteria_and_blocks, finish_on_homes, load_and_encode, load_shards, partition_levels,
                      verify_and_measure, write_output)
-from .tasks import Runner, backend_of, output_metadata
+from ..cluster.runner import Runner
+from .tasks import backend_of, output_metadata
 from .values import Blocks, Encoded, Homes, Measured, Partitioned
 
 log = logging.getLogger("gpuanon")

@@ -5,8 +5,8 @@ process does, made from the shards.
   QI, or ``'auto'``): the plan is the single-process :func:`~gpuanon.hierarchy.hierarchy_plan`,
   validated against the column's distinct values over every shard (:func:`hierarchy_plan_of`);
   a user hierarchy orders the codes (:func:`~gpuanon.hierarchy.leaf_orders`, passed to
-  :func:`gpuanon.dictionaries.finalize`) and is bound to them once here (:func:`bind_plan`). The bound
-  hierarchies travel in the :class:`~gpuanon.dictionaries.Dictionaries`, so the coordinator's spans, the
+  :func:`gpuanon.table.dictionaries.finalize`) and is bound to them once here (:func:`bind_plan`). The bound
+  hierarchies travel in the :class:`~gpuanon.table.dictionaries.Dictionaries`, so the coordinator's spans, the
   homes' kernel, the published cells, the verification and the metrics all read the same
   ``HierarchySpec`` / ``Table.hierarchies`` as one process.
 * **Automatic hierarchies** (the contract, 5.6): each column's frequency table is its value x
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import to_device, to_host
-from ..classes import ClassStats
+from ..release.classes import ClassStats
 from ..hierarchy import RHO_CANDIDATES, FrequencyTable, auto_choice, bind_hierarchy
 from ..metrics.entropy import set_joint, suppressed_joint, uncertainty_from_joint
 from ..metrics.summary import category_sets, hierarchy_mass
@@ -37,7 +37,7 @@ from .worker import local_table
 
 def hierarchy_plan_of(plan, profile) -> dict:
     """``{column: Hierarchy}``: the plan's user hierarchies, validated against the distinct values
-    over every shard (the combined :class:`~gpuanon.dictionaries.Profile`) with the single-process
+    over every shard (the combined :class:`~gpuanon.table.dictionaries.Profile`) with the single-process
     checks and messages."""
     cols = None
     if plan.hierarchies is not None:  # the values of the columns that may be named

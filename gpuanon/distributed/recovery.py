@@ -33,11 +33,12 @@ import pandas as pd
 
 from ..errors import ClusterLost
 from . import tasks
-from .tasks import WorkerLost
+from ..cluster.runner import WorkerLost
+from ..cluster.runner import move_slots, workers_left
 
 log = logging.getLogger("gpuanon")
 
-__all__ = ["unit", "mutate_shards", "place_shard", "recover", "move_slots", "workers_left"]
+__all__ = ["unit", "mutate_shards", "place_shard", "recover"]
 
 
 def place_shard(cluster, i: int, journal=None):
@@ -138,30 +139,6 @@ def _recover_once(cluster, exc: WorkerLost, redo: str) -> None:
                 "change(s) replayed (%.2f s); redoing %s", ", ".join(gone) or "(restarted)", stage,
                 ", ".join(map(str, rebuilt)) or "none", ", ".join(sorted({n for _, n in moved.values()})) or "-",
                 len(cluster.journal), secs, redo)
-
-
-def move_slots(run, alive, slots) -> dict:
-    """Give each of ``slots`` to the worker of ``alive`` with the fewest slots: ``{slot: (old, new)}``."""
-    moved = {}
-    for d in slots:  # a loop over lost slots
-        load = {w: sum(1 for x in run.workers if x == w) for w in alive}
-        new = min(alive, key=lambda w: (load[w], w))
-        moved[d] = (run.workers[d], new)
-        run.workers[d] = new
-    return moved
-
-
-def workers_left(run, lost, stage: str) -> list[str]:
-    """The workers that remain (waiting up to ``run.timeout`` seconds for one to join)."""
-    t0 = time.monotonic()
-    while True:
-        alive = [w for w in run.alive() if w not in set(lost)]
-        if alive:
-            return alive
-        if time.monotonic() - t0 > run.timeout:
-            raise ClusterLost(f"every worker of the Dask cluster was lost during {stage}; nothing was written. "
-                              f"Start workers ('dask worker SCHEDULER-ADDRESS') and run again")
-        time.sleep(0.5)
 
 
 def _source_name(cluster, i: int) -> str:

@@ -24,7 +24,7 @@ import pandas as pd
 from kernels.mondrian import below_only, cut_allowed, partition_spans
 
 from ..anonymize.plan import Plan
-from ..dictionaries import combine, finalize
+from ..table.dictionaries import combine, finalize
 from ..errors import SchemaError, VerificationError
 from . import tasks
 from .checks import column_statistics, combine_stages, loss_before_step, suppression

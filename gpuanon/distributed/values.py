@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..anonymize.plan import Plan
-from ..dictionaries import Dictionaries
+from ..table.dictionaries import Dictionaries
 
 
 @dataclass(frozen=True, eq=False)

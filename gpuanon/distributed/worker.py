@@ -23,13 +23,14 @@ from kernels.counts import count_values
 from kernels.mondrian import goes_left, mondrian_partition
 from kernels.segmented import group_starts, segment_ids, segment_reduce
 
-from .. import metrics as metrics_mod, verify as verify_mod
+from .. import metrics as metrics_mod
+from ..release import verify as verify_mod
 from ..anonymize.generalize import class_values
 from ..anonymize.optimize import optimize_partitions
 from ..backend import get_backend, to_device, to_host, to_scalar
-from ..cells import in_input_order, minmax_dtype
-from ..classes import ClassStats
-from ..encoding import Table, kernel_specs
+from ..table.cells import in_input_order, minmax_dtype
+from ..release.classes import ClassStats
+from ..table.encoding import Table, kernel_specs
 from ..hierarchy import ColumnHierarchy
 from .metrics import stats_from_counts, summary_to_host, value_target_counts
 from .output import union_texts
@@ -262,7 +263,7 @@ class Shard:
 
 
 def local_table(enc, keys, sa, target, xp):
-    """A :class:`~gpuanon.encoding.Table` over some rows, with the whole table's dictionaries and
+    """A :class:`~gpuanon.table.encoding.Table` over some rows, with the whole table's dictionaries and
     its bound hierarchies (on ``xp``'s device)."""
     t = Table.of(enc, {"keys": keys, "blocks": None, "sa": sa, "target": target}, xp)
     bound = enc.hierarchies
@@ -360,7 +361,7 @@ class Home:
 
     # ---------------------------------------------------------------- stages
     def class_stats(self, enc):
-        """This home's :class:`~gpuanon.classes.ClassStats` (made once; its table has the whole
+        """This home's :class:`~gpuanon.release.classes.ClassStats` (made once; its table has the whole
         table's dictionaries)."""
         if getattr(self, "_cs", None) is None:
             self._cs = ClassStats(local_table(enc, self.keys, self.sa, self.target, self.xp), self.local,

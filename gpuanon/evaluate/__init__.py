@@ -19,7 +19,7 @@ cannot be tested in another coordinate system than the one it was trained in.
 Models (:func:`make_model`): ``rf`` random forest, ``et`` extra trees, ``gb`` gradient boosting
 (XGBoost; scikit-learn's histogram boosting when XGBoost is not installed), ``svm`` RBF SVM,
 ``lr`` logistic regression, ``sgd`` linear SGD, ``nb`` Gaussian naive Bayes, ``knn`` k nearest
-neighbours, ``mlp`` the PyTorch MLP of :mod:`gpuanon.nn`. On the GPU backend cuML's random
+neighbours, ``mlp`` the PyTorch MLP of :mod:`gpuanon.models.nn`. On the GPU backend cuML's random
 forest, SVC, logistic regression, MBSGD, naive Bayes and k-NN are used when cuML is installed,
 XGBoost with ``device="cuda"``, and the MLP on CUDA; anything else runs on scikit-learn and the
 log says so. Features are imputed (training means) and standardized (training statistics) for

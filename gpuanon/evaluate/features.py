@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError, shown
-from ..exact import float_values, is_time
+from ..table.exact import float_values, is_time
 from ..metrics import cell_text, parse_numeric_cells, split_set_text
 
 

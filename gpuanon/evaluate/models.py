@@ -22,7 +22,7 @@ import numpy as np
 
 from ..backend import load_cuml, to_host
 from ..errors import InputError
-from ..nn import TorchMLPClassifier, load_torch
+from ..models.nn import TorchMLPClassifier, load_torch
 
 log = logging.getLogger("gpuanon")
 

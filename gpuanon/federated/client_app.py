@@ -32,7 +32,7 @@ from . import protocol as P
 from ..anonymize.mondrian import Mondrian
 from ..errors import InputError
 from ..evaluate import mondrian_metrics, parse_protection
-from ..nn import load_torch, resolve_device
+from ..models.nn import load_torch, resolve_device
 from ..perturb.distpab import entity_seed, local_stats, perturb_entity
 from .experiment import silo_rows
 from .mapping import silo_mapping

@@ -12,7 +12,7 @@ import pandas as pd
 from . import protocol as P
 from ..errors import InputError
 from ..evaluate import classification_scores, parse_protection, parse_protections
-from ..nn import load_torch
+from ..models.nn import load_torch
 from ..perturb.distpab import DISTPAB
 from ..report.markdown import markdown_table
 from .diagnose import note_one_class

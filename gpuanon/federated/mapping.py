@@ -18,7 +18,7 @@ import pandas as pd
 from . import protocol as P
 from ..evaluate import cell_texts, classification_scores
 from ..metrics import cell_text, split_set_text
-from ..nn import load_torch
+from ..models.nn import load_torch
 from .models import predict_scores
 
 

@@ -1,7 +1,7 @@
 """The federated models, all in PyTorch: the project's MLP (thesis and DISTPAB configurations),
 logistic regression, linear SVM (multi-class hinge) and the perceptron.
 
-Every model is a ``torch.nn.Sequential`` made by :func:`gpuanon.nn.build_mlp` (a linear model is
+Every model is a ``torch.nn.Sequential`` made by :func:`gpuanon.models.nn.build_mlp` (a linear model is
 an MLP without hidden layers), so its weights travel as the same ordered list of arrays.
 
 >>> spec = model_spec("mlp")
@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..nn import class_weights, load_torch, build_mlp, load_weights, make_optimizer, train_epochs
+from ..models.nn import class_weights, load_torch, build_mlp, load_weights, make_optimizer, train_epochs
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,13 @@ def get_weights(net) -> list[np.ndarray]:
 
 
 def set_weights(net, weights: Sequence[np.ndarray]):
-    """Load host arrays into ``net`` (shapes checked): :func:`gpuanon.nn.load_weights`."""
+    """Load host arrays into ``net`` (shapes checked): :func:`gpuanon.models.nn.load_weights`."""
     return load_weights(net, weights)
 
 
 def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator, margin: float,
                    weight=None) -> float:
-    """:func:`gpuanon.nn.train_epochs` with a multi-class margin loss (hinge: margin 1; perceptron: 0)."""
+    """:func:`gpuanon.models.nn.train_epochs` with a multi-class margin loss (hinge: margin 1; perceptron: 0)."""
     loss_fn = load_torch().nn.MultiMarginLoss(margin=float(margin), weight=weight)
     return train_epochs(net, optimizer, X, y, epochs, batch_size, generator, loss_fn=loss_fn)
 
@@ -114,7 +114,7 @@ def _margin_epochs(net, optimizer, X, y, epochs: int, batch_size: int, generator
 def train_local(net, spec: ModelSpec, X, y, epochs: int, seed: int) -> float:
     """``epochs`` local epochs of mini-batch SGD on device tensors; a fresh optimizer each round, a seeded
     batch order. With ``spec.class_weight == 'balanced'`` the loss weighs each class by
-    :func:`gpuanon.nn.class_weights` of these rows' labels (the silo's own; nothing more crosses the
+    :func:`gpuanon.models.nn.class_weights` of these rows' labels (the silo's own; nothing more crosses the
     network). Returns the last epoch's mean training loss."""
     torch = load_torch()
     if spec.optimizer == "sgd":  # one fused (foreach) update of every parameter per step: small nets are

@@ -28,8 +28,8 @@ from flwr.serverapp.strategy import FedAvg
 from . import protocol as P
 from ..errors import InputError
 from ..evaluate import classification_scores, parse_protection
-from ..io import write_json
-from ..nn import load_torch
+from ..output.io import write_json
+from ..models.nn import load_torch
 from ..perturb.distpab import DISTPAB
 from .experiment import test_rows
 from .mapping import mapped_scores

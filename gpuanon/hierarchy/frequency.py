@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_namespace, to_host
-from ..cells import set_text
-from ..dictionaries import value_key
-from ..encoding import codes_sorted, is_na
+from ..table.cells import set_text
+from ..table.dictionaries import value_key
+from ..table.encoding import codes_sorted, is_na
 from ..errors import InputError
 from .labels import ROOT, node_text
 from .tree import Hierarchy
@@ -83,7 +83,7 @@ class FrequencyTable:
     """Algorithm 1's result for one column: ``F[v, t]`` and what derives from it.
 
     ``values`` are in the contract's category order (majority target value, share of that
-    majority, missing last, value) -- the order of :mod:`gpuanon.encoding`. ``target_values``
+    majority, missing last, value) -- the order of :mod:`gpuanon.table.encoding`. ``target_values``
     are sorted (target code = position). Every ``rho`` derives from this table without touching
     the data again.
 
@@ -271,7 +271,7 @@ def _rho_value(r: Fraction):
 
 def _spec_order(uniq: list, tstar: np.ndarray, share: np.ndarray) -> list[int]:
     """The contract's category order: (majority target, its share, missing last, value), as the
-    encoder's (:func:`gpuanon.dictionaries.category_order`)."""
+    encoder's (:func:`gpuanon.table.dictionaries.category_order`)."""
     return sorted(range(len(uniq)), key=lambda i: (int(tstar[i]), float(share[i]), value_key(uniq[i])))
 
 
@@ -292,7 +292,7 @@ def _value_codes(values) -> tuple[np.ndarray, list]:
 def target_codes(target) -> tuple[np.ndarray, list]:
     """Target codes (positions in the sorted distinct target values, missing last) and values.
 
-    The same coding as :mod:`gpuanon.encoding`; code it once and pass it to
+    The same coding as :mod:`gpuanon.table.encoding`; code it once and pass it to
     :func:`frequency_table` as ``coded_target`` for every column.
 
     Examples

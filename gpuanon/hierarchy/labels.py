@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..encoding import is_na
+from ..table.encoding import is_na
 from ..errors import InputError
 
 ROOT = "*"

@@ -14,7 +14,7 @@ A fit (:class:`gpuanon.anonymize.mondrian.Mondrian`) goes through three steps, a
    per-column information.
 
 A bound hierarchy is attached to the fit's own copy of the table with
-``Table.bind_hierarchies``; the kernel sees it through ``gpuanon.encoding.kernel_specs``.
+``Table.bind_hierarchies``; the kernel sees it through ``gpuanon.table.encoding.kernel_specs``.
 """
 
 from __future__ import annotations

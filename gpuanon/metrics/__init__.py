@@ -30,7 +30,7 @@ Examples
 0.174
 """
 
-from ..cells import SET_SEPARATOR, cell_text, parse_numeric_cells, split_set_text
+from ..table.cells import SET_SEPARATOR, cell_text, parse_numeric_cells, split_set_text
 from .compute import (column_ncp, compute_metrics, entropy_coefficients, label_entropy_coefficients,
                       suppressed_target_counts)
 from .formulas import (entropy_bits, entropy_loss, interval_entropy, interval_entropy_at, precision, set_entropy,

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells, resolve_qi_columns
-from ..exact import float_values, is_time
-from ..verify import class_ids as group_ids
+from ..table.cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells, resolve_qi_columns
+from ..table.exact import float_values, is_time
+from ..release.verify import class_ids as group_ids
 from .columns import stats_from_value_targets, value_target_chunk
 from .compute import compute_metrics
 from .entropy import domain_joint, interval_joint, interval_positions, set_joint

@@ -1,6 +1,6 @@
 """Class summaries of the anonymizer's own output, on the device the table lives on.
 
-:func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.classes.ClassStats`:
+:func:`summary_from_labels` reads the shared class statistics (:class:`gpuanon.release.classes.ClassStats`:
 one sort by class, per-class key ranges, category masks, hierarchy nodes, target histograms) and
 each column's whole-table statistics (:mod:`gpuanon.metrics.columns`, kept in ``Table.column_stats``), and
 keeps every per-class and per-value array where it was made: what reaches the host are the
@@ -21,7 +21,7 @@ from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 
 from ..backend import get_namespace, to_device, to_host, to_scalar
-from ..classes import ClassStats
+from ..release.classes import ClassStats
 from .columns import before_stats
 from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
                       uncertainty_from_joint)
@@ -126,7 +126,7 @@ def category_sets(stats, j: int, n_categories: int):
 def summary_from_labels(table, labels, n_classes: int | None = None, stats=None, positions=None) -> ClassSummary:
     """Summarize the classes of the anonymizer's own output (labels: class per row, -1 suppressed).
 
-    ``stats``: the fit's :class:`~gpuanon.classes.ClassStats` when the pipeline has one (its
+    ``stats``: the fit's :class:`~gpuanon.release.classes.ClassStats` when the pipeline has one (its
     sort by class and per-class statistics are shared); otherwise one is built from ``labels``.
     ``positions``: per numeric QI whose whole-table statistics are held elsewhere (a cluster's
     value ranges, :mod:`gpuanon.distributed.ranges`), every class's ``(a, b, rows before a, rows
@@ -218,11 +218,11 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
 
 def exact_widths(exact, kmin, kmax, xp):
     """Each class's span ``value[kmax] - value[kmin]`` on a column with an exact dictionary
-    (:class:`gpuanon.exact.Exact`), computed in uint64 and rounded once to float64 (NaN where a
+    (:class:`gpuanon.table.exact.Exact`), computed in uint64 and rounded once to float64 (NaN where a
     bound is the missing key). The difference of two rounded distances would lose up to an ulp of
     each: near 2**63 (2048) a whole span of a few thousand.
 
-    >>> from gpuanon.exact import Exact
+    >>> from gpuanon.table.exact import Exact
     >>> ex = Exact(np.array([-(2**62), 2**62, 2**62 + 39], dtype=np.int64))
     >>> exact_widths(ex, np.array([1, 0], np.uint32), np.array([2, MISSING], np.uint32), np).tolist()
     [39.0, nan]
@@ -307,8 +307,8 @@ class HierarchyScorer:
     histograms, code ranges) are computed once and shared by every candidate.
 
     >>> import pandas as pd
-    >>> from gpuanon.encoding import encode
-    >>> from gpuanon.schema import Schema
+    >>> from gpuanon.table.encoding import encode
+    >>> from gpuanon.table.schema import Schema
     >>> from gpuanon.hierarchy import Hierarchy
     >>> df = pd.DataFrame({"c": ["a", "b", "c", "d"], "y": [0, 0, 1, 1]})
     >>> t = encode(df, Schema.from_frame(df, ["c"], target="y"))

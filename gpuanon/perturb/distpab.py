@@ -65,7 +65,7 @@ import pandas as pd
 from ..backend import device_matrix, frame_to_host, get_backend, is_device_array, is_device_frame, to_host
 from ..errors import InputError, SchemaError, shown
 from ..estimator import Estimator, check_is_fitted
-from ..schema import as_list, suggest
+from ..table.schema import as_list, suggest
 from .angle_search import (DEFAULT_ANGLES, TIE_TOL, SearchResult, homogeneous_matrix, rotation_matrices, search,
                            variance_table)
 from .apply import PerturbParams, entity_seed, perturb_block, perturb_entity

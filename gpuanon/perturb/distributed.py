@@ -4,7 +4,7 @@ Phase 1 runs :func:`gpuanon.perturb.distpab.local_stats` on the workers (one tas
 pinned to the worker holding that entity's frame) and only the :class:`Stats` come back. The
 coordinator (this process) merges them, searches the angle and axis and draws the translation.
 Phase 2 sends the :class:`PerturbParams` and each entity's seed back to its worker, which
-perturbs and shuffles its own rows. The cluster helpers are :mod:`gpuanon.distributed.cluster`'s
+perturbs and shuffles its own rows. The cluster helpers are :mod:`gpuanon.cluster.connect`'s
 (shared with distributed Mondrian); Dask and distributed are imported only when
 :func:`perturb_distributed` runs; ``dask_cuda`` only when ``cluster="cuda"`` is asked for.
 
@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from ..backend import get_backend, to_host
-from ..distributed.cluster import make_client, worker_addresses
-from ..distributed.recovery import move_slots, workers_left
-from ..distributed.tasks import Runner, WorkerLost
+from ..cluster.connect import make_client, worker_addresses
+from ..cluster.runner import move_slots, workers_left
+from ..cluster.runner import Runner, WorkerLost
 from ..errors import BackendError, ClusterLost, InputError
-from ..schema import as_list as _as_list
+from ..table.schema import as_list as _as_list
 from .distpab import (DISTPAB, PerturbParams, Stats, frame_matrix as _frame_matrix, is_frame as _is_frame,
                       local_stats, perturb_entity, validate_frame)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_path
+from ..output.io import atomic_path
 
 __all__ = ["plot_frontier"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ..jsonsafe import json_safe
+from ..output.jsonsafe import json_safe
 from .attack_rows import carrier_rows, risk_plot, risk_row
 from .render import fmt, render_page
 

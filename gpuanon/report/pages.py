@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..jsonsafe import json_safe
+from ..output.jsonsafe import json_safe
 from .attack_frontier import attack_section
 from .attack_rows import summary_context
 from .plots import LOSS_TITLES, accuracy_bars, class_size_histogram, drop_vs_metric, entropy_bar_chart

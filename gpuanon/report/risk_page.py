@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from ..jsonsafe import json_safe
+from ..output.jsonsafe import json_safe
 from .render import fmt, render_page
 from .plots import png_uri, pyplot
 

@@ -5,7 +5,7 @@
 sample uniqueness: :mod:`.sample`), the population uniqueness models (Zayatz, Pitman, SNB,
 Dankar's rule: :mod:`.population`) for a population size or sampling fraction (:mod:`.sampling`), sdcMicro's
 individual risk with sampling weights, and SUDA2 / DIS-SUDA on request (``gpuanon.risk.suda``).
-It reads only the table and the QI names, never the anonymizer (like :mod:`gpuanon.verify`).
+It reads only the table and the QI names, never the anonymizer (like :mod:`gpuanon.release.verify`).
 This module is the package's index; the work is in :mod:`.measures`.
 
 >>> import pandas as pd

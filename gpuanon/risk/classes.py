@@ -26,8 +26,8 @@ import pandas as pd
 
 from ..backend import frame_to_host, is_device_frame, to_device, to_host, to_scalar
 from ..errors import InputError, shown
-from ..schema import suggest
-from ..verify import splitmix64
+from ..table.schema import suggest
+from ..release.verify import splitmix64
 
 SUPPRESSED = "*"
 _LIMIT = 1 << 62

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..backend import frame_to_host, get_backend, is_device_frame, to_host
 from ..errors import InputError
-from ..jsonsafe import json_safe
+from ..output.jsonsafe import json_safe
 from .classes import SUPPRESSED, Classes, group, to_host_frame
 from .population import PopulationRisk, population_uniqueness
 from .sample import AttackerRisk, IndividualRisk, class_risk, individual, journalist, marketer, prosecutor

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..cells import resolve_qi_columns
+from ..table.cells import resolve_qi_columns
 from .measures import RiskResult, assess, assess_classes, suda_of
 from .sampling import Population
 

@@ -1,5 +1,5 @@
 """Values as strict JSON accepts them (NaN and infinity as None, NumPy values as Python's): used by the
-report writer (:mod:`gpuanon.io`), the pages and the CSV writer's nested cells (:mod:`gpuanon.csv_out`)."""
+report writer (:mod:`gpuanon.output.io`), the pages and the CSV writer's nested cells (:mod:`gpuanon.output.csv_out`)."""
 
 from __future__ import annotations
 

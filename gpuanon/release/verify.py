@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .backend import get_namespace, to_device, to_host, to_scalar
-from .errors import shown
-from .exact import is_decimal, is_time, parse_exact, time_ns, times_ns
+from ..backend import get_namespace, to_device, to_host, to_scalar
+from ..errors import shown
+from ..table.exact import is_decimal, is_time, parse_exact, time_ns, times_ns
 
 TOLERANCE = 1e-9
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .errors import SchemaError
+from ..errors import SchemaError
 from .exact import is_decimal, is_time
 
 log = logging.getLogger("gpuanon")
@@ -49,7 +49,7 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dic
                  facts=None) -> None:
     """Warn about a QI that is entirely missing or that looks like an identifier. ``factorized``:
     where a text column's codes are kept (``{column: (codes, distinct values)}``, a column with no
-    missing value) for the encoding of the same frame (:func:`gpuanon.dictionaries.profile_chunk`);
+    missing value) for the encoding of the same frame (:func:`gpuanon.table.dictionaries.profile_chunk`);
     ``facts``: the :class:`~gpuanon.resident.ColumnFacts` of a device-resident column, read in place
     of its values."""
     s = df[c] if facts is None else None
@@ -201,7 +201,7 @@ class Schema:
         """Validate roles against a frame and infer each QI's kind from its dtype.
 
         ``factorized``: a dict that keeps the codes of the text QIs hashed here (to encode the same
-        frame without hashing them again, :func:`gpuanon.encoding.encode`). ``resident``: the
+        frame without hashing them again, :func:`gpuanon.table.encoding.encode`). ``resident``: the
         device-resident part of the input (:class:`gpuanon.resident.Resident`, its plain numeric QIs;
         ``df`` holds the other columns): those are checked from their facts.
 

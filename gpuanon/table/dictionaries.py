@@ -1,10 +1,10 @@
 """The table's dictionaries as chunk / combine / finalize reductions, and a chunk's keys with them.
 
-An encoded table (:class:`gpuanon.encoding.Table`) depends on the whole table: the sorted distinct
+An encoded table (:class:`gpuanon.table.encoding.Table`) depends on the whole table: the sorted distinct
 values of every rank-keyed numeric QI (exact ones for integers beyond 2**53 and dates / times,
-:mod:`gpuanon.exact`), its minimum, maximum and missing count; the order of each categorical QI's
+:mod:`gpuanon.table.exact`), its minimum, maximum and missing count; the order of each categorical QI's
 codes; the sensitive and target dictionaries; the missing-value patterns that make the blocks.
-One process runs these four functions on one chunk (:func:`gpuanon.encoding.encode`); a cluster
+One process runs these four functions on one chunk (:func:`gpuanon.table.encoding.encode`); a cluster
 runs the chunk and the encode on every shard's worker, combine / finalize on the coordinator:
 
 * chunk (:func:`profile_chunk`): ``(Profile, Chunk)`` of some rows. The :class:`Profile` is small
@@ -24,7 +24,7 @@ similar categories together; without one, by value. A missing category is its ow
 sorts after the others with the same majority and share.
 
 >>> import pandas as pd
->>> from gpuanon.schema import Schema
+>>> from gpuanon.table.schema import Schema
 >>> df = pd.DataFrame({"a": [3.0, 1.0, None, 3.0], "c": ["x", "y", "x", "z"]})
 >>> schema = Schema.from_frame(df, ["a", "c"])
 >>> parts = [profile_chunk(df[:2], schema), profile_chunk(df[2:], schema)]
@@ -45,8 +45,8 @@ import pandas as pd
 
 from kernels.keys import MISSING, float32_keys, rank_keys
 
-from .backend import get_namespace, to_device, to_host
-from .errors import SchemaError
+from ..backend import get_namespace, to_device, to_host
+from ..errors import SchemaError
 from .exact import Exact, combine_exact, exact_of
 
 
@@ -67,7 +67,7 @@ class Column:
     n_missing: int = 0
     integer: bool = False
     info_x: Any = None  # the same sorted values on the table's device (made once by encode)
-    #: integers beyond 2**53 and dates / times: the exact dictionary (:class:`gpuanon.exact.Exact`);
+    #: integers beyond 2**53 and dates / times: the exact dictionary (:class:`gpuanon.table.exact.Exact`);
     #: ``info`` then holds each value's distance from the smallest, ``lo`` / ``hi`` those distances
     exact: Any = None
 
@@ -204,7 +204,7 @@ def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident
     """Chunk: the profile of ``df``'s rows and their codes (keys made on ``xp``'s device; ``resident``:
     a cuDF input's :class:`~gpuanon.resident.Resident`, its QIs coded on the device, not read from ``df``;
     ``factorized``: ``{categorical QI: (codes, distinct values)}`` of these rows, no value missing,
-    as :meth:`gpuanon.schema.Schema.from_frame` hashed them: taken as they are).
+    as :meth:`gpuanon.table.schema.Schema.from_frame` hashed them: taken as they are).
 
     ``check``: refuse non-numeric or infinite values in numeric QIs (a cluster validated its schema
     on a sample only; one process on the whole table).
@@ -397,7 +397,7 @@ def _combine_numeric(name, parts: list) -> dict:
 @dataclass
 class Dictionaries:
     """The whole table's dictionaries: what :func:`finalize` makes of the combined profile, and
-    what every chunk is encoded with (:func:`encode_chunk`). A :class:`~gpuanon.encoding.Table`
+    what every chunk is encoded with (:func:`encode_chunk`). A :class:`~gpuanon.table.encoding.Table`
     is made of them and the encoded arrays (``Table.of``)."""
 
     qis: list

@@ -16,9 +16,9 @@ from kernels.hierarchy import lowest_common_node
 from kernels.keys import MISSING
 from kernels.segmented import check_segments, group_starts, segment_ids, segment_reduce
 
-from .backend import namespace_by_name, to_device, to_host, to_scalar
-from .encoding import Table
-from .exact import exact_means, unsigned_offsets
+from ..backend import namespace_by_name, to_device, to_host, to_scalar
+from ..table.encoding import Table
+from ..table.exact import exact_means, unsigned_offsets
 
 
 def _by_class(lab, xp):
@@ -117,7 +117,7 @@ class ClassStats:
 
     def exact_mean(self, j: int):
         """``(means, missing)`` on the host of every class on exact column ``j`` (integers beyond
-        2**53, dates and times: :func:`gpuanon.exact.exact_means`), from exact per-class sums."""
+        2**53, dates and times: :func:`gpuanon.table.exact.exact_means`), from exact per-class sums."""
         def f():
             t, xp = self.table, self.xp
             ex = t.columns[j].exact

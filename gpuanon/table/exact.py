@@ -44,8 +44,8 @@ import pyarrow.compute as pc
 
 from kernels.keys import MISSING
 
-from .backend import frame_to_host
-from .errors import SchemaError
+from ..backend import frame_to_host
+from ..errors import SchemaError
 
 FLOAT_EXACT = 2**53  # every integer of magnitude up to this is a float64
 DATE_RANGE = ".."  # between the two bounds of a date range (a date holds '-')

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from .jsonsafe import json_safe
-from .schema import nested_kind
+from ..table.schema import nested_kind
 
 _BATCH_ROWS = 1 << 18  # rows per batch of the writer: large batches cost fewer passes (1M x 28: 2.8 s -> 1.8 s)
 _SLICE_ROWS = 1 << 16  # rows rendered by one thread at a time (1M x 29 floats: about 30 MB of text)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .backend import frame_to_arrow, frame_to_host, is_device_frame
+from ..backend import frame_to_arrow, frame_to_host, is_device_frame
 from .csv_out import mixed_as_text, write_csv
-from .errors import InputError, OutputError
+from ..errors import InputError, OutputError
 from .jsonsafe import json_safe
 
 OUTPUT_EXTENSIONS = (".csv", ".csv.gz", ".parquet", ".pq")

@@ -30,8 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .backend import get_backend
-from .errors import InputError
+from ..backend import get_backend
+from ..errors import InputError
 
 log = logging.getLogger("gpuanon")
 

@@ -14,7 +14,7 @@ One module for the format, so the writer (``generalize``), the checker (``verify
   ``[lo, hi]`` when the lower bound is negative (``[-93.2465, -93.2457]``), so a minus sign is
   never read as the separator. Numbers are written with the shortest text that reads back to the
   same float64 (integers without a decimal point). The legacy ``-5--3`` form is still read.
-* Integers beyond 2**53 and dates / times are written from their exact values (:mod:`gpuanon.exact`):
+* Integers beyond 2**53 and dates / times are written from their exact values (:mod:`gpuanon.table.exact`):
   integer text in the same forms, and date ranges ``2020-01-01..2020-03-31`` (ISO date-times when a
   value is not at midnight); :func:`parse_range` reads a date cell as epoch nanoseconds.
 

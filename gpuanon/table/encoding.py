@@ -1,7 +1,7 @@
 """The encoded table every algorithm runs on, and the dictionaries to decode it.
 
 QIs become one ``(d, n)`` uint32 key matrix (order-preserving keys, see :mod:`kernels.keys`;
-integers beyond 2**53 and dates / times are ranked on their exact values, :mod:`gpuanon.exact`);
+integers beyond 2**53 and dates / times are ranked on their exact values, :mod:`gpuanon.table.exact`);
 the sensitive attribute and the target become integer codes. Data frames exist only at the edges.
 :func:`kernel_specs` describes the columns to the Mondrian kernel (:mod:`kernels.specs`).
 
@@ -9,13 +9,13 @@ Hierarchies are not part of the encoding: a fit binds them to its own copy of th
 (:meth:`Table.bind_hierarchies`; ``Table.hierarchies`` maps a QI to its bound hierarchy).
 
 The dictionaries themselves (sorted values, category code order, missing patterns) are made by
-the chunk / combine / finalize reductions of :mod:`gpuanon.dictionaries`; :func:`encode` is their
+the chunk / combine / finalize reductions of :mod:`gpuanon.table.dictionaries`; :func:`encode` is their
 one-chunk case, and a cluster runs the same functions on its shards.
 
 Examples
 --------
 >>> import pandas as pd
->>> from gpuanon.schema import Schema
+>>> from gpuanon.table.schema import Schema
 >>> df = pd.DataFrame({"a": [1.0, 2.0, None], "c": ["x", "y", "x"], "y": [0, 1, 0]})
 >>> t = encode(df, Schema.from_frame(df, ["a", "c"], sensitive="y", target="y"))
 >>> t.keys.shape, t.n_blocks
@@ -35,7 +35,7 @@ from kernels.counts import count_values
 from kernels.keys import MISSING, decode_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
-from .backend import namespace_by_name, to_device, to_host
+from ..backend import namespace_by_name, to_device, to_host
 from .dictionaries import (Column, Dictionaries, codes_sorted, encode_chunk, finalize, is_na, jsonable,
                            profile_chunk, sort_key)
 from .schema import Schema
@@ -73,7 +73,7 @@ class Table:
     @classmethod
     def of(cls, dicts: Dictionaries, arrays: dict, xp) -> "Table":
         """The table of some rows: their encoded ``arrays`` (``keys``, ``blocks``, ``sa``, ``target``,
-        as :func:`~gpuanon.dictionaries.encode_chunk` makes them) and the whole table's ``dicts``."""
+        as :func:`~gpuanon.table.dictionaries.encode_chunk` makes them) and the whole table's ``dicts``."""
         blocks = arrays["blocks"]
         return cls(n_rows=int(arrays["keys"].shape[1]), columns=dicts.columns, keys=arrays["keys"], blocks=blocks,
                    n_blocks=1 if blocks is None else dicts.n_blocks, sa=arrays["sa"], sa_values=dicts.sa_values,
@@ -142,7 +142,7 @@ def kernel_specs(table: Table, xp=None) -> list[ColumnSpec]:
     Examples
     --------
     >>> import pandas as pd
-    >>> from gpuanon.schema import Schema
+    >>> from gpuanon.table.schema import Schema
     >>> df = pd.DataFrame({"a": [1.0, 2.0, 5.0], "c": ["x", "y", "x"]})
     >>> kernel_specs(encode(df, Schema.from_frame(df, ["a", "c"])))
     [NumericSpec(values=<3 values>), CategoricalSpec()]
@@ -167,14 +167,14 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, 
            factorized: dict | None = None) -> Table:
     """Encode the QIs, sensitive attribute and target of ``df`` for the given backend.
 
-    The one-chunk case of :mod:`gpuanon.dictionaries`: the profile of the whole table, finalized
+    The one-chunk case of :mod:`gpuanon.table.dictionaries`: the profile of the whole table, finalized
     (the combine of one profile is that profile), and the table's codes with its dictionaries --
     which are the chunk's own, so its numeric keys and sorted values made on the device are kept
     as they are. ``orders`` maps a categorical QI to the order its categories must be coded in (a
     hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy). ``resident``: the
     device-resident part of the input (:func:`gpuanon.resident.split_resident`; ``df`` holds the
     rest): its plain numeric QIs are keyed on the device where they are, nothing of them uploaded.
-    ``factorized``: the text QIs' codes as :meth:`~gpuanon.schema.Schema.from_frame` hashed them on
+    ``factorized``: the text QIs' codes as :meth:`~gpuanon.table.schema.Schema.from_frame` hashed them on
     ``df`` (not hashed again).
     """
     profile, chunk = profile_chunk(df, schema, xp, resident=resident, factorized=factorized)

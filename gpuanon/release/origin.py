@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .cells import cell_key, parse_range, resolve_qi_columns, split_set_text
-from .exact import float_values, is_decimal, is_time
+from ..table.cells import cell_key, parse_range, resolve_qi_columns, split_set_text
+from ..table.exact import float_values, is_decimal, is_time
 from .verify import class_ids
 
 PAIR_BUDGET = 1 << 26
