@@ -53,7 +53,7 @@ def nbytes(x) -> int:
 
 class WorkerLost(Exception):
     """Raised by :meth:`Runner.gather` when workers of the run left the cluster (or their data is
-    gone): the stages rebuild the lost shards elsewhere and redo the stage (:mod:`.recovery`)."""
+    gone): the stages rebuild the lost shards elsewhere and redo the stage (:mod:`gpuanon.distributed.recovery`)."""
 
     def __init__(self, lost, why: str = ""):
         super().__init__(f"worker(s) {', '.join(lost)} lost{': ' + why if why else ''}")
@@ -64,7 +64,7 @@ class Runner:
     """Tasks pinned to workers, gathered; a worker that leaves is reported as :class:`WorkerLost`.
 
     ``workers`` are the run's *slots*: shard ``i`` lives on slot ``i % W`` and home ``d`` on slot
-    ``d``; when a worker is lost its slots are given to workers that remain (:meth:`reassign`), so
+    ``d``; when a worker is lost its slots are given to workers that remain (:func:`move_slots`), so
     the number of slots, and with it every decision of the run, does not change."""
 
     #: seconds between checks that every worker of the run is still there

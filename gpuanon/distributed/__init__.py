@@ -1,7 +1,8 @@
 """Scale-out on Dask: clusters, sharded tables and distributed Mondrian (contract section 12).
 
-* :mod:`~gpuanon.cluster.connect` -- ``local:N`` / ``cuda:N`` / ``tcp://host:port`` / a
-  ``distributed.Client`` (DISTPAB's entities use the same helpers).
+* opening the cluster is :mod:`gpuanon.cluster.connect`'s (``local:N`` / ``cuda:N`` / ``tcp://host:port`` /
+  a ``distributed.Client``) and the tasks run through :class:`gpuanon.cluster.runner.Runner`, both
+  shared with DISTPAB's entities.
 * the table's dictionaries are :mod:`gpuanon.table.dictionaries`' chunk / combine / finalize reductions
   (the ones a single process runs on one chunk): every worker profiles and encodes its shard
   (:mod:`.tasks`), the coordinator combines and finalizes (:mod:`.stages`).
@@ -20,7 +21,7 @@
   ``gpuanon anonymize DIR --cluster SPEC --out DIR`` (:mod:`gpuanon.cli.anonymize`, one path for both
   runners), registered with :mod:`gpuanon.anonymize.runners` when imported; nothing here imports ``cli``.
 
-Nothing here imports Dask until a cluster is opened (:mod:`.cluster` imports it when called).
+Only :mod:`gpuanon.cluster.connect` is imported eagerly (it imports nothing from Dask until called).
 """
 
 from ..cluster.connect import ClusterHandle, make_client, open_cluster, parse_cluster

@@ -145,7 +145,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
         optimization step, hierarchies: the user's and automatic ones) make the run's plan
         (:meth:`gpuanon.anonymize.plan.Plan.of`, validated once; see :mod:`.options`).
     cluster : str or distributed.Client
-        ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`.cluster`).
+        ``local:N``, ``cuda:N``, ``tcp://host:port`` or a client (see :mod:`gpuanon.cluster.connect`).
     frames : list of DataFrame, optional
         Shards in row order (scattered to the workers round robin).
     paths : directory or list of Parquet files, optional
@@ -185,7 +185,7 @@ def run_distributed(est, cluster, *, frames=None, paths=None, out_dir=None, loca
 
 def run_on(handle, plan, options, sources, counts, *, out_dir=None, local_rows: int | None = None,
            gather: bool = True, timeout: float = 60.0, on_stage=None) -> FitResult:
-    """The run on an open cluster (``handle``, :func:`.cluster.open_cluster`): ``plan`` (its parameters
+    """The run on an open cluster (``handle``, :func:`gpuanon.cluster.connect.open_cluster`): ``plan`` (its parameters
     validated) over the shards ``sources`` of ``counts`` rows; see :func:`run_distributed`. The stages
     in order, each returning what it made (:mod:`.stages`), each redone after a lost worker (:func:`.recovery.unit`)."""
     t_all = time.perf_counter()

@@ -3,8 +3,8 @@
 A shard is ``(source, row range)``; its state is a pure function of its rows and of the changes
 the coordinator recorded in :attr:`.context.Cluster.journal` (the encoding with the whole table's
 dictionaries, the blocks' first partitions, each level's cuts). When a worker leaves (SIGKILL,
-its nanny killing it over its memory limit, its machine gone), :meth:`.tasks.Runner.gather`
-raises :class:`~.tasks.WorkerLost`; :func:`unit` then
+its nanny killing it over its memory limit, its machine gone), :meth:`gpuanon.cluster.runner.Runner.gather`
+raises :class:`~gpuanon.cluster.runner.WorkerLost`; :func:`unit` then
 
 1. gives the lost worker's *slots* to the workers that remain (the fewest slots first), so the
    number of slots -- and every decision of the run -- stays what it was;
@@ -33,8 +33,7 @@ import pandas as pd
 
 from ..errors import ClusterLost
 from . import tasks
-from ..cluster.runner import WorkerLost
-from ..cluster.runner import move_slots, workers_left
+from ..cluster.runner import WorkerLost, move_slots, workers_left
 
 log = logging.getLogger("gpuanon")
 

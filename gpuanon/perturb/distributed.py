@@ -30,8 +30,7 @@ import pandas as pd
 
 from ..backend import get_backend, to_host
 from ..cluster.connect import make_client, worker_addresses
-from ..cluster.runner import move_slots, workers_left
-from ..cluster.runner import Runner, WorkerLost
+from ..cluster.runner import Runner, WorkerLost, move_slots, workers_left
 from ..errors import BackendError, ClusterLost, InputError
 from ..table.schema import as_list as _as_list
 from .distpab import (DISTPAB, PerturbParams, Stats, frame_matrix as _frame_matrix, is_frame as _is_frame,
