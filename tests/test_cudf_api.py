@@ -45,7 +45,7 @@ OBJECT_METHODS = {
     "DataFrame": ("memory_usage", "to_pandas", "to_arrow", "to_cupy", "reset_index", "take", "__getitem__",
                   "columns", "isna"),
     "Series": ("memory_usage", "to_pandas", "to_cupy", "reset_index", "take", "where", "isna", "sum", "dtype", "cat"),
-    "Index": ("memory_usage", "to_pandas"),  # a categorical's categories (gpuanon/resident.py)
+    "Index": ("memory_usage", "to_pandas"),  # a categorical's categories (gpuanon/table/resident.py)
 }
 
 NETWORK_MARKS = ("Could not fetch URL", "Failed to establish a new connection", "NewConnectionError",

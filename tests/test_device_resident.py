@@ -1,7 +1,7 @@
 """A device-resident input (a cuDF frame; here the cuDF double of tests/cudf_double.py on the CuPy
 double) on the GPU backend: the output equals the CPU's from the same pandas frame, and the row data
 of its plain numeric QIs does not cross the bus at all (their checks and profile made on the device,
-:mod:`gpuanon.resident`), counted by the report's ``transfers``."""
+:mod:`gpuanon.table.resident`), counted by the report's ``transfers``."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _schema_both(df, caplog, **roles):
     """The schema (or its error) and the warnings of ``df`` on the CPU and from the double's device."""
     import logging
 
-    from gpuanon.resident import split_resident
+    from gpuanon.table.resident import split_resident
     from gpuanon.table.schema import Schema
 
     out = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..table.encoding import is_na
+from ..table.values import is_na
 from ..errors import PrivacyError, SchemaError, shown
 
 L_KINDS = ("distinct", "entropy", "recursive")

@@ -32,7 +32,8 @@ from ..backend import device_column, device_frame, frame_to_device, is_device_fr
 from ..table.cells import (SET_SEPARATOR, escape_value, in_input_order, minmax_dtype, range_text_array,
                      set_text)
 from ..release.classes import ClassStats
-from ..table.encoding import Table, is_na
+from ..table.encoding import Table
+from ..table.values import is_na
 from ..table.exact import bound_values, mean_values, range_texts
 
 FORMATS = ("range", "minmax", "mean")

@@ -32,7 +32,7 @@ from ..release.classes import ClassStats
 from ..table.encoding import Table, encode, kernel_specs
 from ..errors import VerificationError
 from ..hierarchy import choose_rho, initial_hierarchies
-from ..resident import split_resident
+from ..table.resident import split_resident
 from .generalize import generalize
 from .optimize import optimize_partitions
 from .plan import Plan, check_input
@@ -89,7 +89,7 @@ class InProcess:
     def fit(self, plan: Plan, source) -> FitResult:
         """Roles, encoding and partitions of ``source`` (a pandas or cuDF frame). A cuDF frame on the
         GPU backend keeps its plain numeric QIs on the device (checked from their facts, keyed where
-        they are: :func:`~gpuanon.resident.split_resident`); the columns the host must see come in
+        they are: :func:`~gpuanon.table.resident.split_resident`); the columns the host must see come in
         one counted copy, stage ``input`` (on the CPU backend: the whole frame)."""
         transfers = TransferLog(simulate=False)
         mark = dict(compile_seconds)  # kernels first launched from here on are this fit's

@@ -113,7 +113,7 @@ class Plan:
     def with_roles(self, df, resident=None, factorized: dict | None = None) -> "Plan":
         """This plan with the roles and kinds of ``df``'s columns (a pandas frame: the table, or a
         sample of it; ``resident``: a device-resident input's part on the device, see
-        :func:`gpuanon.resident.split_resident`); one clear error per problem. ``factorized``: as
+        :func:`gpuanon.table.resident.split_resident`); one clear error per problem. ``factorized``: as
         ``Schema.from_frame``'s."""
         schema = Schema.from_frame(df, **self.roles, factorized=factorized, resident=resident)
         cols = list(df.columns) if resident is None else resident.columns

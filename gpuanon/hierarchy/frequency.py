@@ -25,8 +25,8 @@ import pandas as pd
 
 from ..backend import get_namespace, to_host
 from ..table.cells import set_text
-from ..table.dictionaries import value_key
-from ..table.encoding import codes_sorted, is_na
+from ..table.encoding import codes_sorted
+from ..table.values import is_na, value_key
 from ..errors import InputError
 from .labels import ROOT, node_text
 from .tree import Hierarchy
@@ -271,7 +271,7 @@ def _rho_value(r: Fraction):
 
 def _spec_order(uniq: list, tstar: np.ndarray, share: np.ndarray) -> list[int]:
     """The contract's category order: (majority target, its share, missing last, value), as the
-    encoder's (:func:`gpuanon.table.dictionaries.category_order`)."""
+    encoder's (:func:`gpuanon.table.values.category_order`)."""
     return sorted(range(len(uniq)), key=lambda i: (int(tstar[i]), float(share[i]), value_key(uniq[i])))
 
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..table.encoding import is_na
+from ..table.values import is_na
 from ..errors import InputError
 
 ROOT = "*"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..table.encoding import is_na
+from ..table.values import is_na
 from ..errors import InputError
 from .labels import MISSING_LABEL, ROOT, node_text
 from .tree import Hierarchy

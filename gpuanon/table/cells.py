@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .dictionaries import is_na
+from .values import is_na
 from .exact import float_values, is_time, looks_like_time, parse_exact, time_ns
 
 SET_SEPARATOR = "|"

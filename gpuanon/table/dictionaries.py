@@ -12,8 +12,8 @@ runs the chunk and the encode on every shard's worker, combine / finalize on the
   values, numeric ranks already on the device);
 * combine (:func:`combine`): one profile of several (values united, counts added; of one: itself);
 * finalize (:func:`finalize`): the :class:`Dictionaries` (every QI's :class:`Column`, the
-  sensitive and target values, the missing patterns), by :func:`value_order` and
-  :func:`category_order`, which read values and counts only -- never how the rows were split;
+  sensitive and target values, the missing patterns), by :func:`~gpuanon.table.values.value_order` and
+  :func:`~gpuanon.table.values.category_order`, which read values and counts only -- never how the rows were split;
 * encode (:func:`encode_chunk`): a chunk's keys, codes and block ids: its own codes through a
   small table (its distinct values' positions in the dictionaries), skipped where that is the
   identity (one chunk).
@@ -48,6 +48,7 @@ from kernels.keys import MISSING, float32_keys, rank_keys
 from ..backend import get_namespace, to_device, to_host
 from ..errors import SchemaError
 from .exact import Exact, combine_exact, exact_of
+from .values import category_order, is_na, jsonable, value_order
 
 
 @dataclass
@@ -102,65 +103,6 @@ class Column:
         return d
 
 
-def is_na(v) -> bool:
-    """A missing value: None, NaN, NA, NaT (``pd.isna``; False for values it cannot judge, e.g. lists).
-    The one test of a missing cell value (``cells``, ``encoding``, ``hierarchy`` and ``anonymize`` use it)."""
-    if v is None or v is pd.NA:
-        return True
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def jsonable(v):
-    """A NumPy scalar as the Python number it holds (other values as they are)."""
-    return v.item() if isinstance(v, (np.integer, np.floating, np.bool_)) else v
-
-
-def sort_key(v):
-    """Sort key of a category: numbers by value, then text, missing last."""
-    if is_na(v):
-        return (2, "")
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
-        return (0, float(v), "")
-    return (1, str(v))
-
-
-def value_key(v):
-    """A value's place in a dictionary: missing last, numbers by value, then text; values with the
-    same text (``1`` the number before ``'1'`` the text) by their type's name, so that the order
-    never depends on which value came first."""
-    return (is_na(v), sort_key(v), type(v).__name__)
-
-
-def value_order(uniq: list) -> list:
-    """Positions of the distinct values ``uniq`` in dictionary order (:func:`value_key`)."""
-    return sorted(range(len(uniq)), key=lambda i: value_key(uniq[i]))
-
-
-def category_order(uniq: list, joint=None, order_values=None) -> list:
-    """Finalize of a categorical column's dictionary: the positions of its distinct values ``uniq``
-    in code order. A hierarchy's leaf order ``order_values`` decides when given (matched by text,
-    missing as ``NaN``; values not in it last, by value); else with ``joint`` (rows per value x
-    target value, target values in dictionary order) the majority target value, then its share,
-    then the value (missing last); else the value.
-
-    >>> category_order(["b", "a", "c"]), category_order(["b", "a"], np.array([[1, 3], [2, 0]]))
-    ([1, 0, 2], [1, 0])
-    """
-    m = len(uniq)
-    if order_values is not None:
-        pos = {("NaN" if is_na(v) else str(v)): i for i, v in enumerate(order_values)}
-        return sorted(range(m), key=lambda i: (pos.get("NaN" if is_na(uniq[i]) else str(uniq[i]), len(pos)),
-                                               value_key(uniq[i])))
-    if joint is not None:
-        tstar = joint.argmax(axis=1)
-        share = joint[np.arange(m), tstar] / np.maximum(joint.sum(axis=1), 1)
-        return sorted(range(m), key=lambda i: (int(tstar[i]), float(share[i]), value_key(uniq[i])))
-    return value_order(uniq)
-
-
 def codes_sorted(series: pd.Series):
     """Codes of a column with categories sorted by value (missing last, its own category)."""
     codes, uniq = _factorize(series)
@@ -202,7 +144,7 @@ class Chunk:
 def profile_chunk(df: pd.DataFrame, schema, xp=np, check: bool = False, resident=None,
                   factorized: dict | None = None) -> tuple[Profile, Chunk]:
     """Chunk: the profile of ``df``'s rows and their codes (keys made on ``xp``'s device; ``resident``:
-    a cuDF input's :class:`~gpuanon.resident.Resident`, its QIs coded on the device, not read from ``df``;
+    a cuDF input's :class:`~gpuanon.table.resident.Resident`, its QIs coded on the device, not read from ``df``;
     ``factorized``: ``{categorical QI: (codes, distinct values)}`` of these rows, no value missing,
     as :meth:`gpuanon.table.schema.Schema.from_frame` hashed them: taken as they are).
 
@@ -258,7 +200,7 @@ def _factorize(s: pd.Series):
 
 def _profile_resident(name, resident, xp, chunk: Chunk, j: int):
     """:func:`_profile_numeric` of a device-resident column: keyed where it is, its profile from its
-    facts (:class:`~gpuanon.resident.ColumnFacts`), its missing mask the one the split brought."""
+    facts (:class:`~gpuanon.table.resident.ColumnFacts`), its missing mask the one the split brought."""
     f, x = resident.facts[name], resident.values[name]
     uniq = None
     if x.dtype == xp.float32:

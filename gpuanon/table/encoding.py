@@ -36,9 +36,9 @@ from kernels.keys import MISSING, decode_keys
 from kernels.specs import CategoricalSpec, ColumnSpec, HierarchySpec, NumericSpec
 
 from ..backend import namespace_by_name, to_device, to_host
-from .dictionaries import (Column, Dictionaries, codes_sorted, encode_chunk, finalize, is_na, jsonable,
-                           profile_chunk, sort_key)
+from .dictionaries import Column, Dictionaries, codes_sorted, encode_chunk, finalize, profile_chunk
 from .schema import Schema
+from .values import is_na, jsonable, sort_key
 
 __all__ = ["Column", "Dictionaries", "Table", "codes_sorted", "encode", "is_na", "kernel_specs", "sort_key"]
 
@@ -172,7 +172,7 @@ def encode(df: pd.DataFrame, schema: Schema, xp=np, orders: dict | None = None, 
     which are the chunk's own, so its numeric keys and sorted values made on the device are kept
     as they are. ``orders`` maps a categorical QI to the order its categories must be coded in (a
     hierarchy's leaf order, so that Mondrian's ordinal cuts follow the hierarchy). ``resident``: the
-    device-resident part of the input (:func:`gpuanon.resident.split_resident`; ``df`` holds the
+    device-resident part of the input (:func:`gpuanon.table.resident.split_resident`; ``df`` holds the
     rest): its plain numeric QIs are keyed on the device where they are, nothing of them uploaded.
     ``factorized``: the text QIs' codes as :meth:`~gpuanon.table.schema.Schema.from_frame` hashed them on
     ``df`` (not hashed again).

@@ -50,7 +50,7 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dic
     """Warn about a QI that is entirely missing or that looks like an identifier. ``factorized``:
     where a text column's codes are kept (``{column: (codes, distinct values)}``, a column with no
     missing value) for the encoding of the same frame (:func:`gpuanon.table.dictionaries.profile_chunk`);
-    ``facts``: the :class:`~gpuanon.resident.ColumnFacts` of a device-resident column, read in place
+    ``facts``: the :class:`~gpuanon.table.resident.ColumnFacts` of a device-resident column, read in place
     of its values."""
     s = df[c] if facts is None else None
     n_distinct = None
@@ -202,7 +202,7 @@ class Schema:
 
         ``factorized``: a dict that keeps the codes of the text QIs hashed here (to encode the same
         frame without hashing them again, :func:`gpuanon.table.encoding.encode`). ``resident``: the
-        device-resident part of the input (:class:`gpuanon.resident.Resident`, its plain numeric QIs;
+        device-resident part of the input (:class:`gpuanon.table.resident.Resident`, its plain numeric QIs;
         ``df`` holds the other columns): those are checked from their facts.
 
         Raises

@@ -20,7 +20,7 @@ the host path's results bit for bit (``tests/test_device_resident.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ import pandas as pd
 
 from kernels.counts import count_values
 
-from .backend import device_matrix, frame_to_host, to_device, to_host
+from ..backend import device_matrix, frame_to_host, to_device, to_host
 
 __all__ = ["ColumnFacts", "DEVICE_KEYED", "Resident", "split_resident"]
 
@@ -219,6 +219,4 @@ def _categorical(res: Resident, s, name, n: int, xp) -> None:
 
 
 def _replace(f: ColumnFacts, **kw) -> ColumnFacts:
-    from dataclasses import replace  # noqa: PLC0415
-
     return replace(f, **kw)
