@@ -117,15 +117,20 @@ def run(args) -> int:
     return 0
 
 
+def add_attack_options(g, default: int, what: str, where: str, held: str) -> None:
+    """``--attacks [N] [--control-fraction F]`` in the group ``g``: N attacks of each kind on ``what``
+    (``default`` when N is left out), the risks ``where``; F of the input rows held out of ``held``."""
+    g.add_argument("--attacks", nargs="?", const=default, type=int, metavar="N",
+                   help=f"attack {what} (N attacks of each kind, default {default}): {where}")
+    g.add_argument("--control-fraction", dest="control_fraction", type=float, metavar="F",
+                   help=f"with --attacks: hold a seeded random share F of the input rows out of {held} as the "
+                        f"attacks' control (without it the risk is the attack rate)")
+
+
 def add_anonymize_options(a) -> None:
     """``anonymize --attacks [N] [--control-fraction F]``."""
     g = a.add_argument_group("attacks on the output (singling out, linkability, inference; docs/attack.md)")
-    g.add_argument("--attacks", nargs="?", const=2000, type=int, metavar="N",
-                   help="attack the output (N attacks of each kind, default 2000): its risks under 'attacks' in "
-                        "--report")
-    g.add_argument("--control-fraction", dest="control_fraction", type=float, metavar="F",
-                   help="with --attacks: hold a seeded random share F of the input rows out of the release as the "
-                        "attacks' control (without it the risk is the attack rate)")
+    add_attack_options(g, 2000, "the output", "its risks under 'attacks' in --report", "the release")
 
 
 def split_for_attacks(args, df):

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from ..errors import InputError
-from .attack_release import split_for_attacks
+from .attack_release import add_attack_options, split_for_attacks
 from .common import hierarchy_spec, read_input, rho_value
 from .config import defaults
 from .options import BACKENDS, L_KINDS, MODES, T_DISTANCES, add_hierarchy_options, table_command
@@ -36,12 +36,8 @@ def add_parser(sub):
     g.add_argument("--table", help="markdown table shaped like the thesis's table 5.4 (default: next to --out)")
     a = w.add_argument_group("attacks on each grid point's output (singling out, linkability, inference; "
                              "docs/attack.md)")
-    a.add_argument("--attacks", nargs="?", const=500, type=int, metavar="N",
-                   help="attack every grid point's output (N attacks of each kind, default 500): the risk columns "
-                        "in --out and --table, and the frontier of loss against risk in --attack-plot")
-    a.add_argument("--control-fraction", dest="control_fraction", type=float, metavar="F",
-                   help="with --attacks: hold a seeded random share F of the input rows out of the sweep as the "
-                        "attacks' control (without it the risk is the attack rate)")
+    add_attack_options(a, 500, "every grid point's output", "the risk columns in --out and --table, and the "
+                       "frontier of loss against risk in --attack-plot", "the sweep")
     a.add_argument("--attack-plot", dest="attack_plot", help="with --attacks: PNG of information loss against each "
                                                              "attack's risk, one point per grid value (default: next "
                                                              "to --out)")
