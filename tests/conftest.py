@@ -35,7 +35,7 @@ def _package_logger_put_back_after_module():
 @pytest.fixture(scope="module")
 def clients():
     """``{2: client, 3: client}``: in-process LocalClusters, closed after the module."""
-    from gpuanon.distributed import make_client
+    from gpuanon.cluster.connect import make_client
 
     out = {}
     with warnings.catch_warnings():

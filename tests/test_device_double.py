@@ -216,7 +216,7 @@ def test_sweep(adult8k):
 
 
 def _cluster_both(frames, kw, local_rows):
-    from gpuanon.distributed import make_client
+    from gpuanon.cluster.connect import make_client
     from gpuanon.distributed.mondrian import run_distributed
 
     client, cl = make_client(2)

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from gpuanon.distributed import open_cluster, parse_cluster  # noqa: E402
+from gpuanon.cluster.connect import open_cluster, parse_cluster  # noqa: E402
 from gpuanon.cluster.connect import worker_addresses  # noqa: E402
 from gpuanon.errors import BackendError, InputError  # noqa: E402
 

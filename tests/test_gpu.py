@@ -347,7 +347,8 @@ def test_cluster_on_the_gpu_equals_one_process(monkeypatch):
     pytest.importorskip("distributed")
     from test_distributed_mondrian import check_same
 
-    from gpuanon.distributed import make_client, ranges
+    from gpuanon.cluster.connect import make_client
+    from gpuanon.distributed import ranges
     from gpuanon.distributed.mondrian import run_distributed
 
     monkeypatch.setattr(ranges, "RANGE_MIN_PAIRS", 0)

@@ -17,7 +17,7 @@ library in an import statement).
 
 Examples
 --------
->>> from gpuanon.distributed import open_cluster
+>>> from gpuanon.cluster.connect import open_cluster
 >>> with open_cluster("local:2", backend="cpu") as cl:  # doctest: +SKIP
 ...     len(cl.workers)
 2

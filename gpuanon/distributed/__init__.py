@@ -21,10 +21,9 @@
   ``gpuanon anonymize DIR --cluster SPEC --out DIR`` (:mod:`gpuanon.cli.anonymize`, one path for both
   runners), registered with :mod:`gpuanon.anonymize.runners` when imported; nothing here imports ``cli``.
 
-Only :mod:`gpuanon.cluster.connect` is imported eagerly (it imports nothing from Dask until called).
+Opening a cluster has one path, :mod:`gpuanon.cluster.connect` (not re-exported here).
 """
 
-from ..cluster.connect import ClusterHandle, make_client, open_cluster, parse_cluster
 from .mondrian import run_distributed
 
-__all__ = ["ClusterHandle", "make_client", "open_cluster", "parse_cluster", "run_distributed"]
+__all__ = ["run_distributed"]
