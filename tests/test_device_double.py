@@ -15,6 +15,7 @@ from cupy_double import DeviceDouble, DeviceDoubleError  # noqa: E402
 from gpuanon import Mondrian  # noqa: E402
 from gpuanon import backend as B  # noqa: E402
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, HEPMASS_FEATURES, load_adult, make_hepmass  # noqa: E402
+from gpuanon.metrics import runs as R  # noqa: E402
 
 #: kernel faults whose fix is pending in kernels/: recorded by the double, not raised (none today;
 #: int64 add through atomicAdd(long long*), F1, was one)
@@ -494,6 +495,35 @@ def test_gpu_check_budgets_hold_on_the_double():
     m.report_["transfers"]["stages"]["metrics"]["syncs"] += 1
     got = gc.budgets(m)
     assert not got["all_ok"] and not got["metrics"]["ok"] and got["verify"]["ok"]
+    # the H100's fifth metrics sync at 10.5M x 28: the sorted uint32 keys (1.18 GB) make two groups of
+    # gpuanon/metrics/runs.py's column reads (25 + 3 columns), one counted read each, so its budget is 5
+    assert R.column_groups([10_500_000 * 4] * 28) == [25, 3] and R.column_groups([2_000_000 * 4] * 28) == [28]
+    n_rows = m.table_.n_rows
+    m.table_.n_rows = 10_500_000
+    try:
+        got = gc.budgets(m)
+    finally:
+        m.table_.n_rows = n_rows
+    assert got["all_ok"] and got["metrics"] == {"device": 5, "double": 5, "ok": True}, got
+
+
+def test_metrics_reads_one_per_column_group(monkeypatch):
+    """The double counts each grouped read of gpuanon/metrics/runs.py: with groups of 10 columns the
+    28 QIs' counts take three reads where one group takes one (the 10.5M x 28 H100 run took two)."""
+    df = make_hepmass(3_000, random_state=0)
+
+    def metrics_syncs():
+        with B.use_device_module(DeviceDouble()):
+            m = Mondrian(k=10, quasi_identifiers=list(HEPMASS_FEATURES), sensitive="label",
+                         output_format="minmax", backend="gpu", progress=False)
+            m.fit_transform(df)
+        return m.report_["transfers"]["stages"]["metrics"]["syncs"], m.metrics_
+
+    one, metrics = metrics_syncs()
+    monkeypatch.setattr(R, "GROUP_BYTES", 10 * 3_000 * 4)
+    assert R.column_groups([3_000 * 4] * 28) == [10, 10, 8]
+    three, metrics_3 = metrics_syncs()
+    assert three == one + 2 and metrics_3 == metrics
 
 
 def test_get_namespace_and_the_backend_by_name_on_the_device():
