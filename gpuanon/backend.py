@@ -223,6 +223,19 @@ def synchronize() -> None:
         cp.cuda.Device().synchronize()
 
 
+class _Bytes:
+    """A size alone, for :func:`would_read` (the log reads ``nbytes`` only)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = int(nbytes)
+
+
+def would_read(nbytes: int) -> None:
+    """Count in simulated (CPU run) logs only a device-to-host read of ``nbytes`` that the device
+    formulation makes where the CPU takes another (nothing is read; a GPU's log counts real copies)."""
+    _count("to_host", _Bytes(nbytes), False)
+
+
 def to_scalar(a: Any):
     """One element as a Python number (an 8-byte device-to-host copy on the GPU; counted when simulated)."""
     if hasattr(a, "nbytes"):
@@ -492,4 +505,4 @@ def load_cuml() -> tuple[ModuleType | None, str]:
     return cuml, ""
 
 
-_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host, sync=synchronize)  # kernels' host reads are counted too
+_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host, sync=synchronize, would_read=would_read)  # kernels' host reads are counted too
