@@ -223,17 +223,9 @@ def synchronize() -> None:
         cp.cuda.Device().synchronize()
 
 
-class _Bytes:
-    """A size alone, for :func:`would_read` (the log reads ``nbytes`` only)."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes = int(nbytes)
-
-
 def would_read(nbytes: int) -> None:
-    """Count in simulated (CPU run) logs only a device-to-host read of ``nbytes`` that the device
-    formulation makes where the CPU takes another (nothing is read; a GPU's log counts real copies)."""
-    _count("to_host", _Bytes(nbytes), False)
+    """Count in simulated (CPU run) logs only a read of ``nbytes`` the device formulation makes, not the CPU's."""
+    _count("to_host", np.empty(int(nbytes), dtype=np.uint8), False)
 
 
 def to_scalar(a: Any):
