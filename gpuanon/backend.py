@@ -223,6 +223,11 @@ def synchronize() -> None:
         cp.cuda.Device().synchronize()
 
 
+def would_read(nbytes: int) -> None:
+    """Count in simulated (CPU run) logs only a read of ``nbytes`` the device formulation makes, not the CPU's."""
+    _count("to_host", np.empty(int(nbytes), dtype=np.uint8), False)
+
+
 def to_scalar(a: Any):
     """One element as a Python number (an 8-byte device-to-host copy on the GPU; counted when simulated)."""
     if hasattr(a, "nbytes"):
@@ -492,4 +497,4 @@ def load_cuml() -> tuple[ModuleType | None, str]:
     return cuml, ""
 
 
-_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host, sync=synchronize)  # kernels' host reads are counted too
+_kernel_host.HOOKS.update(scalar=to_scalar, host=to_host, sync=synchronize, would_read=would_read)  # kernels' host reads are counted too

@@ -15,8 +15,10 @@ def _item(a):
 
 
 #: ``scalar``: one element as a Python number; ``host``: a NumPy copy (both counted once installed);
-#: ``sync``: wait for the device's queued work (None alone: nothing to wait for)
-HOOKS = {"scalar": _item, "host": np.asarray, "sync": None}
+#: ``sync``: wait for the device's queued work (None alone: nothing to wait for); ``would_read``: count,
+#: in a CPU run's simulated log only, a read of ``nbytes`` that the device formulation makes and the
+#: CPU's own formulation does not (alone: nothing to count)
+HOOKS = {"scalar": _item, "host": np.asarray, "sync": None, "would_read": None}
 
 
 def scalar(a):
@@ -27,3 +29,13 @@ def scalar(a):
 def host(a):
     """``a`` as a NumPy array (a counted device-to-host copy on a device)."""
     return HOOKS["host"](a)
+
+
+def would_read(nbytes: int, times: int = 1) -> None:
+    """Count ``times`` reads of ``nbytes`` each that the device formulation would make, in a CPU
+    run's simulated transfer log only (a GPU's log counts the real copies): the CPU takes its own
+    formulation and its report still counts what would cross."""
+    hook = HOOKS.get("would_read")
+    if hook is not None:
+        for _ in range(times):  # a loop over reads counted, not over data
+            hook(nbytes)

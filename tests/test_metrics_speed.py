@@ -113,3 +113,29 @@ def test_mask_text_codes_equal_the_codes_of_the_per_class_texts(words):
     want_codes, want_texts = gen._text_codes(gen._mask_texts(masks, cats))
     assert np.array_equal(codes, want_codes) and (codes == -1).any()
     assert texts.tolist() == want_texts.tolist() and texts.dtype == want_texts.dtype
+
+
+@pytest.mark.parametrize("case", ["full", "few", "halves", "extremes", "signed"])
+def test_dense_ids_of_64_bit_keys_equal_numpys_unique(case):
+    # the CPU's two packed sorts (4096 entries or more of 64-bit keys) against numpy.unique's inverse
+    rng = np.random.default_rng(7)
+    m = 20_011
+    if case == "full":
+        a = rng.integers(0, 2**64 - 1, m, dtype=np.uint64)
+    elif case == "few":
+        a = rng.integers(0, 37, m).astype(np.uint64)
+    elif case == "halves":  # equal high halves, ties broken by the low ones
+        a = (rng.integers(0, 50, m).astype(np.uint64) << np.uint64(32)) | rng.integers(0, 3, m).astype(np.uint64)
+    elif case == "extremes":
+        a = np.full(m, 2**64 - 1, dtype=np.uint64)
+        a[::7] = 0
+    else:  # non-negative int64 (the merged classes' tuple ids)
+        a = rng.integers(0, 2**62, m, dtype=np.int64)
+        a[1::5] = a[::5][: a[1::5].shape[0]]
+    ids, n = formulas.dense_ids(a)
+    uniq, inv = np.unique(a, return_inverse=True)
+    assert ids.dtype == np.int64 and n == uniq.shape[0]
+    np.testing.assert_array_equal(ids, inv.reshape(-1))
+    ids_x, n_x = formulas.dense_ids_x(a)
+    np.testing.assert_array_equal(ids_x, inv.reshape(-1))
+    assert int(n_x) == n

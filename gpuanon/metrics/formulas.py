@@ -176,10 +176,47 @@ def dense_ids(a):
     ``n`` is read from the device (one counted sync)."""
     xp = get_namespace(a)
     if xp is np:
-        uniq, ids = np.unique(np.asarray(a).reshape(-1), return_inverse=True)
+        a = np.asarray(a).reshape(-1)
+        if 4096 <= a.shape[0] < 1 << 32 and a.dtype.itemsize == 8 and (
+                a.dtype.kind == "u" or (a.dtype.kind == "i" and a.min() >= 0)):
+            return _dense_ids_64(a.view(np.uint64))
+        uniq, ids = np.unique(a, return_inverse=True)
         return ids.reshape(-1).astype(np.int64, copy=False), int(uniq.shape[0])
     ids, n = dense_ids_x(a)
     return ids, int(to_scalar(n))
+
+
+def _dense_ids_64(a):
+    """:func:`dense_ids` of a uint64 array of fewer than ``2**32`` entries on the CPU: the order by
+    two sorts of ``half << 32 | position`` (the low halves, then the high halves of that order:
+    a stable radix order of the whole values), NumPy's vectorized sort of 64-bit keys, about a
+    third less than ``unique``'s argsort of the values; the same ids (ranks of the values).
+
+    >>> _dense_ids_64(np.array([7, 3 << 32, 7, 5], dtype=np.uint64))[0].tolist()
+    [1, 2, 1, 0]
+    """
+    m = int(a.shape[0])
+    pos = np.arange(m, dtype=np.uint64)
+    low = np.uint64(0xFFFFFFFF)
+    key = a << np.uint64(32)
+    key |= pos
+    key.sort()
+    o1 = (key & low).astype(np.intp)  # positions by the low half
+    key = a[o1]
+    key >>= np.uint64(32)
+    key <<= np.uint64(32)
+    key |= pos
+    key.sort()
+    order = o1[(key & low).astype(np.intp)]  # positions by the value (ties: by position)
+    srt = a[order]
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.not_equal(srt[1:], srt[:-1], out=new[1:])
+    sid = np.cumsum(new, dtype=np.int64)
+    sid -= 1
+    ids = np.empty(m, dtype=np.int64)
+    ids[order] = sid
+    return ids, int(sid[-1]) + 1
 
 
 def dense_ids_x(a):
