@@ -18,6 +18,7 @@ import numpy as np
 from ..release.verify import splitmix64
 from .cells import Encoded, unique_keys, unique_rows
 from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
+from .singletons import draw, from_records, medians, successes
 from .stats import results
 
 #: control rows per predicate listed once for the correction's subsamples (predicates matching more are counted on each)
@@ -32,37 +33,6 @@ def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
     used = np.zeros((n, n_cols_total), dtype=bool)
     np.put_along_axis(used, pick, True, axis=1)
     return used
-
-
-def _medians(e: Encoded, rows) -> dict:
-    med = {}
-    for c in e.columns:
-        if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            with np.errstate(invalid="ignore"):
-                mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, np.nan)
-            med[c.name] = float(np.nanmedian(mid)) if np.isfinite(mid).any() else 0.0
-    return med
-
-
-def from_records(e: Encoded, rows, used: np.ndarray, medians: dict) -> Predicates:
-    """Multivariate predicates from release rows ``rows`` on the columns ``used`` (bool, per column)."""
-    q = Predicates.empty(e.columns, len(rows))
-    for j, c in enumerate(e.columns):
-        u = used[:, j].copy()
-        if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
-            u &= ~star  # '*' says nothing
-            with np.errstate(invalid="ignore"):
-                up = (lo + hi) / 2 > medians[c.name]
-            q.a[c.name] = np.where(miss, np.inf, np.where(up, lo, -np.inf))
-            q.b[c.name] = np.where(miss, -np.inf, np.where(up, np.inf, hi))
-            q.null[c.name] = miss
-        else:
-            q.p[c.name] = e.release.cell[c.name][rows]
-        q.used[c.name] = u
-    return q
 
 
 def univariate_candidates(e: Encoded, rows) -> Predicates:
@@ -151,7 +121,7 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
         ok = np.flatnonzero(match_counts(cand, cols, e.release, rng, index=row_index(cols, e.release, rows)) == 1)
         ok = ok[_new(np.zeros(0, dtype=np.uint64), _hashes(cand.keys(cols)[ok]))][:n]
         return cand.take(ok), len(ok) < n
-    med = _medians(e, rows)
+    med = medians(e, rows)
     n_cols = min(n_cols, len(cols))
     got, keys, idle = [], np.zeros(0, dtype=np.uint64), 0
     patience = patience or max(20 * n, 20000)
