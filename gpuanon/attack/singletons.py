@@ -162,7 +162,7 @@ def _lower_bounds(ax: list, n: int) -> np.ndarray:
         if not a.point:
             pattern |= v["up"].astype(np.int64) << j
         inside &= v["inside"]
-    pats = np.unique(pattern)
+    pats = np.flatnonzero(np.bincount(pattern))
     dirs_all = [v["up"] for v in lv]
     count = np.zeros(n, dtype=np.int64)
     box = ckey
@@ -173,18 +173,20 @@ def _lower_bounds(ax: list, n: int) -> np.ndarray:
         flat = ckey
         for j, v in enumerate(lv):
             flat = flat * sizes[j] + (v["hi"] if (pat >> j) & 1 else v["lo"])
-        hists[int(pat)] = np.bincount(flat, minlength=csize * math.prod(sizes)).reshape([csize] + sizes)
+        hists[int(pat)] = np.bincount(flat, minlength=csize * math.prod(sizes)).astype(np.int32).reshape([csize] + sizes)
     # the directions of the rows' boxes (downward where the column says nothing)
     direction = np.zeros(n, dtype=np.int64)
     for j, d in enumerate(dirs_all):
         direction |= d.astype(np.int64) << j
-    key = pattern * (1 << len(lv)) + direction
-    for k in np.unique(key):  # at most 4^k tables, usually one or a few
+    key = (pattern * (1 << len(lv)) + direction).astype(np.int16)
+    order = np.argsort(key, kind="stable")
+    cut = np.concatenate([[0], np.cumsum(np.bincount(key))])
+    for k in np.flatnonzero(cut[1:] > cut[:-1]):  # at most 4^k tables, usually one or a few
         pat, dirs = int(k) >> len(lv), int(k) & ((1 << len(lv)) - 1)
         t = hists[pat]
         for j in range(len(lv)):
             t = _directional(t, j + 1, bool((dirs >> j) & 1))
-        r = np.flatnonzero(key == k)
+        r = order[cut[k]:cut[k + 1]]
         count[r] = t.ravel()[box[r]]
     return count - inside
 
