@@ -146,49 +146,82 @@ def _directional(h: np.ndarray, axis: int, up: bool) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def _lower_bounds(ax: list, n: int) -> np.ndarray:
-    """Per row, a lower bound on the other rows its predicate on these columns matches (see the module)."""
+def _lower_bounds(ax: list, n: int, idx: np.ndarray) -> np.ndarray:
+    """For rows ``idx``, a lower bound on the other rows (of all ``n``) their predicates on these columns match
+    (see the module)."""
     cats = [a for a in ax if not isinstance(a, _Numeric)]
     nums = [a for a in ax if isinstance(a, _Numeric)]
     ckey, csize = _categorical_key(cats) if cats else (np.zeros(n, dtype=np.int64), 1)
     if not nums:  # the predicate's cell on every column: the rows holding the same cells
-        return np.bincount(ckey, minlength=csize)[ckey] - 1
+        return np.bincount(ckey, minlength=csize)[ckey[idx]] - 1
     target = 1 << max(1, int(np.log2(max(BUDGET / csize, 2)) / len(nums)))
     lv = [a.level(target) for a in nums]
     sizes = [v["top"] + 1 for v in lv]
-    pattern = np.zeros(n, dtype=np.int64)
-    inside = np.ones(n, dtype=bool)
+    k = len(lv)
+    pattern = np.zeros(len(idx), dtype=np.int64)  # hi bins matched on upward axes of non-point columns
+    direction = np.zeros(len(idx), dtype=np.int64)  # upward boxes (downward where the column says nothing)
+    inside = np.ones(len(idx), dtype=bool)
+    box = ckey[idx]
     for j, (a, v) in enumerate(zip(nums, lv)):  # a loop over the set's numeric columns
+        up = v["up"][idx]
         if not a.point:
-            pattern |= v["up"].astype(np.int64) << j
-        inside &= v["inside"]
-    pats = np.flatnonzero(np.bincount(pattern))
-    dirs_all = [v["up"] for v in lv]
-    count = np.zeros(n, dtype=np.int64)
-    box = ckey
-    for j, v in enumerate(lv):  # the rows' boxes on the directional axes (each top + 3 long)
-        box = box * (sizes[j] + 2) + v["box"]
-    hists = {}
-    for pat in pats:  # the matched rows' coordinates: hi bins on upward axes of non-point columns
-        flat = ckey
-        for j, v in enumerate(lv):
-            flat = flat * sizes[j] + (v["hi"] if (pat >> j) & 1 else v["lo"])
-        hists[int(pat)] = np.bincount(flat, minlength=csize * math.prod(sizes)).astype(np.int32).reshape([csize] + sizes)
-    # the directions of the rows' boxes (downward where the column says nothing)
-    direction = np.zeros(n, dtype=np.int64)
-    for j, d in enumerate(dirs_all):
-        direction |= d.astype(np.int64) << j
-    key = (pattern * (1 << len(lv)) + direction).astype(np.int16)
+            pattern |= up.astype(np.int64) << j
+        direction |= up.astype(np.int64) << j
+        inside &= v["inside"][idx]
+        box = box * (sizes[j] + 2) + v["box"][idx]  # on the directional axes (each top + 3 long)
+    key = (pattern * (1 << k) + direction).astype(np.int16)
     order = np.argsort(key, kind="stable")
     cut = np.concatenate([[0], np.cumsum(np.bincount(key))])
-    for k in np.flatnonzero(cut[1:] > cut[:-1]):  # at most 4^k tables, usually one or a few
-        pat, dirs = int(k) >> len(lv), int(k) & ((1 << len(lv)) - 1)
+    hists: dict = {}
+    count = np.zeros(len(idx), dtype=np.int64)
+    for kk in np.flatnonzero(cut[1:] > cut[:-1]):  # at most 4^k tables, usually one or a few
+        pat, dirs = int(kk) >> k, int(kk) & ((1 << k) - 1)
+        if pat not in hists:
+            flat = ckey
+            for j, v in enumerate(lv):  # a loop over the set's numeric columns
+                flat = flat * sizes[j] + (v["hi"] if (pat >> j) & 1 else v["lo"])
+            hists[pat] = np.bincount(flat, minlength=csize * math.prod(sizes)).astype(np.int32).reshape(
+                [csize] + sizes)
         t = hists[pat]
-        for j in range(len(lv)):
+        for j in range(k):  # a loop over the set's numeric columns
             t = _directional(t, j + 1, bool((dirs >> j) & 1))
-        r = order[cut[k]:cut[k + 1]]
+        r = order[cut[kk]:cut[kk + 1]]
         count[r] = t.ravel()[box[r]]
     return count - inside
+
+
+def _codes(a, rows=None) -> np.ndarray:
+    """A column's cells as one integer per row (for sorting)."""
+    if isinstance(a, _Numeric):
+        return a.lo * (a.fine + 1) + a.hi
+    return a["cell"]
+
+
+def _certain(a, r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Whether row ``r``'s predicate's condition on this column certainly holds for row ``s`` (pairs)."""
+    if not isinstance(a, _Numeric):
+        return a["cell"][r] == a["cell"][s]
+    m = a.mode[r]
+    return np.select([m == 1, m == 2, m == 3], [a.hi[s] >= a.lo[r], (a.lo[s] <= a.hi[r]) & (a.lo[s] > 0),
+                                                a.lo[s] == 0], True)
+
+
+def _partner_masks(ax: list, n: int) -> list:
+    """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
+    fewest distinct cells first, and the other way round): the columns on which that row certainly
+    matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
+    distinct = [len(np.unique(_codes(a))) for a in ax]
+    out = []
+    for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
+        order = np.lexsort([_codes(ax[j]) for j in cols[::-1]])
+        for shift in (1, -1):  # the next row in that order, and the previous one
+            partner = np.empty(n, dtype=np.int64)
+            partner[order] = np.roll(order, -shift)
+            mask = np.zeros(n, dtype=np.int64)
+            for j, a in enumerate(ax):  # a loop over columns
+                mask |= _certain(a, np.arange(n), partner).astype(np.int64) << j
+            out.append(np.where(partner == np.arange(n), 0, mask))
+    return out
 
 
 def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -197,10 +230,18 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     match_counts (the pairs do not depend on it)."""
     cols = e.columns
     ax = _axes(e, rows, medians)
+    n = len(rows)
+    masks = _partner_masks(ax, n) if n > 1 else []
     sets = list(itertools.combinations(range(len(cols)), n_cols))
     cand_row, cand_set = [], []
     for s, S in enumerate(sets):  # a loop over column sets (each a whole-array pass)
-        left = np.flatnonzero(_lower_bounds([ax[j] for j in S], len(rows)) < 1)
+        bits = sum(1 << j for j in S)
+        alive = np.ones(n, dtype=bool)
+        for m in masks:  # a loop over partners
+            alive &= (m & bits) != bits
+        left = np.flatnonzero(alive)
+        if len(left):
+            left = left[_lower_bounds([ax[j] for j in S], n, left) < 1]
         cand_row.append(left)
         cand_set.append(np.full(len(left), s, dtype=np.int64))
     cand_row, cand_set = np.concatenate(cand_row), np.concatenate(cand_set)

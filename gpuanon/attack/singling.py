@@ -13,6 +13,8 @@ sizes differ); the baseline from random predicates over the release's cells (ano
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..release.verify import splitmix64
@@ -25,6 +27,8 @@ from .stats import results
 PAIR_CAP = 64
 #: most predicates drawn in one batch of the multivariate generator
 BATCH_MAX = 100_000
+#: cost of one random draw over that of one (row, column set) pair of the exact pass (measured, roughly)
+DRAW_COST = 100
 
 
 def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
@@ -111,9 +115,22 @@ def _new(have: np.ndarray, new: np.ndarray) -> np.ndarray:
     return first[~np.isin(new[first], have)]
 
 
-def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: int | None = None):
+def _every_singleton(e: Encoded, rows, n: int, n_cols: int, med: dict, rng):
+    """Rejection sampling's law without the rejections: every successful (row, column set) pair listed,
+    then the first ``n`` distinct predicates of uniform draws among them (:mod:`.singletons`); all of them,
+    ``exhausted``, when there are fewer."""
+    pos, sets = successes(e, rows, n_cols, med, rng)
+    q = from_records(e, rows[pos], sets, med)
+    pick = draw(q, _hashes(q.keys(e.columns)), n, rng)
+    return q.take(pick), len(pick) < n
+
+
+def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: int | None = None,
+             exact: bool | None = None):
     """Up to ``n`` distinct predicates that may match exactly one release row; ``exhausted`` when the
-    release could not give ``n``."""
+    release could not give ``n``. Multivariate: random draws (anonymeter's), or, when the first batch's
+    yield says the draws would cost more than one pass per column set (``exact`` forces either), every
+    singling-out pair listed and drawn from with the same law."""
     cols = e.columns
     if mode == "univariate":
         cand = univariate_candidates(e, rows)
@@ -125,9 +142,14 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
     n_cols = min(n_cols, len(cols))
     got, keys, idle = [], np.zeros(0, dtype=np.uint64), 0
     patience = patience or max(20 * n, 20000)
+    if exact:
+        return _every_singleton(e, rows, n, n_cols, med, rng)
     have, ix = 0, row_index(cols, e.release, rows)
     drawn = found = 0
+    exhaustive = math.comb(len(cols), n_cols) * len(rows)  # the exact pass: (row, column set) pairs
     while have < n and idle < patience:
+        if drawn and exact is None and (n - have) * drawn / max(found, 1) * DRAW_COST > exhaustive:
+            return _every_singleton(e, rows, n, n_cols, med, rng)
         # sized by the yield so far (new predicates per draw): a few large batches, not hundreds of small ones
         want = 2 * (n - have) if not drawn else 1.5 * (n - have) * (drawn + 1) / (found + 1)
         batch = int(min(max(want, 512), BATCH_MAX))
