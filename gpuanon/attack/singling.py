@@ -6,7 +6,8 @@ may match exactly one release row. Univariate: per column, the one missing value
 random columns; a numeric cell ``[lo, hi]`` above the column's median (of cell midpoints) gives
 ``>= lo``, else ``<= hi``; a categorical cell gives "in the cell's set"; a missing cell "is missing".
 The generator draws until it has ``n`` distinct predicates, and stops only when many draws in a row
-find nothing new (``exhausted``: the release has no more). Success: the predicate matches exactly one
+find nothing new (``exhausted``: the release has no more); where draws would be too many, it lists every
+singling-out (row, column set) pair and draws among them with the same law (:mod:`.singletons`). Success: the predicate matches exactly one
 original row (duplicates dropped); the control the same (rescaled by Cohen and Nissim's model when the
 sizes differ); the baseline from random predicates over the release's cells (anonymeter's operators).
 """
