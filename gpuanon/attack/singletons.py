@@ -79,6 +79,7 @@ class _Numeric:
             up = (lo + hi) / 2 > median
         self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2)))
         self.point = bool(np.array_equal(self.lo, self.hi))
+        self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
         self.levels: dict = {}
 
@@ -108,7 +109,8 @@ class _Numeric:
         box = np.select([m == 1, m == 2, m == 3], [np.where(lo_q > top, top + 1, lo_q),
                                                    np.where(hi_q < 1, top + 1, hi_q), 0], top + 2)
         inside = np.select([m == 1, m == 2], [ch >= lo_q, cl <= hi_q], True)
-        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "up": m == 1, "inside": inside}
+        wide = np.select([m == 1, m == 2, m == 3], [cl, ch, 0], top + 2)  # with the row's own bins
+        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "wide": wide, "up": m == 1, "inside": inside}
         self.levels[target] = lv
         return lv
 
@@ -120,7 +122,8 @@ def _axes(e, rows, medians: dict) -> list:
         if c.kind == "numeric":
             out.append(_Numeric(e.release.lo[c.name][rows], e.release.hi[c.name][rows], medians[c.name]))
         else:
-            out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": e.release.cell[c.name][rows]})
+            out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": e.release.cell[c.name][rows],
+                        "sets": bool(len(c.sets))})
     return out
 
 
@@ -146,14 +149,16 @@ def _directional(h: np.ndarray, axis: int, up: bool) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def _lower_bounds(ax: list, n: int, idx: np.ndarray) -> np.ndarray:
-    """For rows ``idx``, a lower bound on the other rows (of all ``n``) their predicates on these columns match
-    (see the module)."""
+def _bounds(ax: list, n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``idx``: a lower bound on the other rows (of all ``n``) their predicates on these columns match
+    (see the module), and the rows in their boxes widened by their own bins (an upper bound on the rows
+    matched, themselves included, where :func:`_widened_bounds` says so)."""
     cats = [a for a in ax if not isinstance(a, _Numeric)]
     nums = [a for a in ax if isinstance(a, _Numeric)]
     ckey, csize = _categorical_key(cats) if cats else (np.zeros(n, dtype=np.int64), 1)
     if not nums:  # the predicate's cell on every column: the rows holding the same cells
-        return np.bincount(ckey, minlength=csize)[ckey[idx]] - 1
+        same = np.bincount(ckey, minlength=csize)[ckey[idx]]
+        return same - 1, same
     target = 1 << max(1, int(np.log2(max(BUDGET / csize, 2)) / len(nums)))
     lv = [a.level(target) for a in nums]
     sizes = [v["top"] + 1 for v in lv]
@@ -161,7 +166,7 @@ def _lower_bounds(ax: list, n: int, idx: np.ndarray) -> np.ndarray:
     pattern = np.zeros(len(idx), dtype=np.int64)  # hi bins matched on upward axes of non-point columns
     direction = np.zeros(len(idx), dtype=np.int64)  # upward boxes (downward where the column says nothing)
     inside = np.ones(len(idx), dtype=bool)
-    box = ckey[idx]
+    box = wide = ckey[idx]
     for j, (a, v) in enumerate(zip(nums, lv)):  # a loop over the set's numeric columns
         up = v["up"][idx]
         if not a.point:
@@ -169,11 +174,12 @@ def _lower_bounds(ax: list, n: int, idx: np.ndarray) -> np.ndarray:
         direction |= up.astype(np.int64) << j
         inside &= v["inside"][idx]
         box = box * (sizes[j] + 2) + v["box"][idx]  # on the directional axes (each top + 3 long)
+        wide = wide * (sizes[j] + 2) + v["wide"][idx]
     key = (pattern * (1 << k) + direction).astype(np.int16)
     order = np.argsort(key, kind="stable")
     cut = np.concatenate([[0], np.cumsum(np.bincount(key))])
     hists: dict = {}
-    count = np.zeros(len(idx), dtype=np.int64)
+    count, upper = np.zeros(len(idx), dtype=np.int64), np.zeros(len(idx), dtype=np.int64)
     for kk in np.flatnonzero(cut[1:] > cut[:-1]):  # at most 4^k tables, usually one or a few
         pat, dirs = int(kk) >> k, int(kk) & ((1 << k) - 1)
         if pat not in hists:
@@ -186,8 +192,20 @@ def _lower_bounds(ax: list, n: int, idx: np.ndarray) -> np.ndarray:
         for j in range(k):  # a loop over the set's numeric columns
             t = _directional(t, j + 1, bool((dirs >> j) & 1))
         r = order[cut[kk]:cut[kk + 1]]
-        count[r] = t.ravel()[box[r]]
-    return count - inside
+        count[r], upper[r] = t.ravel()[box[r]], t.ravel()[wide[r]]
+    return count - inside, upper
+
+
+def _widened_bounds(ax: list, idx: np.ndarray) -> np.ndarray:
+    """Whether the widened box holds every row that rows ``idx``' predicates may match: no set cells in the
+    categorical columns, and no '*' cells in a numeric column where the predicate says "is missing"."""
+    ok = np.ones(len(idx), dtype=bool)
+    for a in ax:  # a loop over the set's columns
+        if not isinstance(a, _Numeric):
+            ok &= not a["sets"]
+        elif a.star:
+            ok &= a.mode[idx] != 3
+    return ok
 
 
 def _codes(a, rows=None) -> np.ndarray:
@@ -206,20 +224,26 @@ def _certain(a, r: np.ndarray, s: np.ndarray) -> np.ndarray:
                                                 a.lo[s] == 0], True)
 
 
+def _mask_type(n_cols: int):
+    """The narrowest integer that holds a bit per column (narrow: the passes per column set read less)."""
+    return np.int16 if n_cols < 16 else np.int32 if n_cols < 32 else np.int64
+
+
 def _partner_masks(ax: list, n: int) -> list:
     """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
     fewest distinct cells first, and the other way round): the columns on which that row certainly
     matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
     distinct = [len(np.unique(_codes(a))) for a in ax]
+    dtype = _mask_type(len(ax))
     out = []
     for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
         order = np.lexsort([_codes(ax[j]) for j in cols[::-1]])
         for shift in (1, -1):  # the next row in that order, and the previous one
             partner = np.empty(n, dtype=np.int64)
             partner[order] = np.roll(order, -shift)
-            mask = np.zeros(n, dtype=np.int64)
+            mask = np.zeros(n, dtype=dtype)
             for j, a in enumerate(ax):  # a loop over columns
-                mask |= _certain(a, np.arange(n), partner).astype(np.int64) << j
+                mask |= _certain(a, np.arange(n), partner).astype(dtype) << dtype(j)
             out.append(np.where(partner == np.arange(n), 0, mask))
     return out
 
@@ -233,18 +257,24 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     n = len(rows)
     masks = _partner_masks(ax, n) if n > 1 else []
     sets = list(itertools.combinations(range(len(cols)), n_cols))
-    cand_row, cand_set = [], []
+    cand_row, cand_set, found_row, found_set = [], [], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for s, S in enumerate(sets):  # a loop over column sets (each a whole-array pass)
-        bits = sum(1 << j for j in S)
+        bits = _mask_type(len(cols))(sum(1 << j for j in S))
         alive = np.ones(n, dtype=bool)
         for m in masks:  # a loop over partners
             alive &= (m & bits) != bits
         left = np.flatnonzero(alive)
         if len(left):
-            left = left[_lower_bounds([ax[j] for j in S], n, left) < 1]
+            sub = [ax[j] for j in S]
+            low, high = _bounds(sub, n, left)
+            sure = (high == 1) & _widened_bounds(sub, left)  # nothing else even in the widened box
+            found_row.append(left[(low < 1) & sure])
+            found_set.append(np.full(len(found_row[-1]), s, dtype=np.int64))
+            left = left[(low < 1) & ~sure]
         cand_row.append(left)
         cand_set.append(np.full(len(left), s, dtype=np.int64))
     cand_row, cand_set = np.concatenate(cand_row), np.concatenate(cand_set)
+    found_row, found_set = np.concatenate(found_row), np.concatenate(found_set)
     member = np.zeros((len(sets), len(cols)), dtype=bool)
     for s, S in enumerate(sets):  # a loop over column sets
         member[s, list(S)] = True
@@ -254,7 +284,10 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
         sl = slice(start, start + VERIFY_BATCH)
         q = from_records(e, rows[cand_row[sl]], member[cand_set[sl]], medians)
         ok[sl] = match_counts(q, cols, e.release, rng, index=ix) == 1
-    return cand_row[ok], member[cand_set[ok]]
+    rows_ok = np.concatenate([found_row, cand_row[ok]])
+    sets_ok = np.concatenate([found_set, cand_set[ok]])
+    order = np.lexsort([rows_ok, sets_ok])  # by set, then row: the same list whichever way it was found
+    return rows_ok[order], member[sets_ok[order]]
 
 
 def draw(q: Predicates, hashes: np.ndarray, n: int, rng) -> np.ndarray:
