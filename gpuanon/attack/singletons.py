@@ -235,7 +235,7 @@ def _partner_masks(ax: list, n: int) -> list:
     matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
     distinct = [len(np.unique(_codes(a))) for a in ax]
     dtype = _mask_type(len(ax))
-    out = []
+    out, every = [], np.arange(n)
     for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
         order = np.lexsort([_codes(ax[j]) for j in cols[::-1]])
         for shift in (1, -1):  # the next row in that order, and the previous one
@@ -243,8 +243,8 @@ def _partner_masks(ax: list, n: int) -> list:
             partner[order] = np.roll(order, -shift)
             mask = np.zeros(n, dtype=dtype)
             for j, a in enumerate(ax):  # a loop over columns
-                mask |= _certain(a, np.arange(n), partner).astype(dtype) << dtype(j)
-            out.append(np.where(partner == np.arange(n), 0, mask))
+                mask |= _certain(a, every, partner).astype(dtype) << dtype(j)
+            out.append(np.where(partner == every, 0, mask))
     return out
 
 
