@@ -159,8 +159,11 @@ def _bounds(ax: list, n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not nums:  # the predicate's cell on every column: the rows holding the same cells
         same = np.bincount(ckey, minlength=csize)[ckey[idx]]
         return same - 1, same
-    target = 1 << max(1, int(np.log2(max(BUDGET / csize, 2)) / len(nums)))
-    lv = [a.level(target) for a in nums]
+    lv, room = [None] * len(nums), BUDGET / csize
+    for i, j in enumerate(np.argsort([a.fine for a in nums], kind="stable")):  # fewest bins first: exact if they fit
+        target = 1 << max(1, int(np.log2(max(room, 2)) / (len(nums) - i)))
+        lv[j] = nums[j].level(nums[j].fine if nums[j].fine <= target else target)
+        room /= lv[j]["top"] + 1
     sizes = [v["top"] + 1 for v in lv]
     k = len(lv)
     pattern = np.zeros(len(idx), dtype=np.int64)  # hi bins matched on upward axes of non-point columns
