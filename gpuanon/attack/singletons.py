@@ -25,8 +25,10 @@ import numpy as np
 
 from .predicates import Predicates, match_counts, row_index
 
-#: most cells of one column set's histogram (numeric bins are merged to fit)
+#: most cells of one column set's histogram (numeric bins are merged to fit); also at most one per row
 BUDGET = 1 << 20
+#: fewest cells allowed by the per-row cap
+BUDGET_MIN = 4096
 #: predicates counted exactly in one call of match_counts
 VERIFY_BATCH = 200_000
 
@@ -127,10 +129,10 @@ def _axes(e, rows, medians: dict) -> list:
     return out
 
 
-def _categorical_key(cats: list) -> tuple[np.ndarray, int]:
+def _categorical_key(cats: list, budget: int) -> tuple[np.ndarray, int]:
     """One code per row for the categorical cells of a column set, and how many codes."""
     size = math.prod(a["size"] for a in cats)
-    if size > BUDGET:  # too many combinations for a dense axis: the ones that occur
+    if size > budget:  # too many combinations for a dense axis: the ones that occur
         _, key = np.unique(np.column_stack([a["cell"] for a in cats]), axis=0, return_inverse=True)
         return key.ravel(), int(key.max()) + 1
     key = np.zeros(len(cats[0]["cell"]), dtype=np.int64)
@@ -149,17 +151,17 @@ def _directional(h: np.ndarray, axis: int, up: bool) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def _bounds(ax: list, n: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(ax: list, n: int, idx: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
     """For rows ``idx``: a lower bound on the other rows (of all ``n``) their predicates on these columns match
     (see the module), and the rows in their boxes widened by their own bins (an upper bound on the rows
     matched, themselves included, where :func:`_widened_bounds` says so)."""
     cats = [a for a in ax if not isinstance(a, _Numeric)]
     nums = [a for a in ax if isinstance(a, _Numeric)]
-    ckey, csize = _categorical_key(cats) if cats else (np.zeros(n, dtype=np.int64), 1)
+    ckey, csize = _categorical_key(cats, budget) if cats else (np.zeros(n, dtype=np.int64), 1)
     if not nums:  # the predicate's cell on every column: the rows holding the same cells
         same = np.bincount(ckey, minlength=csize)[ckey[idx]]
         return same - 1, same
-    lv, room = [None] * len(nums), BUDGET / csize
+    lv, room = [None] * len(nums), budget / csize
     for i, j in enumerate(np.argsort([a.fine for a in nums], kind="stable")):  # fewest bins first: exact if they fit
         target = 1 << max(1, int(np.log2(max(room, 2)) / (len(nums) - i)))
         lv[j] = nums[j].level(nums[j].fine if nums[j].fine <= target else target)
@@ -259,6 +261,7 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     ax = _axes(e, rows, medians)
     n = len(rows)
     masks = _partner_masks(ax, n) if n > 1 else []
+    budget = min(BUDGET, max(BUDGET_MIN, n))  # cells beyond the rows cost more than the rows they rule out
     sets = list(itertools.combinations(range(len(cols)), n_cols))
     cand_row, cand_set, found_row, found_set = [], [], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for s, S in enumerate(sets):  # a loop over column sets (each a whole-array pass)
@@ -269,7 +272,7 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
         left = np.flatnonzero(alive)
         if len(left):
             sub = [ax[j] for j in S]
-            low, high = _bounds(sub, n, left)
+            low, high = _bounds(sub, n, left, budget)
             sure = (high == 1) & _widened_bounds(sub, left)  # nothing else even in the widened box
             found_row.append(left[(low < 1) & sure])
             found_set.append(np.full(len(found_row[-1]), s, dtype=np.int64))
