@@ -99,6 +99,9 @@ def run(args) -> int:
     t_read = time.perf_counter() - t0
     try:
         result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
+        # the risk section's input classes before the output frame exists (their grouping's words
+        # and the output frame were the run's peak memory together)
+        early = input_classes_early(result, source) if want_risk and result.table is not None else None
         pub = runner.publish(result, source)
     except BaseException:
         if staged is not None:
@@ -118,7 +121,7 @@ def run(args) -> int:
         # re-identification risk of the input and of the output (inside the run's total)
         risk = None
         if want_risk:
-            risk = (risk_report(args, source, out, result, w.tmps.get(out_path)) if result.table is not None
+            risk = (risk_report(args, source, out, result, w.tmps.get(out_path), early) if result.table is not None
                     else cluster_risk(args, source, result))
         report = anonymization_report(result, n_rows_in=pub.n_rows_in, n_rows_out=pub.n_rows_out)
         report = command_report(report, source=name, output=out_path, verification=pub.verification.to_dict(),
@@ -202,9 +205,19 @@ def k_for_max_risk(args) -> dict | None:
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
 
 
-def risk_report(args, df, out, result, written=None) -> dict:
+def input_classes_early(result, frame) -> tuple:
+    """``(the input's classes, seconds)`` of the risk section (:func:`risk_report`), grouped from the
+    fit's encoded keys before the output frame is made."""
+    from ..anonymize.risk_classes import input_classes  # noqa: PLC0415
+
+    t = time.perf_counter()
+    return input_classes(result.table, frame), time.perf_counter() - t
+
+
+def risk_report(args, df, out, result, written=None, early=None) -> dict:
     """The report's ``risk`` section, with the run's QIs and backend, and its seconds: the classes
-    are the fit's own (:mod:`gpuanon.anonymize.risk_classes`); with ``--risk-check readback`` also the
+    are the fit's own (:mod:`gpuanon.anonymize.risk_classes`; ``early``: the input's already grouped,
+    :func:`input_classes_early`, its seconds counted in the section's); with ``--risk-check readback`` also the
     independent computation from the input frame and the output read back from ``written`` (the
     output file as written, not yet renamed; None: the output frame), and whether both agree."""
     from ..anonymize.risk_classes import fit_classes  # noqa: PLC0415
@@ -215,9 +228,9 @@ def risk_report(args, df, out, result, written=None) -> dict:
     kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold,
               suda_max_size=args.suda_max_size, backend=backend)
     qi = list(result.schema.quasi_identifiers)
-    before, after, cols = fit_classes(result, df, result.plan.output_format)
+    before, after, cols = fit_classes(result, df, result.plan.output_format, None if early is None else early[0])
     section = section_of_classes(before, after, qi, cols, suda_tables=(df, out) if args.suda else None, **kw)
-    section["seconds"] = round(time.perf_counter() - t, 6)
+    section["seconds"] = round(time.perf_counter() - t + (0.0 if early is None else early[1]), 6)
     if getattr(args, "risk_check", None) == "readback":
         section["check"] = readback_check(args, section, df, out if written is None else read_back(written, args.out,
                                                                                                     cols), qi, kw)
