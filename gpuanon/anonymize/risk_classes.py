@@ -89,9 +89,11 @@ def output_classes(stats, fmt: str) -> Classes:
     return merged_classes(stats.published_cells(fmt), stats.sizes, star, int(stats.n_kept), xp)
 
 
-def fit_classes(result, frame, fmt: str) -> tuple[Classes, Classes, list]:
+def fit_classes(result, frame, fmt: str, before: Classes | None = None) -> tuple[Classes, Classes, list]:
     """``(before, after, the output's QI columns)`` of a one-process fit record ``result`` (its class
-    statistics computed: ``Mondrian.fit_transform`` did) of the input ``frame``, published as ``fmt``."""
+    statistics computed: ``Mondrian.fit_transform`` did) of the input ``frame``, published as ``fmt``;
+    ``before``: the input's classes already grouped (:func:`input_classes`, before the output was made)."""
     schema = result.schema
-    return (input_classes(result.table, frame), output_classes(result.class_stats, fmt),
+    before = input_classes(result.table, frame) if before is None else before
+    return (before, output_classes(result.class_stats, fmt),
             output_qi_columns(schema.quasi_identifiers, fmt, schema.kinds))

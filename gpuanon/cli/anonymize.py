@@ -97,29 +97,38 @@ def run(args) -> int:
 
         check_population(n_rows, args.population, args.sampling_fraction, args.risk_threshold)
     t_read = time.perf_counter() - t0
-    try:
-        result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
-        pub = runner.publish(result, source)
-    except BaseException:
-        if staged is not None:
-            remove(staged)
-        raise
-    out = pub.output
-    nested_types = (getattr(source, "attrs", None) or {}).get("arrow_types")
-    if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
-        out.attrs["arrow_types"] = nested_types
     with outputs.writing() as w:  # every output to a temporary file; all renamed at the end, or none
+        try:
+            result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
+            # the risk section's input classes before the output frame exists (their grouping's words
+            # and the output frame were the run's peak memory together)
+            early = input_classes_early(result, source) if want_risk and result.table is not None else None
+            beside = None if cluster or not out_path else WriteBeside(w, result, source)
+            pub = runner.publish(result, source, **({} if beside is None else {"on_verified": beside}))
+        except BaseException:
+            if staged is not None:
+                remove(staged)
+            raise
+        out = pub.output
+        nested_types = (getattr(source, "attrs", None) or {}).get("arrow_types")
+        if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
+            out.attrs["arrow_types"] = nested_types
         t1 = time.perf_counter()
         if staged is not None:
             w.adopt("--out", staged)
-        elif out_path:
+        elif out_path and not (beside and beside.started):
             w.table("--out", out, metadata=pub.metadata)
         t_write = result.timings.get("write", 0.0) if cluster else time.perf_counter() - t1
         # re-identification risk of the input and of the output (inside the run's total)
         risk = None
         if want_risk:
-            risk = (risk_report(args, source, out, result, w.tmps.get(out_path)) if result.table is not None
+            if getattr(args, "risk_check", None) == "readback":
+                w.wait()  # the check reads the file back
+            risk = (risk_report(args, source, out, result, w.tmps.get(out_path), early) if result.table is not None
                     else cluster_risk(args, source, result))
+        if beside and beside.started:  # written beside the metrics and the risk section
+            w.wait()
+            t_write = w.seconds
         report = anonymization_report(result, n_rows_in=pub.n_rows_in, n_rows_out=pub.n_rows_out)
         report = command_report(report, source=name, output=out_path, verification=pub.verification.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
@@ -202,9 +211,42 @@ def k_for_max_risk(args) -> dict | None:
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
 
 
-def risk_report(args, df, out, result, written=None) -> dict:
+class WriteBeside:
+    """``on_verified`` of :meth:`~gpuanon.anonymize.pipeline.InProcess.publish`: the verified output
+    written to ``--out`` in a thread (:meth:`~gpuanon.output.io._Transaction.table_beside`) while the
+    metrics and the risk section run. The thread writes a shallow copy carrying the attributes and
+    metadata the output gets after publishing, so the file is the one written after it."""
+
+    def __init__(self, tx, result, source):
+        self.tx, self.result, self.source, self.started = tx, result, source, False
+
+    def __call__(self, out) -> None:
+        from ..anonymize.pipeline import publish_metadata  # noqa: PLC0415
+        from ..backend import is_device_frame  # noqa: PLC0415
+
+        if is_device_frame(out):  # written after publishing, as before
+            return
+        meta = publish_metadata(self.result)
+        view = out.copy(deep=False)
+        nested = (getattr(self.source, "attrs", None) or {}).get("arrow_types")
+        view.attrs = {"gpuanon": meta, **({"arrow_types": nested} if nested else {})}
+        self.tx.table_beside("--out", view, metadata=meta)
+        self.started = True
+
+
+def input_classes_early(result, frame) -> tuple:
+    """``(the input's classes, seconds)`` of the risk section (:func:`risk_report`), grouped from the
+    fit's encoded keys before the output frame is made."""
+    from ..anonymize.risk_classes import input_classes  # noqa: PLC0415
+
+    t = time.perf_counter()
+    return input_classes(result.table, frame), time.perf_counter() - t
+
+
+def risk_report(args, df, out, result, written=None, early=None) -> dict:
     """The report's ``risk`` section, with the run's QIs and backend, and its seconds: the classes
-    are the fit's own (:mod:`gpuanon.anonymize.risk_classes`); with ``--risk-check readback`` also the
+    are the fit's own (:mod:`gpuanon.anonymize.risk_classes`; ``early``: the input's already grouped,
+    :func:`input_classes_early`, its seconds counted in the section's); with ``--risk-check readback`` also the
     independent computation from the input frame and the output read back from ``written`` (the
     output file as written, not yet renamed; None: the output frame), and whether both agree."""
     from ..anonymize.risk_classes import fit_classes  # noqa: PLC0415
@@ -215,9 +257,9 @@ def risk_report(args, df, out, result, written=None) -> dict:
     kw = dict(population=args.population, sampling_fraction=args.sampling_fraction, threshold=args.risk_threshold,
               suda_max_size=args.suda_max_size, backend=backend)
     qi = list(result.schema.quasi_identifiers)
-    before, after, cols = fit_classes(result, df, result.plan.output_format)
+    before, after, cols = fit_classes(result, df, result.plan.output_format, None if early is None else early[0])
     section = section_of_classes(before, after, qi, cols, suda_tables=(df, out) if args.suda else None, **kw)
-    section["seconds"] = round(time.perf_counter() - t, 6)
+    section["seconds"] = round(time.perf_counter() - t + (0.0 if early is None else early[1]), 6)
     if getattr(args, "risk_check", None) == "readback":
         section["check"] = readback_check(args, section, df, out if written is None else read_back(written, args.out,
                                                                                                     cols), qi, kw)
