@@ -59,11 +59,6 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def publish_metadata(result: FitResult) -> dict:
-    """What a written output file carries beside its rows (the encoding and the cell format)."""
-    return {"encoding": result.table.encoding_metadata(), "format": result.plan.output_format}
-
-
 class InProcess:
     """The single-process runner: roles, encoding, partitions and the published output on this
     machine's backend (``options``: :class:`~gpuanon.anonymize.result.RunOptions`)."""
@@ -223,26 +218,26 @@ class InProcess:
             return True
         return fitted is None and fitted_ref is None and len(df) == result.table.n_rows
 
-    def publish(self, result: FitResult, frame, on_verified=None) -> Published:
+    def publish(self, result: FitResult, frame) -> Published:
         """The published table of ``frame`` (the fitted one), verified: the stages on ``result``
-        (its verification, metrics and class statistics set), a cuDF frame published as one.
-        ``on_verified(out)``: called with a pandas output once it is verified, before the metrics."""
+        (its verification, metrics and class statistics set), a cuDF frame published as one."""
         on_device = is_device_frame(frame)
         with count_transfers(log_=result.transfers):
             src = frame
             if on_device and not result.backend.is_gpu:  # a cuDF frame on the CPU backend
                 with stage("input"):
                     src = frame_to_host(frame)
-            out, res = self.stages(result, src, build_output=True, on_verified=None if on_device else on_verified)
+            out, res = self.stages(result, src, build_output=True)
             if on_device and not is_device_frame(out):
                 with stage("output"):
                     out = frame_to_device(out)
-        meta = publish_metadata(result)
+        #: what a written output file carries beside its rows (the encoding and the cell format)
+        meta = {"encoding": result.table.encoding_metadata(), "format": result.plan.output_format}
         if not is_device_frame(out):
             out.attrs["gpuanon"] = meta
         return Published(out, res, result.metrics, meta, len(frame), len(out))
 
-    def stages(self, result: FitResult, df, *, build_output: bool = True, fmt: str | None = None, on_verified=None):
+    def stages(self, result: FitResult, df, *, build_output: bool = True, fmt: str | None = None):
         """The second half of the pipeline on the fitted partitions: class statistics (once, on the
         device) -> generalize -> verify (independently, from the published cells) -> metrics.
 
@@ -269,8 +264,6 @@ class InProcess:
         result.verification = res
         if not res.ok:
             raise VerificationError("independent verification failed, nothing written: " + "; ".join(res.failures))
-        if on_verified is not None and out is not None:  # e.g. its write, beside the metrics
-            on_verified(out)
         t1 = time.perf_counter()
         with self._stage("metrics"):
             summary = metrics_mod.summary_from_labels(table, labels, n_parts, stats=cs)

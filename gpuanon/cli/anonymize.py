@@ -97,38 +97,32 @@ def run(args) -> int:
 
         check_population(n_rows, args.population, args.sampling_fraction, args.risk_threshold)
     t_read = time.perf_counter() - t0
+    try:
+        result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
+        # the risk section's input classes before the output frame exists (their grouping's words
+        # and the output frame were the run's peak memory together)
+        early = input_classes_early(result, source) if want_risk and result.table is not None else None
+        pub = runner.publish(result, source)
+    except BaseException:
+        if staged is not None:
+            remove(staged)
+        raise
+    out = pub.output
+    nested_types = (getattr(source, "attrs", None) or {}).get("arrow_types")
+    if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
+        out.attrs["arrow_types"] = nested_types
     with outputs.writing() as w:  # every output to a temporary file; all renamed at the end, or none
-        try:
-            result = runner.fit(Plan.of(m, n_rows), source)  # the plan: made and validated once
-            # the risk section's input classes before the output frame exists (their grouping's words
-            # and the output frame were the run's peak memory together)
-            early = input_classes_early(result, source) if want_risk and result.table is not None else None
-            beside = None if cluster or not out_path else WriteBeside(w, result, source)
-            pub = runner.publish(result, source, **({} if beside is None else {"on_verified": beside}))
-        except BaseException:
-            if staged is not None:
-                remove(staged)
-            raise
-        out = pub.output
-        nested_types = (getattr(source, "attrs", None) or {}).get("arrow_types")
-        if nested_types and hasattr(out, "attrs"):  # a Parquet output keeps the input's struct / list types
-            out.attrs["arrow_types"] = nested_types
         t1 = time.perf_counter()
         if staged is not None:
             w.adopt("--out", staged)
-        elif out_path and not (beside and beside.started):
+        elif out_path:
             w.table("--out", out, metadata=pub.metadata)
         t_write = result.timings.get("write", 0.0) if cluster else time.perf_counter() - t1
         # re-identification risk of the input and of the output (inside the run's total)
         risk = None
         if want_risk:
-            if getattr(args, "risk_check", None) == "readback":
-                w.wait()  # the check reads the file back
             risk = (risk_report(args, source, out, result, w.tmps.get(out_path), early) if result.table is not None
                     else cluster_risk(args, source, result))
-        if beside and beside.started:  # written beside the metrics and the risk section
-            w.wait()
-            t_write = w.seconds
         report = anonymization_report(result, n_rows_in=pub.n_rows_in, n_rows_out=pub.n_rows_out)
         report = command_report(report, source=name, output=out_path, verification=pub.verification.to_dict(),
                                 read=t_read, write=t_write, total=time.perf_counter() - t0)
@@ -209,29 +203,6 @@ def k_for_max_risk(args) -> dict | None:
     log.info("--max-risk %g: k = %d (prosecutor risk 1 / k = %.4g)", r, args.k, 1.0 / args.k)
     return {"requested": r, "k": args.k, "prosecutor_highest_bound": 1.0 / args.k,
             "population_uniqueness": "0 for any k >= 2: no sample uniques are left"}
-
-
-class WriteBeside:
-    """``on_verified`` of :meth:`~gpuanon.anonymize.pipeline.InProcess.publish`: the verified output
-    written to ``--out`` in a thread (:meth:`~gpuanon.output.io._Transaction.table_beside`) while the
-    metrics and the risk section run. The thread writes a shallow copy carrying the attributes and
-    metadata the output gets after publishing, so the file is the one written after it."""
-
-    def __init__(self, tx, result, source):
-        self.tx, self.result, self.source, self.started = tx, result, source, False
-
-    def __call__(self, out) -> None:
-        from ..anonymize.pipeline import publish_metadata  # noqa: PLC0415
-        from ..backend import is_device_frame  # noqa: PLC0415
-
-        if is_device_frame(out):  # written after publishing, as before
-            return
-        meta = publish_metadata(self.result)
-        view = out.copy(deep=False)
-        nested = (getattr(self.source, "attrs", None) or {}).get("arrow_types")
-        view.attrs = {"gpuanon": meta, **({"arrow_types": nested} if nested else {})}
-        self.tx.table_beside("--out", view, metadata=meta)
-        self.started = True
 
 
 def input_classes_early(result, frame) -> tuple:

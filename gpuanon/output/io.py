@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -214,10 +212,8 @@ class Outputs:
         tx = _Transaction(self)
         try:
             yield tx
-            tx.wait()
             tx.commit()
         except BaseException as exc:
-            tx.wait(raise_error=False)
             tx.abort()
             if isinstance(exc, OSError):
                 raise write_error(tx.current or "an output", exc) from None
@@ -230,8 +226,6 @@ class _Transaction:
         self.tmps: dict[str, str] = {}  # path -> its temporary file
         self.done: list[str] = []
         self.current = None
-        self.pending = None  # (thread, [error]) of a table written beside other work (table_beside)
-        self.seconds = 0.0  # the last table write's seconds
 
     def path(self, label: str) -> str:
         return self.outputs.items[label][0]
@@ -258,33 +252,7 @@ class _Transaction:
 
     def table(self, label: str, df, metadata: dict | None = None) -> None:
         path = self.path(label)
-        t = time.perf_counter()
         self.file(label, lambda tmp: _write_table_file(df, tmp, path, metadata))
-        self.seconds = time.perf_counter() - t
-
-    def table_beside(self, label: str, df, metadata: dict | None = None) -> None:
-        """:meth:`table` in a thread, beside the caller's work (Arrow and NumPy release the GIL; the
-        file's bytes are the same): ``df`` must not change until :meth:`wait`, which raises its error."""
-        err: list = []
-
-        def write():
-            try:
-                self.table(label, df, metadata)
-            except BaseException as exc:  # raised again by wait()
-                err.append(exc)
-        th = threading.Thread(target=write, name="gpuanon-write", daemon=True)
-        self.pending = (th, err)
-        th.start()
-
-    def wait(self, raise_error: bool = True) -> None:
-        """Wait for the table written by :meth:`table_beside`; raise its error (``raise_error``)."""
-        if self.pending is None:
-            return
-        th, err = self.pending
-        th.join()
-        self.pending = None
-        if err and raise_error:
-            raise err[0]
 
     def adopt(self, label: str, tmp: str) -> None:
         """The output ``label`` was written to ``tmp`` (:meth:`Outputs.staging`), a file or a directory."""
