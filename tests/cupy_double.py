@@ -658,6 +658,12 @@ class _Runtime:
     def getDeviceProperties(i):
         return {"name": b"device double", "totalGlobalMem": 1 << 34, "major": 9, "minor": 0}
 
+    #: ``(free, total)`` bytes that ``memGetInfo`` reports (a test may lower ``free`` to force blocking)
+    MEM_INFO = (1 << 33, 1 << 34)
+
+    def memGetInfo(self):
+        return self.MEM_INFO
+
 
 class _Cuda:
     Device = _Device

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 
+from ..backend import get_backend, stage
 from ..errors import InputError, shown
 from .cells import Encoded, encode
+from .device import Cells
 from .neighbours import inference, linkability
 from .singling import singling_out
 
@@ -43,13 +45,16 @@ def _aux_split(aux, qi: list) -> tuple[list, list]:
 
 def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets=(), columns=None,
              attacks=ATTACKS, n_attacks: int = 2000, aux=None, n_neighbours: int = 1, n_cols: int = 3,
-             confidence_level: float = 0.95, seed: int = 0, hierarchies: dict | None = None) -> dict:
+             confidence_level: float = 0.95, seed: int = 0, hierarchies: dict | None = None,
+             backend: str | None = None) -> dict:
     """Run the ``attacks`` on ``release`` (pandas frames).
 
     ``columns``: what singling out builds predicates on (default: every column of the original that the
     release publishes). ``quasi_identifiers``: what the attacker knows of a target, the inference's aux
     columns and the linkability's default split (default: ``columns`` less the secrets). ``aux``: the
     linkability's two disjoint column sets. ``secrets``: the inference's targets, one attack each.
+    ``backend``: ``cpu`` (default), ``gpu`` or ``auto``; on the GPU the linkability and inference searches
+    run on the device (:mod:`.device`; the same report), singling out on the host.
     """
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown:
@@ -69,6 +74,10 @@ def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets
     wanted = list(dict.fromkeys(list(columns) + qi + secrets + a_cols + b_cols))
     t0 = time.process_time()
     e = encode(release, original, control, wanted, hierarchies)
+    dev = None
+    if backend not in (None, "cpu"):
+        be = get_backend(backend, quiet=True, n_rows=len(release))
+        dev = Cells(e, be.xp) if be.is_gpu else None
     so_cols = [e.column(c) for c in columns]
     out: dict = {"rows": {"release": len(release), "original": len(original),
                           "control": None if control is None else len(control)},
@@ -79,9 +88,12 @@ def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets
         out["singling_out"] = {mode: singling_out(sub, n_attacks, mode, n_cols, seed, confidence_level)
                                for mode in ("univariate", "multivariate")}
     if "linkability" in attacks:
-        out["linkability"] = linkability(e, (a_cols, b_cols), n_attacks, n_neighbours, seed, confidence_level)
+        with stage("attack_linkability"):
+            out["linkability"] = linkability(e, (a_cols, b_cols), n_attacks, n_neighbours, seed, confidence_level,
+                                             dev)
     if "inference" in attacks:
-        out["inference"] = {s: inference(e, [c for c in qi if c != s], s, n_attacks, seed, confidence_level)
-                            for s in secrets}
+        with stage("attack_inference"):
+            out["inference"] = {s: inference(e, [c for c in qi if c != s], s, n_attacks, seed, confidence_level,
+                                             dev) for s in secrets}
     out["cpu_seconds"] = time.process_time() - t0
     return out

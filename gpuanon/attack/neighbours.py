@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device
 from .distance import distances, kinds
 from .search import first_nearest, link_one, rank
 from .stats import results
@@ -55,9 +56,14 @@ def _nearest(d: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 _rank = rank
 
 
-def _link(e, a_cols, b_cols, table, trows, k: int, rng) -> tuple[int, int, int]:
+def _link(e, a_cols, b_cols, table, trows, k: int, rng, dev=None) -> tuple[int, int, int]:
     """Successes of the linkability attack on ``trows``: anonymeter's rule, ties broken at random, ties kept
-    (one neighbour: :func:`.search.link_one`, over the distinct cells of each set)."""
+    (one neighbour: :func:`.search.link_one`, over the distinct cells of each set; ``dev``: on the device,
+    :mod:`.device`, a device array of the three)."""
+    if dev is not None and k == 1:
+        return device.link_one(dev, a_cols, b_cols, table, trows, rng)
+    if dev is not None:
+        return device.link_k(dev, a_cols, b_cols, table, trows, k, rng, _blocks(len(trows), e.release.n))
     if k == 1:
         return link_one(e, a_cols, b_cols, table, trows, rng)
     first = rand = ties = 0
@@ -84,19 +90,23 @@ def _random_sets(rng, n: int, n_rel: int, k: int) -> np.ndarray:
 
 
 def linkability(e, aux: tuple, n_attacks: int, n_neighbours: int = 1, seed: int = 0,
-                confidence_level: float = 0.95) -> dict:
-    """anonymeter's ``LinkabilityEvaluator`` on cells, with the tie-aware rule beside its own."""
+                confidence_level: float = 0.95, dev=None) -> dict:
+    """anonymeter's ``LinkabilityEvaluator`` on cells, with the tie-aware rule beside its own (``dev``: the
+    cells on the device, :class:`.device.Cells`, for the GPU backend: the same report)."""
     rng = np.random.default_rng(seed)
     a_cols, b_cols = [e.column(c) for c in aux[0]], [e.column(c) for c in aux[1]]
     k = min(n_neighbours, e.release.n)
     n = min(n_attacks, e.original.n)
     ia, ib = _random_sets(rng, n_attacks, e.release.n, k), _random_sets(rng, n_attacks, e.release.n, k)
     n_base = int((ia[:, :, None] == ib[:, None, :]).any(axis=(1, 2)).sum())
-    att = _link(e, a_cols, b_cols, e.original, rng.choice(e.original.n, n, replace=False), k, rng)
+    att = _link(e, a_cols, b_cols, e.original, rng.choice(e.original.n, n, replace=False), k, rng, dev)
     con = (None, None, None)
     if e.control is not None:
         con = _link(e, a_cols, b_cols, e.control, rng.choice(e.control.n, min(n_attacks, e.control.n), replace=False),
-                    k, rng)
+                    k, rng, dev)
+    if dev is not None:  # the device's counts: one copy
+        got = [tuple(int(x) for x in v) for v in device.fetch(att, *(() if e.control is None else (con,)))]
+        att, con = got[0], got[1] if len(got) > 1 else con
     res = results(n_attacks, att[0], n_base, con[0], confidence_level)
     keep = ("n_success", "n_control", "attack_rate", "control_rate", "risk", "warnings")
     tie = results(n_attacks, att[1], n_base, con[1], confidence_level)
@@ -144,19 +154,42 @@ def _infer(e, aux_cols, secret, table, trows) -> float:
     return total
 
 
-def inference(e, aux, secret: str, n_attacks: int, seed: int = 0, confidence_level: float = 0.95) -> dict:
-    """anonymeter's ``InferenceEvaluator`` on cells: the secret of the nearest release row on ``aux``."""
+def _infer_device(e, dev, aux_cols, secret, trows_o, trows_c) -> tuple[float, float | None]:
+    """:func:`_infer` of the original's and the control's targets on the device: the credits come back in one
+    copy and are summed here in the CPU's blocks (the same floats)."""
+    vec = [device.credits(dev, aux_cols, secret, e.original, trows_o)]
+    if trows_c is not None:
+        vec.append(device.credits(dev, aux_cols, secret, e.control, trows_c))
+    sums = []
+    for v in device.fetch(*vec):  # original, control
+        total = 0.0
+        for blk in _blocks(len(v), e.release.n):  # the CPU's sums per block of targets
+            total += float(v[blk].sum())
+        sums.append(total)
+    return sums[0], (sums[1] if len(sums) > 1 else None)
+
+
+def inference(e, aux, secret: str, n_attacks: int, seed: int = 0, confidence_level: float = 0.95,
+              dev=None) -> dict:
+    """anonymeter's ``InferenceEvaluator`` on cells: the secret of the nearest release row on ``aux`` (``dev``:
+    the cells on the device, :class:`.device.Cells`: the same report)."""
     rng = np.random.default_rng(seed)
     aux_cols = [e.column(c) for c in aux]
     n_ori = min(n_attacks, e.original.n)
     n_base = min(e.release.n, n_ori)
     base_t = rng.choice(e.original.n, n_base, replace=False)
     base = float(_credit(e, secret, e.original, base_t, rng.choice(e.release.n, n_base, replace=False)).sum())
-    hits = _infer(e, aux_cols, secret, e.original, rng.choice(e.original.n, n_ori, replace=False))
-    n_con, c_hits = -1, None
+    t_ori = rng.choice(e.original.n, n_ori, replace=False)
+    n_con, c_hits, t_con = -1, None, None
     if e.control is not None:
         n_con = min(n_attacks, e.control.n)
-        c_hits = _infer(e, aux_cols, secret, e.control, rng.choice(e.control.n, n_con, replace=False))
+        t_con = rng.choice(e.control.n, n_con, replace=False)
+    if dev is not None:
+        hits, c_hits = _infer_device(e, dev, aux_cols, secret, t_ori, t_con)
+    else:
+        hits = _infer(e, aux_cols, secret, e.original, t_ori)
+        if t_con is not None:
+            c_hits = _infer(e, aux_cols, secret, e.control, t_con)
     res = results((n_ori, n_base, n_con), hits, base, c_hits, confidence_level)
     res.update(secret=secret, aux=list(aux), kind=e.column(secret).kind,
                note="a set-valued guess counts 1/|set|; a numeric guess is right within 5% (anonymeter's rule), "
