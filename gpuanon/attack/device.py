@@ -60,6 +60,14 @@ class Cells:
     def set_sizes(self, c):
         return self.up(("size", c.name), c.sets.sum(axis=1).astype(np.int64))
 
+    def pairs(self, a, b):
+        """The (A group, B group) pairs that hold a release row (once per pair of column sets)."""
+        key = ("pairs", tuple(c.name for c in a.cols), tuple(c.name for c in b.cols))
+        if key not in self._groups:
+            pair = self.xp.unique(a.gid * b.n + b.gid)
+            self._groups[key] = (pair // b.n, pair % b.n)
+        return self._groups[key]
+
     def groups(self, cols):
         """The release's groups on ``cols`` (:class:`Groups`), built once per column set."""
         key = tuple(c.name for c in cols)
@@ -186,12 +194,11 @@ def link_one(dev, a_cols, b_cols, table, trows, rng):
     device array; the random orders drawn on the host from ``rng`` in the CPU's blocks, then uploaded)."""
     xp, n = dev.xp, dev.e.release.n
     a, b = dev.groups(a_cols), dev.groups(b_cols)
-    pair = xp.unique(a.gid * b.n + b.gid)  # the (A group, B group) pairs that hold a row
-    pa, pb = pair // b.n, pair % b.n
+    pa, pb = dev.pairs(a, b)
     na, nb = _nan_of(a_cols, table), _nan_of(b_cols, table)
     tr = to_device(np.asarray(trows, dtype=np.int64), xp)
     acc = xp.zeros(3, dtype=xp.int64)
-    per_row = 8 * 3 * (a.n + b.n) + 2 * int(pair.shape[0]) + 64
+    per_row = 8 * 3 * (a.n + b.n) + 2 * int(pa.shape[0]) + 64
     for blk in blocks(len(trows), n, n // RANK_SHARE):  # the random orders: one per side and block
         oa = to_device(rng.permutation(n), xp)
         ma = a.min_rank(xp, _rank(xp, oa, n))
@@ -266,7 +273,8 @@ def credits(dev, aux_cols, secret, table, trows):
     guess = xp.concatenate([g.nearest(dev, table, tr[s:s + size], nan_t) for s in range(0, len(trows), size)])
     c = dev.e.column(secret)
     if c.kind == "numeric":
-        return _numeric_credit(xp, dev.lo(rel, secret)[guess], dev.hi(rel, secret)[guess], dev.lo(table, secret)[tr])
+        with np.errstate(invalid="ignore", divide="ignore"):  # the CPU's (the device double computes in NumPy)
+            return _numeric_credit(xp, dev.lo(rel, secret)[guess], dev.hi(rel, secret)[guess], dev.lo(table, secret)[tr])
     cell, truth = dev.cell(rel, secret)[guess], dev.cell(table, secret)[tr]
     if not c.sets.shape[0]:
         return (cell == truth).astype(xp.float64)
