@@ -134,3 +134,33 @@ def test_device_distances_are_the_cpus_floats():
                                        device._rel_of(cells, e.columns),
                                        device._tgt_of(cells, e.columns, t, B.to_device(rows, dev)))
                 assert np.array_equal(B.to_host(got), want)
+
+
+def test_command_line_backend_gpu_on_the_double(tmp_path, monkeypatch):
+    """``gpuanon attack --release ... --backend gpu``: the report of ``--backend cpu`` (timing aside)."""
+    import json
+
+    from gpuanon.cli import main
+    from test_attack_hand import CITY, CONTROL, ORIG, RELEASE
+
+    monkeypatch.delenv("GPUANON_BACKEND", raising=False)
+    paths = {k: tmp_path / f"{k}.csv" for k in ("release", "original", "control")}
+    RELEASE.to_csv(paths["release"], index=False)
+    ORIG.to_csv(paths["original"], index=False)
+    CONTROL.to_csv(paths["control"], index=False)
+    CITY.to_arx_csv(tmp_path / "city.csv")
+    docs = {}
+    for be in ("cpu", "gpu"):
+        rep = tmp_path / f"{be}.json"
+        argv = ["attack", "--release", str(paths["release"]), "--original", str(paths["original"]), "--control",
+                str(paths["control"]), "--secret", "inc", "--n-attacks", "12", "--aux", "age,city|job,hours",
+                "--hierarchy", f"city={tmp_path / 'city.csv'}", "--seed", "3", "--report", str(rep), "--backend", be,
+                "-q"]
+        dev = cupy_double.DeviceDouble()
+        with B.use_device_module(dev):
+            assert main(argv) == 0
+        if be == "gpu":
+            assert dev.stats.summary()["stages"]["attack_linkability"]["syncs_counted"] == 1
+        docs[be] = _without_clock(json.loads(rep.read_text()))
+    assert docs["gpu"] == docs["cpu"]
+    assert docs["gpu"]["linkability"]["n_success"] == 2

@@ -42,7 +42,8 @@ def add_parser(sub):
     fr.add_argument("--draws", type=int, help="RP / GP draws, the best kept (default 10)")
     fr.add_argument("--svm-rows", dest="svm_rows", type=int,
                     help="the SVM's stratified sample of rows (default 10000; 0: every row)")
-    fr.add_argument("--backend", choices=BACKENDS, help="DISTPAB's backend")
+    fr.add_argument("--backend", choices=BACKENDS,
+                    help="DISTPAB's backend; with --release, where linkability and inference search (default cpu)")
     at.add_argument("--features", help="feature columns (default: those of the perturbed table but row_id "
                                        "and non-numeric ones)")
     at.add_argument("--label", help="label column to leave out (default: the dataset's target)")

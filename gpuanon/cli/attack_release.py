@@ -102,7 +102,8 @@ def run(args) -> int:
                    secrets=secrets, columns=split_list(args.columns) if args.columns else None, attacks=attacks,
                    n_attacks=args.n_attacks or 2000, aux=_aux(args.aux), n_neighbours=args.neighbours or 1,
                    n_cols=args.n_cols or 3, confidence_level=args.confidence or 0.95,
-                   seed=args.seed if args.seed is not None else 0, hierarchies=_hierarchies(args))
+                   seed=args.seed if args.seed is not None else 0, hierarchies=_hierarchies(args),
+                   backend=getattr(args, "backend", None))
     doc["files"] = {"release": args.release, "original": args.original, "control": args.control}
     with outputs.writing() as w:
         if args.report:
