@@ -15,6 +15,7 @@ from importlib import util
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from _common import report_result  # noqa: E402
+from _gpu_attack import run_attacks  # noqa: E402
 from _gpu_risk import run_risk, run_suda  # noqa: E402
 
 QI_HEP = [f"f{i}" for i in range(28)]
@@ -348,7 +349,7 @@ def bandwidth(cupy, mib: int = 512) -> dict:
 
 PARTS = {"mondrian": run_mondrian, "distpab": run_distpab, "cli": run_cli, "cluster": run_cluster,
          "threshold": run_threshold, "env": run_env, "risk": run_risk,
-         "suda": run_suda}
+         "suda": run_suda, "attacks": run_attacks}
 
 
 def child(cfg: dict) -> None:

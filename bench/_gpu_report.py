@@ -6,6 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _gpu_attack import ATTACK_TARGETS, attack_figures, attack_measured  # noqa: E402
 from _gpu_risk import RISK_TARGETS, risk_figures, risk_measured  # noqa: E402
 
 #: (name, what is measured, limit in seconds); measured on the full sizes only
@@ -14,7 +15,7 @@ TARGETS = [("hepmass_10.5M_fit_transform_warm", "Mondrian 10.5M x 28 k=10 minmax
            ("adult_k3_fit_transform_warm", "Mondrian Adult k=3, warm fit_transform", 0.05),
            ("distpab_10.5M_warm", "DISTPAB 10.5M x 28, 4 entities, copies included, warm", 1.0),
            ("cli_parquet_10.5M_warm", "gpuanon anonymize Parquet -> Parquet 10.5M (cuDF), report total, warm", 3.0),
-           *RISK_TARGETS]
+           *RISK_TARGETS, *ATTACK_TARGETS]
 
 
 def targets(parts: dict, small: bool, backend: str) -> list[dict]:
@@ -28,7 +29,8 @@ def targets(parts: dict, small: bool, backend: str) -> list[dict]:
                 "hepmass_10.5M_partition_warm": get("mondrian_hepmass_big", "warm", "stages", "partition"),
                 "adult_k3_fit_transform_warm": get("mondrian_adult", "warm_best") or get("mondrian_adult", "warm", "fit_transform"),
                 "distpab_10.5M_warm": get("distpab", "warm", "seconds", "total"),
-                "cli_parquet_10.5M_warm": get("cli", "warm", "seconds", "total"), **risk_measured(get)}
+                "cli_parquet_10.5M_warm": get("cli", "warm", "seconds", "total"), **risk_measured(get),
+                **attack_measured(get)}
     if get("cli", "cudf_present") is False:
         measured["cli_parquet_10.5M_warm"] = None
     out = []
@@ -95,6 +97,8 @@ def figures(name: str, p: dict) -> str:
                 f"{p['one_process_fit_transform_s']} s; equal {p['equal_to_one_process']}")
     if name in ("risk", "suda"):
         return risk_figures(name, p)
+    if name == "attacks":
+        return attack_figures(p)
     if name == "threshold":
         runs = ", ".join(f"{r['rows']}: cpu {r['cpu_s']:.3g} / device {r['device_s']:.3g}" for r in p["runs"])
         return f"threshold {p['threshold_rows']} rows ({runs})"

@@ -8,7 +8,8 @@ Run from a source checkout, no install step (on a lent machine: ``bash bench/dev
 
 Parts, in order of value (``PLAN``): ``tests/test_gpu.py``'s device-equals-host tests; Mondrian
 HEPMASS-shaped 10.5M x 28 (k = 10, minmax) cold and warm; Adult k = 3; DISTPAB 10.5M x 28; the
-re-identification risk of 10.5M x 28; SUDA2 on Adult (M = 10); the command line Parquet -> Parquet
+re-identification risk of 10.5M x 28; SUDA2 on Adult (M = 10); the attacks (linkability, inference:
+10,000 each against a 1M-row release, equal to the CPU's report); the command line Parquet -> Parquet
 (with cuDF); a one-GPU ``LocalCUDACluster`` (with dask-cuda); the rest of ``tests/test_gpu.py``; the
 1M table against a CPU run; the row count where the GPU's warm ``fit_transform`` passes the CPU's.
 
@@ -48,16 +49,16 @@ if REPO not in sys.path:
 BUDGET_S = 470.0  # seconds for all parts; device_run.sh passes what is left of its 8 minutes
 CPU_SCALE = 3  # --backend cpu (the smoke run on a possibly shared CPU): 3 x every cap and the default budget
 RESERVE_S = 5.0  # kept back from every part's limit for the final writes
-FULL = {"hep_1m": 1_000_000, "hep_big": 10_500_000, "distpab": 10_500_000, "cli": 10_500_000,
+FULL = {"attacks": (1_000_000, 10_000), "hep_1m": 1_000_000, "hep_big": 10_500_000, "distpab": 10_500_000, "cli": 10_500_000,
         "cluster": 1_000_000, "threshold": [25_000, 50_000, 100_000, 200_000, 400_000, 800_000]}
-SMALL = {"hep_1m": 20_000, "hep_big": 40_000, "distpab": 40_000, "cli": 20_000, "cluster": 20_000,
+SMALL = {"attacks": (20_000, 500), "hep_1m": 20_000, "hep_big": 40_000, "distpab": 40_000, "cli": 20_000, "cluster": 20_000,
          "threshold": [2_000, 8_000]}
 QI_HEP = [f"f{i}" for i in range(28)]
 #: tests/test_gpu.py's device-equals-host tests (pytest -k); the cluster's equality test runs with the rest
 EQUAL_TESTS = "(equal or reduceat) and not cluster"
 #: (part, time cap in seconds), in order of value
 PLAN = [("tests_equal", 150), ("mondrian_hepmass_big", 120), ("mondrian_adult", 60), ("distpab", 90), ("risk", 90),
-        ("suda", 60), ("cli", 90), ("cluster", 90), ("tests_rest", 120), ("mondrian_hepmass_1m", 120),
+        ("suda", 60), ("attacks", 120), ("cli", 90), ("cluster", 90), ("tests_rest", 120), ("mondrian_hepmass_1m", 120),
         ("threshold", 100)]
 PER_TEST_TIMEOUT_S = 90
 
@@ -201,6 +202,8 @@ def part_configs(args, env: dict) -> dict:
                               "sensitive": "income", "format": "range", "repeat": 4},
            "distpab": {"part": "distpab", "rows": sizes["distpab"]}, "risk": {"part": "risk", "rows": sizes["hep_big"], "profile": True},
            "suda": {"part": "suda"}, "cli": {"part": "cli", "rows": sizes["cli"]},
+           "attacks": {"part": "attacks", "rows": sizes["attacks"][0], "n_attacks": sizes["attacks"][1],
+                       "compare_cpu": True},
            "cluster": {"part": "cluster", "rows": sizes["cluster"], "cluster": "cuda:1" if gpu else "local:1"},
            "mondrian_hepmass_1m": {**hep, "rows": sizes["hep_1m"], "compare_cpu": True},
            "threshold": {"part": "threshold", "sizes": sizes["threshold"]}}
