@@ -14,9 +14,10 @@ cupy_double = pytest.importorskip("cupy_double")
 
 AUX = (["age", "workclass", "education", "marital-status"], ["occupation", "race", "gender", "native-country"])
 #: syncs per attack kind on the double (linkability: the two sides' group counts, the (A, B) pairs'
-#: unique, the counts' one copy; inference, per secret: the groups, the credits' one copy); they do not
-#: grow with the blocks or the attacks
-SYNC_BUDGET = {"attack_linkability": 4, "attack_inference": 2}
+#: unique, the counts' one copy; inference, per secret: the groups, per table of targets the number of
+#: (target, group) pairs sharing a key and the targets left for the full search, the credits' one copy);
+#: they do not grow with the blocks or the attacks
+SYNC_BUDGET = {"attack_linkability": 4, "attack_inference": 6}
 
 
 def _without_clock(r: dict) -> dict:
@@ -164,3 +165,33 @@ def test_command_line_backend_gpu_on_the_double(tmp_path, monkeypatch):
         docs[be] = _without_clock(json.loads(rep.read_text()))
     assert docs["gpu"] == docs["cpu"]
     assert docs["gpu"]["linkability"]["n_success"] == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_small_tables_full_of_ties(seed, monkeypatch):
+    """tests/test_attack_search.py's random tables (ties, missing values, intervals, '*', set cells): the
+    device's key search, its full search of the rest and its chunks give the CPU's reports."""
+    rng = np.random.default_rng(seed)
+
+    def frame(m):
+        return pd.DataFrame({"a": rng.integers(0, 4, m).astype(float), "b": rng.choice(["x", "y", "z"], m),
+                             "c": rng.choice(["p", "q"], m), "d": rng.integers(0, 3, m) * 0.5,
+                             "s": rng.choice(["u", "v", "w"], m)})
+
+    orig, ctrl = frame(80), frame(70)
+    rel = orig.copy()
+    rel.loc[rng.random(80) < 0.1, "d"] = np.nan
+    orig.loc[rng.random(80) < 0.05, "a"] = np.nan
+    ctrl.loc[rng.random(70) < 0.2, "b"] = "new"  # a key no release row has: the full search
+    if seed % 2:
+        lo = rel["a"].fillna(0).astype(int)
+        rel["a"] = [f"{x}-{x + 1}" if i % 3 else "*" for i, x in enumerate(lo)]
+        rel.loc[rng.random(80) < 0.3, "c"] = "p|q"
+        rel.loc[rng.random(80) < 0.3, "s"] = "u|v"
+    monkeypatch.setattr(device, "MAX_BLOCK_BYTES", 1 << 11 if seed % 3 == 0 else 1 << 33)
+    kw = dict(attacks=["linkability", "inference"], n_attacks=60, secrets=["s", "d"], aux=(["a", "b"], ["c", "d"]),
+              seed=seed)
+    for k in (1, 2):
+        cpu, gpu, s, tr = _both(rel, orig, ctrl, n_neighbours=k, **kw)
+        assert gpu == cpu
+        _check_counts(s, tr, 2)

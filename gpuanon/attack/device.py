@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_namespace, to_device, to_host
+from ..backend import get_namespace, to_device, to_host, to_scalar
 from .distance import kinds
 from .search import RANK_SHARE, blocks
 
@@ -84,15 +84,19 @@ def _overlap(xp, c, tab, r, p):
     return xp.where(rs, tab[xp.where(rs, r - n, 0), p], out)  # ``p`` are points: never a set cell
 
 
-def distances(dev, cols, kinds_, nan_t, rel: dict, tgt: dict):
-    """``(targets, release cells)`` distances: ``rel`` / ``tgt`` per column, ``(lo, hi)`` or cells."""
+def distances(dev, cols, kinds_, nan_t, rel: dict, tgt: dict, pairs: bool = False):
+    """``(targets, release cells)`` distances (``pairs``: of ``tgt[i]`` to ``rel[i]``, one per pair): ``rel`` /
+    ``tgt`` per column, ``(lo, hi)`` or cells; the same operations per cell either way."""
     xp = dev.xp
     r0, t0 = next(iter(rel.values())), next(iter(tgt.values()))
-    d = xp.zeros((t0.shape[0], (r0[0] if isinstance(r0, tuple) else r0).shape[0]))
+    n_r = (r0[0] if isinstance(r0, tuple) else r0).shape[0]
+    d = xp.zeros(t0.shape[0] if pairs else (t0.shape[0], n_r))
+    row = (lambda a: a) if pairs else (lambda a: a[None, :])  # noqa: E731
+    col = (lambda a: a) if pairs else (lambda a: a[:, None])  # noqa: E731
     for c in cols:  # a loop over columns
         if c.kind == "numeric":
             lo, hi = rel[c.name]
-            lo, hi, v = lo[None, :], hi[None, :], tgt[c.name][:, None]
+            lo, hi, v = row(lo), row(hi), col(tgt[c.name])
             g = xp.maximum(lo - v, v - hi)
             xp.maximum(g, 0.0, out=g)
             g /= c.scale
@@ -102,9 +106,9 @@ def distances(dev, cols, kinds_, nan_t, rel: dict, tgt: dict):
                 g = xp.where(xp.isinf(lo) & xp.isinf(hi), 0.0, g)
             d += g
         elif not c.sets.shape[0]:  # point cells only
-            d += rel[c.name][None, :] != tgt[c.name][:, None]
+            d += row(rel[c.name]) != col(tgt[c.name])
         else:
-            d += ~_overlap(xp, c, dev.tab(c), rel[c.name][None, :], tgt[c.name][:, None])
+            d += ~_overlap(xp, c, dev.tab(c), row(rel[c.name]), col(tgt[c.name]))
     return d
 
 
@@ -263,14 +267,76 @@ def _numeric_credit(xp, lo, hi, s):
     return xp.where(gn | sn, (gn & sn).astype(xp.float64), credit)
 
 
+def _point_key(dev, g, table, tr):
+    """:func:`.search._point_key` of the groups and the targets on the device (None: no such column)."""
+    xp = dev.xp
+    gkey, tkey, size = xp.zeros(g.n, dtype=xp.int64), xp.zeros(tr.shape[0], dtype=xp.int64), 1
+    for c in g.cols:  # a loop over columns
+        if c.kind == "numeric" or c.sets.shape[0] or size * max(c.n_cats, 1) >= 1 << 62:
+            continue
+        gkey += g.rel[c.name] * size
+        tkey += dev.cell(table, c.name)[tr] * size
+        size *= max(c.n_cats, 1)
+    return (gkey, tkey) if size > 1 else None
+
+
+def by_key(dev, g, table, tr, nan_t):
+    """The first nearest row of the targets whose nearest group shares their point-categorical cells (a key)
+    and is below 1 (any other group differs on such a column: distance >= 1), as :func:`.search._by_key`:
+    the groups sorted by key, each target's key range by ``searchsorted``, the (target, group) pairs of the
+    ranges measured in chunks by free memory, a scatter minimum per target. Returns the guesses and the
+    positions of the other targets (None: no key, every target is another)."""
+    xp = dev.xp
+    key = _point_key(dev, g, table, tr)
+    if key is None:
+        return None, None
+    gkey, tkey = key
+    gorder = xp.argsort(gkey)
+    sk = gkey[gorder]
+    ks = xp.searchsorted(sk, tkey, side="left")
+    ln = xp.searchsorted(sk, tkey, side="right") - ks
+    ends = xp.cumsum(ln)
+    n_pairs = int(to_scalar(ends[-1])) if tr.shape[0] else 0  # one sync: the number of pairs
+    n_t, big = tr.shape[0], dev.e.release.n
+    dmin = xp.full(n_t, xp.inf)
+    first = xp.full(n_t, big, dtype=xp.int64)
+    chunk = block_rows(dev, 8 * 8 + 8 * len(g.cols))  # pairs per chunk
+    kept = {}
+    for step in ("min", "first"):  # the smallest distance, then the first group at it
+        for p0 in range(0, n_pairs, chunk):  # chunks of pairs by free memory
+            if (step, p0) not in kept:
+                j = xp.arange(p0, min(n_pairs, p0 + chunk), dtype=xp.int64)
+                owner = xp.searchsorted(ends, j, side="right")
+                grp = gorder[ks[owner] + j - (ends[owner] - ln[owner])]
+                rel = {c: (v[0][grp], v[1][grp]) if isinstance(v, tuple) else v[grp] for c, v in g.rel.items()}
+                d = distances(dev, g.cols, g.kinds, nan_t, rel, _tgt_of(dev, g.cols, table, tr[owner]), pairs=True)
+                if n_pairs <= chunk:  # one chunk: measured once
+                    kept[("first", p0)] = (owner, grp, d)
+            else:
+                owner, grp, d = kept[(step, p0)]
+            if step == "min":
+                xp.minimum.at(dmin, owner, d)
+            else:
+                xp.minimum.at(first, owner, xp.where(d == dmin[owner], g.first[grp], big))
+    rest = xp.flatnonzero(~(dmin < 1.0))  # one sync: no key row, or none below 1
+    return first, rest
+
+
 def credits(dev, aux_cols, secret, table, trows):
     """Per target, the chance that the nearest release row's secret is right (a device vector)."""
     xp, rel = dev.xp, dev.e.release
     g = dev.groups(aux_cols)
     nan_t = _nan_of(aux_cols, table)
     tr = to_device(np.asarray(trows, dtype=np.int64), xp)
-    size = block_rows(dev, 8 * 3 * g.n + 64)
-    guess = xp.concatenate([g.nearest(dev, table, tr[s:s + size], nan_t) for s in range(0, len(trows), size)])
+    guess, rest = by_key(dev, g, table, tr, nan_t)
+    if rest is None or rest.shape[0]:  # the others: every group, in blocks by free memory
+        rows = tr if rest is None else tr[rest]
+        size = block_rows(dev, 8 * 3 * g.n + 64)
+        got = xp.concatenate([g.nearest(dev, table, rows[s:s + size], nan_t) for s in range(0, rows.shape[0], size)])
+        if rest is None:
+            guess = got
+        else:
+            guess[rest] = got
     c = dev.e.column(secret)
     if c.kind == "numeric":
         with np.errstate(invalid="ignore", divide="ignore"):  # the CPU's (the device double computes in NumPy)
