@@ -14,6 +14,12 @@ JSON document (and writes it to ``--out``)::
 stage and direction (``transfers_per_stage``) and how often the row data crossed each way
 (``row_crossings``: bytes moved in that direction / the input's QI bytes).
 
+``--attacks N`` counts instead the attacks on the GPU backend (``gpuanon.attack.evaluate(...,
+backend="gpu")``): linkability and inference of income, N attacks each, against bench/bench_attack.py's
+``large`` release of ``--rows`` rows (a raw copy, an equal control), per attack kind (stage)::
+
+    python bench/device_counts.py --attacks 2000 --rows 20000 200000
+
 Re-run it after a change to the device code to see its counts move.
 """
 
@@ -82,13 +88,46 @@ def resident_counts(dev, tr: dict, qi_bytes: int) -> dict:
             "cudf_calls_per_stage": calls}
 
 
+def attack_counts(n_rows: int, n_attacks: int) -> dict:
+    """The attacks' device operations and syncs per kind (stage) on the double, equal to the CPU's report."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from bench_attack import AUX, large
+
+    from gpuanon.attack import evaluate
+
+    o, c = large(n_rows)
+    kw = dict(attacks=["linkability", "inference"], n_attacks=n_attacks, secrets=["income"], aux=AUX)
+    want = evaluate(o, o, c, **kw)
+    dev = DeviceDouble(known_faults=KNOWN_FAULTS)
+    t = time.perf_counter()
+    with B.use_device_module(dev), B.count_transfers() as tl:
+        got = evaluate(o, o, c, backend="gpu", **kw)
+    secs = round(time.perf_counter() - t, 2)
+    want.pop("cpu_seconds"), got.pop("cpu_seconds")
+    s, tr = dev.stats.summary(), tl.to_dict()["stages"]
+    return {"rows": n_rows, "n_attacks": n_attacks, "seconds_on_the_double": secs, "equal_to_cpu": got == want,
+            "syncs_escaped": s["syncs_escaped"], "uploads_escaped": s["uploads_escaped"],
+            "per_attack": {st: {**v, "copies": tr.get(st, {})} for st, v in s["stages"].items()},
+            "implicit_sync_sites": s["implicit_sites"]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000])
     ap.add_argument("--out", default=None, help="also write the JSON here")
     ap.add_argument("--device-resident", action="store_true",
                     help="the input frame starts on the device (the cuDF double's), as a cuDF frame would")
+    ap.add_argument("--attacks", type=int, help="count the attacks (N of each kind) instead of a fit")
     args = ap.parse_args(argv)
+    if args.attacks:
+        res = {"what": "device operations and syncs of the attacks (linkability, inference) on the CuPy double",
+               "runs": [attack_counts(n, args.attacks) for n in args.rows]}
+        text = json.dumps(res, indent=1)
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text + "\n")
+        return 0
     res = {"what": "device operations and syncs of one HEPMASS-shaped fit_transform on the CuPy double"
                    + (", from a device-resident input frame" if args.device_resident else ""),
            "runs": [counts(n, resident=args.device_resident) for n in args.rows]}
