@@ -195,3 +195,23 @@ def test_small_tables_full_of_ties(seed, monkeypatch):
         cpu, gpu, s, tr = _both(rel, orig, ctrl, n_neighbours=k, **kw)
         assert gpu == cpu
         _check_counts(s, tr, 2)
+
+
+def test_gpu_check_attacks_part_on_the_double():
+    """bench/gpu_check.py's attacks part, its GPU code path on the double: equal to the CPU, syncs counted."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("_gpu_attack", bench / "_gpu_attack.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.run_attacks({"part": "attacks", "backend": "gpu", "double": True, "rows": 3000, "n_attacks": 200,
+                           "compare_cpu": True})
+    for kind, r in res["kinds"].items():
+        assert r["equal_to_cpu"], kind
+        assert r["warm_transfers"]["to_host"]["calls"] == (1 if kind == "linkability" else 3)
+    assert res["double_counts"]["syncs_escaped"] == 0
+    assert "equal to CPU True" in mod.attack_figures(res)

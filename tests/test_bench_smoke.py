@@ -68,8 +68,10 @@ def test_gpu_check_small_on_the_cpu(tmp_path):
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     assert doc["errors"] == [] and doc["mode"] == "small" and doc["backend"] == "cpu"
     parts = doc["parts"]
-    assert list(parts) == ["tests_equal", "mondrian_hepmass_big", "mondrian_adult", "distpab", "risk", "suda", "cli",
-                           "cluster", "tests_rest", "mondrian_hepmass_1m", "threshold"]  # in order of value
+    assert list(parts) == ["tests_equal", "mondrian_hepmass_big", "mondrian_adult", "distpab", "risk", "suda", "attacks",
+                           "cli", "cluster", "tests_rest", "mondrian_hepmass_1m", "threshold"]  # in order of value
+    assert parts["attacks"]["rows"] == 20_000 and parts["attacks"]["n_attacks"] == 500
+    assert all(r["equal_to_cpu"] and r["warm"] > 0 for r in parts["attacks"]["kinds"].values())
     assert parts["risk"]["rows"] == 40_000 and parts["risk"]["warm"] > 0
     assert parts["suda"]["m"] == 10 and parts["suda"]["rows"] == 32_561 and parts["suda"]["seconds"] > 0
     for name in ("tests_equal", "tests_rest"):
