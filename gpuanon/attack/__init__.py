@@ -54,7 +54,8 @@ def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets
     columns and the linkability's default split (default: ``columns`` less the secrets). ``aux``: the
     linkability's two disjoint column sets. ``secrets``: the inference's targets, one attack each.
     ``backend``: ``cpu`` (default), ``gpu`` or ``auto``; on the GPU the linkability and inference searches
-    run on the device (:mod:`.device`; the same report), singling out on the host.
+    run on the device (:mod:`.device`; the same report), and singling out's success counts (:mod:`.device_match`;
+its predicates are generated on the host).
     """
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown:
@@ -85,8 +86,9 @@ def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets
                  "columns": list(columns), "quasi_identifiers": qi, "secrets": secrets}
     if "singling-out" in attacks:
         sub = Encoded(so_cols, e.release, e.original, e.control)
-        out["singling_out"] = {mode: singling_out(sub, n_attacks, mode, n_cols, seed, confidence_level)
-                               for mode in ("univariate", "multivariate")}
+        with stage("attack_singling_out"):
+            out["singling_out"] = {mode: singling_out(sub, n_attacks, mode, n_cols, seed, confidence_level, dev)
+                                   for mode in ("univariate", "multivariate")}
     if "linkability" in attacks:
         with stage("attack_linkability"):
             out["linkability"] = linkability(e, (a_cols, b_cols), n_attacks, n_neighbours, seed, confidence_level,

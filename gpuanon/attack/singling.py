@@ -15,10 +15,12 @@ sizes differ); the baseline from random predicates over the release's cells (ano
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from ..release.verify import splitmix64
+from . import device_match
 from .cells import Encoded, unique_keys, unique_rows
 from .predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from .singletons import draw, from_records, medians, successes
@@ -206,19 +208,21 @@ def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
 
 
 def singling_out(e: Encoded, n_attacks: int, mode: str = "multivariate", n_cols: int = 3, seed: int = 0,
-                 confidence_level: float = 0.95) -> dict:
-    """One singling-out evaluation: predicates, successes, baseline, control, risk."""
+                 confidence_level: float = 0.95, dev=None) -> dict:
+    """One singling-out evaluation: predicates, successes, baseline, control, risk (``dev``: the cells on the
+    device, :class:`.device.Cells`: the successes counted there, the same report)."""
     rng = np.random.default_rng(seed)
+    count = match_counts if dev is None else partial(device_match.match_counts, dev)
     rrow = unique_rows(e.release, e.columns)
     orow = unique_rows(e.original, e.columns)
     q, exhausted = generate(e, rrow, n_attacks, mode, n_cols, rng)
-    win = match_counts(q, e.columns, e.original, rng, orow) == 1
+    win = count(q, e.columns, e.original, rng, orow) == 1
     base = random_predicates(e, rrow, n_attacks, 1 if mode == "univariate" else min(n_cols, len(e.columns)), rng)
-    n_base = int((match_counts(base, e.columns, e.original, rng, orow) == 1).sum())
+    n_base = int((count(base, e.columns, e.original, rng, orow) == 1).sum())
     n_control = correction = None
     if e.control is not None:
         crow = unique_rows(e.control, e.columns)
-        n_control = float((match_counts(q, e.columns, e.control, rng, crow) == 1).sum())
+        n_control = float((count(q, e.columns, e.control, rng, crow) == 1).sum())
         if len(crow) != len(orow) and q.n:
             correction = _fit_correction(q, e, crow, len(orow), rng)
             n_control *= correction
