@@ -214,6 +214,6 @@ def test_gpu_check_attacks_part_on_the_double():
                            "compare_cpu": True})
     for kind, r in res["kinds"].items():
         assert r["equal_to_cpu"], kind
-        assert r["warm_transfers"]["to_host"]["calls"] == (1 if kind == "linkability" else 3)
+        assert r["warm_transfers"]["to_host"]["calls"] == {"linkability": 1, "inference": 3, "singling-out": 6}[kind]
     assert res["double_counts"]["syncs_escaped"] == 0
     assert "equal to CPU True" in mod.attack_figures(res)
