@@ -15,7 +15,7 @@ stage and direction (``transfers_per_stage``) and how often the row data crossed
 (``row_crossings``: bytes moved in that direction / the input's QI bytes).
 
 ``--attacks N`` counts instead the attacks on the GPU backend (``gpuanon.attack.evaluate(...,
-backend="gpu")``): linkability and inference of income, N attacks each, against bench/bench_attack.py's
+backend="gpu")``): singling out, linkability and inference of income, N attacks each, against bench/bench_attack.py's
 ``large`` release of ``--rows`` rows (a raw copy, an equal control), per attack kind (stage)::
 
     python bench/device_counts.py --attacks 2000 --rows 20000 200000
@@ -88,7 +88,7 @@ def resident_counts(dev, tr: dict, qi_bytes: int) -> dict:
             "cudf_calls_per_stage": calls}
 
 
-def attack_counts(n_rows: int, n_attacks: int) -> dict:
+def attack_counts(n_rows: int, n_attacks: int, kinds=("singling-out", "linkability", "inference")) -> dict:
     """The attacks' device operations and syncs per kind (stage) on the double, equal to the CPU's report."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
     from bench_attack import AUX, large
@@ -96,7 +96,7 @@ def attack_counts(n_rows: int, n_attacks: int) -> dict:
     from gpuanon.attack import evaluate
 
     o, c = large(n_rows)
-    kw = dict(attacks=["linkability", "inference"], n_attacks=n_attacks, secrets=["income"], aux=AUX)
+    kw = dict(attacks=list(kinds), n_attacks=n_attacks, secrets=["income"], aux=AUX)
     want = evaluate(o, o, c, **kw)
     dev = DeviceDouble(known_faults=KNOWN_FAULTS)
     t = time.perf_counter()
@@ -118,10 +118,11 @@ def main(argv=None) -> int:
     ap.add_argument("--device-resident", action="store_true",
                     help="the input frame starts on the device (the cuDF double's), as a cuDF frame would")
     ap.add_argument("--attacks", type=int, help="count the attacks (N of each kind) instead of a fit")
+    ap.add_argument("--attack-kinds", default="singling-out,linkability,inference", help="with --attacks: which")
     args = ap.parse_args(argv)
     if args.attacks:
-        res = {"what": "device operations and syncs of the attacks (linkability, inference) on the CuPy double",
-               "runs": [attack_counts(n, args.attacks) for n in args.rows]}
+        res = {"what": "device operations and syncs of the attacks (singling out, linkability, inference) on the CuPy double",
+               "runs": [attack_counts(n, args.attacks, args.attack_kinds.split(",")) for n in args.rows]}
         text = json.dumps(res, indent=1)
         print(text)
         if args.out:
