@@ -55,7 +55,7 @@ def evaluate(release, original, control=None, *, quasi_identifiers=None, secrets
     linkability's two disjoint column sets. ``secrets``: the inference's targets, one attack each.
     ``backend``: ``cpu`` (default), ``gpu`` or ``auto``; on the GPU the linkability and inference searches
     run on the device (:mod:`.device`; the same report), and singling out's success counts (:mod:`.device_match`;
-its predicates are generated on the host).
+    its predicates are generated on the host).
     """
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown:
