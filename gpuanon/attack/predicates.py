@@ -11,6 +11,7 @@ once it matches two rows (only 0, 1 or "2 or more" matter to singling out).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -300,11 +301,15 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
 
 
 def row_index(columns, table, rows=None) -> _Index:
-    """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses."""
+    """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses; built
+    once per table, columns and rows (kept in ``table.memo``)."""
     rows = np.arange(table.n) if rows is None else np.asarray(rows)
-    ix = _index(columns, table, rows)
-    ix.rows = rows
-    return ix
+    key = ("row_index", tuple(c.name for c in columns), len(rows), hashlib.blake2b(rows.tobytes()).hexdigest())
+    if key not in table.memo:
+        ix = _index(columns, table, rows)
+        ix.rows = rows
+        table.memo[key] = ix
+    return table.memo[key]
 
 
 def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | None = None) -> np.ndarray:
@@ -324,7 +329,7 @@ def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | 
     counts[hit >= 2] = 2
     rest = np.flatnonzero(hit < 2)
     if len(rest):
-        ix = index if index is not None else _index(columns, table, rows)
+        ix = index if index is not None else row_index(columns, table, rows)
         counts[rest] = _exact_counts(q, columns, table, ix, rest)
     return np.minimum(counts, 2)
 
