@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import pairs as pair_index
 from .bitsets import sample_counts
 
 #: cells of one (predicates x rows) block
@@ -143,6 +144,8 @@ class _Index:
     key: dict = field(default_factory=dict)  # numeric: sorted lo of bounded cells; categorical: point offsets
     info: dict = field(default_factory=dict)  # numeric: (n_wild, n_bounded, widest); categorical: set-block start
     rows: np.ndarray | None = None
+    pairs: dict = field(default_factory=dict)  # (outer, inner) column names: their :class:`.pairs.PairIndex`
+    build_pairs: bool = True  # whether a pair index may be built (not on subsets: they take their parent's)
 
 
 def _index(columns, table, rows) -> _Index:
@@ -242,6 +245,32 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
     return np.concatenate([o for o, _ in out]), np.concatenate([r for _, r in out])
 
 
+def _pair_anchors(q: Predicates, used, table, ix: _Index, qid, size: np.ndarray):
+    """The predicates whose two most selective conditions together allow fewer rows than any one
+    (:mod:`.pairs`): their ranges ``(owner, start, end)`` lists, the row lists they index (each ``ix.n``
+    long, concatenated in that order) and which of ``qid`` they are."""
+    own, st, en, perms = [], [], [], []
+    two = np.zeros(len(qid), dtype=bool)
+    best = size.min(axis=0)
+    for key, (outer, inner, pos) in pair_index.choose(q, used, ix, qid, size).items():  # a loop over column pairs
+        if key not in ix.pairs:
+            ix.pairs[key] = pair_index.build(outer, inner, table, ix)
+        pi = ix.pairs[key]
+        o, s, e = pair_index.ranges(pi, q, outer, inner, qid[pos])
+        at = np.searchsorted(qid, o)
+        total = np.bincount(at, weights=e - s, minlength=len(qid))
+        better = np.zeros(len(qid), dtype=bool)
+        better[pos] = total[pos] < best[pos]
+        keep = better[at]
+        two |= better  # those with no range match nothing
+        if keep.any():
+            own.append(o[keep])
+            st.append(s[keep] + len(perms) * ix.n)
+            en.append(e[keep] + len(perms) * ix.n)
+            perms.append(pi.perm)
+    return own, st, en, perms, two
+
+
 def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, pairs: list | None = None):
     """Match counts of predicates ``qid`` (sorted), exact up to ``cap``: the candidate rows of each one's
     most selective condition, every condition checked on those (predicate, row) pairs, all columns' pairs
@@ -253,17 +282,18 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             pairs.append((np.repeat(qid, ix.n), np.tile(ix.rows, len(qid))))
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
-    anchor = np.argmin(size, axis=0)
-    own, st, en = [], [], []
+    own, st, en, perms, two = _pair_anchors(q, used, table, ix, qid, size)
+    anchor = np.where(two, -1, np.argmin(size, axis=0))
     for j, c in enumerate(used):  # the predicates anchored on each column, as ranges of one row list
         mine = qid[anchor == j]
         if len(mine):
             o, s, e = _ranges(q, c, ix, mine)
             own.append(o)
-            st.append(s + j * ix.n)
-            en.append(e + j * ix.n)
+            st.append(s + len(perms) * ix.n)
+            en.append(e + len(perms) * ix.n)
+            perms.append(ix.perm[c.name])
     own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
-    perm = np.concatenate([ix.perm[c.name] for c in used])
+    perm = np.concatenate(perms)
     counts = np.zeros(len(qid), dtype=np.int64)
     pos = np.searchsorted(qid, own)
     chunk = CHUNK
@@ -284,6 +314,10 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
     """The index of a subset of its rows (``keep``: bool over the table's rows), in the same orders."""
     sub = _Index(int(keep[ix.rows].sum()))
     sub.rows = ix.rows[keep[ix.rows]]
+    sub.build_pairs = False
+    for key, pi in ix.pairs.items():  # a loop over the parent's pair indexes: its rows in the same order
+        k = keep[pi.perm]
+        sub.pairs[key] = pair_index.PairIndex(pi.perm[k], pi.key[k], pi.n_ranks, pi.edges, pi.values)
     for c in columns:  # a loop over columns
         perm = ix.perm[c.name]
         k = keep[perm]
