@@ -132,7 +132,7 @@ def _numeric_release(rel: pd.DataFrame, c: str) -> tuple[np.ndarray, np.ndarray]
     s = rel[c]
     if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
         v = float_values(s)
-        return v, v.copy()
+        return v, v  # points: one array (the attacks read it as both ends, never write it)
     star = (s.astype(object) == "*").to_numpy()
     try:
         lo, hi = parse_numeric_cells(s.where(~star, None))

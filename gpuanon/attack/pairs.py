@@ -25,7 +25,7 @@ import numpy as np
 #: quantile groups of a numeric outer column
 GROUPS = 64
 #: expected candidate rows saved that pay for sorting the rows once more (a pair index)
-BUILD_ROWS = 1 << 21
+BUILD_ROWS = 1 << 19
 #: predicates whose best one-column anchor allows fewer rows keep it
 SMALL = 256
 
@@ -56,24 +56,39 @@ def conditions(q, c, qid) -> np.ndarray:
     return ~q.neg[c.name][qid] & (q.p[c.name][qid] < c.n_cats)
 
 
+def _column(c, table, ix) -> tuple:
+    """Column ``c``'s rank and outer group per table row (over the index's rows), its number of ranks, its
+    distinct values (numeric; ``None``: the rank is the category) and its groups' upper edges (numeric;
+    ``None``: the group is the category); once per index and column, from the index's sorted rows."""
+    if c.name not in ix.columns:
+        perm = ix.perm[c.name]
+        if c.kind == "numeric":
+            v = table.lo[c.name][perm]  # sorted: every row is a bounded point
+            new = np.concatenate([[True], v[1:] != v[:-1]]) if len(v) else np.zeros(0, dtype=bool)
+            values = v[new]
+            edges = np.unique(v[(np.arange(1, GROUPS) * len(v)) // GROUPS]) if len(v) else np.zeros(0)
+            rank, group = np.zeros(table.n, dtype=np.int64), np.zeros(table.n, dtype=np.int16)
+            rank[perm] = np.cumsum(new) - 1
+            group[perm] = np.searchsorted(edges, v, side="right")
+            ix.columns[c.name] = (rank, group, len(values), values, edges)
+        else:
+            cell = table.cell[c.name]
+            small = np.int16 if c.n_cats < (1 << 15) else np.int64  # 16-bit keys sort by radix
+            ix.columns[c.name] = (cell, cell.astype(small), c.n_cats, None, None)
+    return ix.columns[c.name]
+
+
 def build(outer, inner, table, ix) -> PairIndex:
-    """The pair index of columns ``outer`` and ``inner`` over the index's rows (both :func:`eligible`)."""
-    rows = ix.rows
-    if outer.kind == "numeric":
-        srt = ix.key[outer.name]  # the rows' values, sorted (every row is a bounded point)
-        edges = np.unique(srt[(np.arange(1, GROUPS) * len(srt)) // GROUPS]) if len(srt) else np.zeros(0)
-        group = np.searchsorted(edges, table.lo[outer.name][rows], side="right")
-    else:
-        edges, group = None, table.cell[outer.name][rows]
-    if inner.kind == "numeric":
-        srt = ix.key[inner.name]
-        values = srt[np.concatenate([[True], srt[1:] != srt[:-1]])] if len(srt) else np.zeros(0)
-        rank, n_ranks = np.searchsorted(values, table.lo[inner.name][rows]), len(values)
-    else:
-        values, rank, n_ranks = None, table.cell[inner.name][rows], inner.n_cats
-    key = group.astype(np.int64) * max(n_ranks, 1) + rank
-    order = np.argsort(key, kind="stable")
-    return PairIndex(rows[order], key[order], max(n_ranks, 1), edges, values)
+    """The pair index of columns ``outer`` and ``inner`` over the index's rows (both :func:`eligible`): the
+    rows in the inner column's sorted order, sorted again (stably) by the outer group."""
+    _, group, _, _, edges = _column(outer, table, ix)
+    rank, _, n_ranks, values, _ = _column(inner, table, ix)
+    pin = ix.perm[inner.name]
+    g = group[pin]
+    order = np.argsort(g, kind="stable")
+    perm = pin[order]
+    n_ranks = max(n_ranks, 1)
+    return PairIndex(perm, g[order].astype(np.int64) * n_ranks + rank[perm], n_ranks, edges, values)
 
 
 def _groups(pi: PairIndex, q, c, qid) -> tuple[np.ndarray, np.ndarray]:

@@ -118,18 +118,30 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
     return out
 
 
+def _has_nan(table, name: str) -> bool:
+    """Whether numeric column ``name`` of ``table`` has a missing cell (once per table and column)."""
+    key = ("has_nan", name)
+    if key not in table.memo:
+        table.memo[key] = bool(np.isnan(table.lo[name]).any())
+    return table.memo[key]
+
+
 def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
     """Whether predicate ``qid[i]``'s condition on column ``c`` may hold for row ``rows[i]`` (pairs)."""
     name = c.name
     if c.kind == "numeric":
-        lo, hi = table.lo[name][rows], table.hi[name][rows]
+        lo = table.lo[name][rows]
+        hi = lo if table.hi[name] is table.lo[name] else table.hi[name][rows]  # points: one gather
         a, b = q.a[name][qid], q.b[name][qid]
-        inv, nan = q.inv[name][qid], np.isnan(lo)
         with np.errstate(invalid="ignore"):
             m = (lo <= b) & (hi >= a)
-            if inv.any():
+            if q.inv[name].any():
+                inv = q.inv[name][qid]
                 m = np.where(inv, ~((lo >= a) & (hi <= b)), m)
-        return np.where(nan, q.null[name][qid], m) if nan.any() else m
+        if not _has_nan(table, name):
+            return m
+        nan = np.isnan(lo)
+        return np.where(nan, q.null[name][qid], m)
     r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
     return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
 
@@ -146,6 +158,7 @@ class _Index:
     rows: np.ndarray | None = None
     pairs: dict = field(default_factory=dict)  # (outer, inner) column names: their :class:`.pairs.PairIndex`
     build_pairs: bool = True  # whether a pair index may be built (not on subsets: they take their parent's)
+    columns: dict = field(default_factory=dict)  # per column name: its ranks and groups (:mod:`.pairs`)
 
 
 def _index(columns, table, rows) -> _Index:
@@ -238,7 +251,8 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
                 continue
             le = lb[ent]
             sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
-            ok[sel] &= _condition(q, c2, table, owner[sel], rows[sel])
+            sel = sel[ok[sel]]  # the pairs no earlier condition ruled out
+            ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
         out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
