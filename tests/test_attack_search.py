@@ -56,6 +56,24 @@ def test_unique_keys_is_numpys_unique_over_rows():
         assert np.array_equal(got[0], first) and np.array_equal(got[1], cnt)
 
 
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_distinct_rows_by_hash_are_numpys_first_rows(seed, collide, monkeypatch):
+    """unique_rows hashes each row; equal hashes are compared, and a collision (forced here: every row the
+    same hash) sorts the rows instead. Either way: np.unique's first positions over the rows' cells."""
+    if collide:
+        monkeypatch.setattr(cells, "splitmix64", lambda z: z * np.uint64(0))
+    e = _tables(seed, generalized=seed % 2 == 1)
+    for t in (e.release, e.original, e.control):
+        key = np.column_stack([t.cell[c.name].astype(float) if c.name in t.cell else
+                               np.column_stack([t.lo[c.name], t.hi[c.name]]) for c in e.columns])
+        key = np.where(np.isnan(key), np.inf, key)
+        want = np.sort(np.unique(key, axis=0, return_index=True)[1])
+        got = cells.unique_rows(t, e.columns)
+        assert np.array_equal(got, want)
+        assert cells.unique_rows(t, e.columns) is got  # once per table and columns
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_pruned_nearest_row_is_the_brute_force_first_nearest(seed, monkeypatch):
     monkeypatch.setattr(search, "PAIRS", 7)  # several chunks

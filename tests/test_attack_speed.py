@@ -7,10 +7,12 @@ the Adult half against its hand count (the chance that a random choice among equ
 import numpy as np
 import pytest
 
-from gpuanon.attack import cells, evaluate, neighbours, predicates
+from gpuanon.attack import cells, evaluate, neighbours, pairs, predicates
 from gpuanon.attack.predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from gpuanon.attack.singling import from_records, random_predicates
+from gpuanon.attack.predicates import holds
 from test_attack_hand import CITY, CONTROL, ORIG, RELEASE, _brute
+from test_attack_search import _tables
 
 
 def _predicates(e, seed):
@@ -53,6 +55,39 @@ def test_match_pairs_and_subsamples(monkeypatch, cap):
         direct = match_counts(q, e.columns, e.control, rng, index=subset_index(full, e.columns, keep))
         assert np.array_equal(np.minimum(from_pairs, 2)[~over], direct[~over])
         assert np.array_equal(np.minimum((want & keep[None, :]).sum(axis=1), 2), direct)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 5, 64])
+@pytest.mark.parametrize("seed", range(6))
+def test_counts_anchored_on_column_pairs_match_brute_force(monkeypatch, seed, groups):
+    """Every predicate that can is anchored on a pair index (built whatever it saves, outer groups of a few
+    rows): the counts, the pairs and a subsample's counts are still the dense check's."""
+    monkeypatch.setattr(pairs, "GROUPS", groups)
+    monkeypatch.setattr(pairs, "SMALL", 0)
+    monkeypatch.setattr(pairs, "BUILD_ROWS", -np.inf)
+    monkeypatch.setattr(predicates, "SAMPLE", 0)
+    monkeypatch.setattr(predicates, "CHUNK", 2)
+    e = _tables(seed, n=80, generalized=seed % 2 == 1)
+    rng = np.random.default_rng(seed)
+    rows = cells.unique_rows(e.release, e.columns)
+    used = rng.random((60, len(e.columns))) < 0.6
+    q = Predicates.concat([from_records(e, rows[rng.integers(0, len(rows), 60)], used, {"a": 1.5, "d": 0.5}),
+                           random_predicates(e, rows, 60, 2, rng), random_predicates(e, rows, 40, 3, rng)])
+    built = 0
+    for t in (e.release, e.original, e.control):
+        want = holds(q, e.columns, t, np.arange(t.n))
+        full = row_index(e.columns, t)
+        assert np.array_equal(match_counts(q, e.columns, t, rng, index=full), np.minimum(want.sum(axis=1), 2))
+        built += len(full.pairs)
+        own, prow, over = match_pairs(q, e.columns, t, full, 3)
+        got = np.zeros_like(want)
+        got[own, prow] = True
+        assert np.array_equal(over, want.sum(axis=1) > 3) and np.array_equal(got, want & ~over[:, None])
+        keep = rng.random(t.n) < 0.5
+        sub = subset_index(full, e.columns, keep)
+        assert np.array_equal(match_counts(q, e.columns, t, rng, index=sub),
+                              np.minimum((want & keep[None, :]).sum(axis=1), 2))
+    assert built  # the pair anchors were taken
 
 
 def _chosen_by_cumsum(d, k, order):

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..table.cells import category_sets, cell_key, hierarchy_node_members, parse_numeric_cells
 from ..errors import InputError, shown
+from ..release.verify import splitmix64
 from ..table.exact import float_values
 
 
@@ -101,20 +102,12 @@ class Table:
     lo: dict = field(default_factory=dict)
     hi: dict = field(default_factory=dict)
     cell: dict = field(default_factory=dict)
+    #: what is derived from the cells once and asked again (distinct rows, sorted indexes), by key
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def take(self, rows) -> "Table":
         return Table(len(rows), {c: v[rows] for c, v in self.lo.items()}, {c: v[rows] for c, v in self.hi.items()},
                      {c: v[rows] for c, v in self.cell.items()})
-
-    def key_matrix(self, columns) -> np.ndarray:
-        """The rows as a float matrix (for finding duplicate rows)."""
-        parts = []
-        for c in columns:
-            if c.name in self.cell:
-                parts.append(self.cell[c.name].astype(np.float64))
-            else:
-                parts += [self.lo[c.name], self.hi[c.name]]
-        return np.column_stack(parts) if parts else np.zeros((self.n, 0))
 
 
 @dataclass
@@ -139,7 +132,7 @@ def _numeric_release(rel: pd.DataFrame, c: str) -> tuple[np.ndarray, np.ndarray]
     s = rel[c]
     if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
         v = float_values(s)
-        return v, v.copy()
+        return v, v  # points: one array (the attacks read it as both ends, never write it)
     star = (s.astype(object) == "*").to_numpy()
     try:
         lo, hi = parse_numeric_cells(s.where(~star, None))
@@ -223,12 +216,44 @@ def encode(release: pd.DataFrame, original: pd.DataFrame, control: pd.DataFrame 
 
 
 def unique_rows(t: Table, columns) -> np.ndarray:
-    """Positions of the first of each set of equal rows, in table order (anonymeter drops duplicates)."""
-    key = t.key_matrix(columns)
-    if not key.shape[1]:
+    """Positions of the first of each set of equal rows, in table order (anonymeter drops duplicates);
+    computed once per table and column list."""
+    memo_key = ("unique_rows", tuple(c.name for c in columns))
+    if memo_key not in t.memo:
+        t.memo[memo_key] = _first_of_equal(t, columns)
+    return t.memo[memo_key]
+
+
+def _fields(t: Table, columns) -> list:
+    """The rows' fields as float columns (a categorical cell id, a numeric cell's two ends; NaN as inf)."""
+    out = []
+    for c in columns:
+        if c.name in t.cell:
+            out.append(t.cell[c.name].astype(np.float64))
+        else:
+            out += [np.where(np.isnan(v), np.inf, v) for v in (t.lo[c.name], t.hi[c.name])]
+    return out
+
+
+def _first_of_equal(t: Table, columns) -> np.ndarray:
+    """:func:`unique_rows` by one sort of a 64-bit hash per row (splitmix64 over the fields' bits); rows with
+    equal hashes are compared field by field, and a collision between unequal rows falls back to sorting
+    the rows themselves (:func:`unique_keys`)."""
+    fields = _fields(t, columns)
+    if not fields:
         return np.arange(min(t.n, 1))
-    key = np.where(np.isnan(key), np.inf, key)  # NaN rows equal each other
-    return np.sort(unique_keys(key)[0])
+    h = np.zeros(t.n, dtype=np.uint64)
+    for f in fields:  # a loop over fields
+        h = splitmix64(h ^ (f + 0.0).view(np.uint64))  # + 0.0: -0.0 as 0.0
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    tie = np.flatnonzero(hs[1:] == hs[:-1])
+    a, b = order[tie], order[tie + 1]
+    if not all(np.array_equal(f[a], f[b]) for f in fields):  # a collision: sort the rows
+        return np.sort(unique_keys(np.column_stack(fields))[0])
+    first = np.ones(t.n, dtype=bool)
+    first[tie + 1] = False
+    return np.sort(order[first])
 
 
 def unique_keys(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

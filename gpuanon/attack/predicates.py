@@ -11,10 +11,12 @@ once it matches two rows (only 0, 1 or "2 or more" matter to singling out).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import pairs as pair_index
 from .bitsets import sample_counts
 
 #: cells of one (predicates x rows) block
@@ -116,18 +118,30 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
     return out
 
 
+def _has_nan(table, name: str) -> bool:
+    """Whether numeric column ``name`` of ``table`` has a missing cell (once per table and column)."""
+    key = ("has_nan", name)
+    if key not in table.memo:
+        table.memo[key] = bool(np.isnan(table.lo[name]).any())
+    return table.memo[key]
+
+
 def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
     """Whether predicate ``qid[i]``'s condition on column ``c`` may hold for row ``rows[i]`` (pairs)."""
     name = c.name
     if c.kind == "numeric":
-        lo, hi = table.lo[name][rows], table.hi[name][rows]
+        lo = table.lo[name][rows]
+        hi = lo if table.hi[name] is table.lo[name] else table.hi[name][rows]  # points: one gather
         a, b = q.a[name][qid], q.b[name][qid]
-        inv, nan = q.inv[name][qid], np.isnan(lo)
         with np.errstate(invalid="ignore"):
             m = (lo <= b) & (hi >= a)
-            if inv.any():
+            if q.inv[name].any():
+                inv = q.inv[name][qid]
                 m = np.where(inv, ~((lo >= a) & (hi <= b)), m)
-        return np.where(nan, q.null[name][qid], m) if nan.any() else m
+        if not _has_nan(table, name):
+            return m
+        nan = np.isnan(lo)
+        return np.where(nan, q.null[name][qid], m)
     r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
     return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
 
@@ -142,6 +156,9 @@ class _Index:
     key: dict = field(default_factory=dict)  # numeric: sorted lo of bounded cells; categorical: point offsets
     info: dict = field(default_factory=dict)  # numeric: (n_wild, n_bounded, widest); categorical: set-block start
     rows: np.ndarray | None = None
+    pairs: dict = field(default_factory=dict)  # (outer, inner) column names: their :class:`.pairs.PairIndex`
+    build_pairs: bool = True  # whether a pair index may be built (not on subsets: they take their parent's)
+    columns: dict = field(default_factory=dict)  # per column name: its ranks and groups (:mod:`.pairs`)
 
 
 def _index(columns, table, rows) -> _Index:
@@ -234,11 +251,38 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
                 continue
             le = lb[ent]
             sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
-            ok[sel] &= _condition(q, c2, table, owner[sel], rows[sel])
+            sel = sel[ok[sel]]  # the pairs no earlier condition ruled out
+            ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
         out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate([o for o, _ in out]), np.concatenate([r for _, r in out])
+
+
+def _pair_anchors(q: Predicates, used, table, ix: _Index, qid, size: np.ndarray):
+    """The predicates whose two most selective conditions together allow fewer rows than any one
+    (:mod:`.pairs`): their ranges ``(owner, start, end)`` lists, the row lists they index (each ``ix.n``
+    long, concatenated in that order) and which of ``qid`` they are."""
+    own, st, en, perms = [], [], [], []
+    two = np.zeros(len(qid), dtype=bool)
+    best = size.min(axis=0)
+    for key, (outer, inner, pos) in pair_index.choose(q, used, ix, qid, size).items():  # a loop over column pairs
+        if key not in ix.pairs:
+            ix.pairs[key] = pair_index.build(outer, inner, table, ix)
+        pi = ix.pairs[key]
+        o, s, e = pair_index.ranges(pi, q, outer, inner, qid[pos])
+        at = np.searchsorted(qid, o)
+        total = np.bincount(at, weights=e - s, minlength=len(qid))
+        better = np.zeros(len(qid), dtype=bool)
+        better[pos] = total[pos] < best[pos]
+        keep = better[at]
+        two |= better  # those with no range match nothing
+        if keep.any():
+            own.append(o[keep])
+            st.append(s[keep] + len(perms) * ix.n)
+            en.append(e[keep] + len(perms) * ix.n)
+            perms.append(pi.perm)
+    return own, st, en, perms, two
 
 
 def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, pairs: list | None = None):
@@ -252,17 +296,18 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             pairs.append((np.repeat(qid, ix.n), np.tile(ix.rows, len(qid))))
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
-    anchor = np.argmin(size, axis=0)
-    own, st, en = [], [], []
+    own, st, en, perms, two = _pair_anchors(q, used, table, ix, qid, size)
+    anchor = np.where(two, -1, np.argmin(size, axis=0))
     for j, c in enumerate(used):  # the predicates anchored on each column, as ranges of one row list
         mine = qid[anchor == j]
         if len(mine):
             o, s, e = _ranges(q, c, ix, mine)
             own.append(o)
-            st.append(s + j * ix.n)
-            en.append(e + j * ix.n)
+            st.append(s + len(perms) * ix.n)
+            en.append(e + len(perms) * ix.n)
+            perms.append(ix.perm[c.name])
     own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
-    perm = np.concatenate([ix.perm[c.name] for c in used])
+    perm = np.concatenate(perms)
     counts = np.zeros(len(qid), dtype=np.int64)
     pos = np.searchsorted(qid, own)
     chunk = CHUNK
@@ -283,6 +328,10 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
     """The index of a subset of its rows (``keep``: bool over the table's rows), in the same orders."""
     sub = _Index(int(keep[ix.rows].sum()))
     sub.rows = ix.rows[keep[ix.rows]]
+    sub.build_pairs = False
+    for key, pi in ix.pairs.items():  # a loop over the parent's pair indexes: its rows in the same order
+        k = keep[pi.perm]
+        sub.pairs[key] = pair_index.PairIndex(pi.perm[k], pi.key[k], pi.n_ranks, pi.edges, pi.values)
     for c in columns:  # a loop over columns
         perm = ix.perm[c.name]
         k = keep[perm]
@@ -300,11 +349,15 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
 
 
 def row_index(columns, table, rows=None) -> _Index:
-    """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses."""
+    """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses; built
+    once per table, columns and rows (kept in ``table.memo``)."""
     rows = np.arange(table.n) if rows is None else np.asarray(rows)
-    ix = _index(columns, table, rows)
-    ix.rows = rows
-    return ix
+    key = ("row_index", tuple(c.name for c in columns), len(rows), hashlib.blake2b(rows.tobytes()).hexdigest())
+    if key not in table.memo:
+        ix = _index(columns, table, rows)
+        ix.rows = rows
+        table.memo[key] = ix
+    return table.memo[key]
 
 
 def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | None = None) -> np.ndarray:
@@ -324,7 +377,7 @@ def match_counts(q: Predicates, columns, table, rng, rows=None, index: _Index | 
     counts[hit >= 2] = 2
     rest = np.flatnonzero(hit < 2)
     if len(rest):
-        ix = index if index is not None else _index(columns, table, rows)
+        ix = index if index is not None else row_index(columns, table, rows)
         counts[rest] = _exact_counts(q, columns, table, ix, rest)
     return np.minimum(counts, 2)
 

@@ -26,7 +26,7 @@ import numpy as np
 from .predicates import Predicates, match_counts, row_index
 
 #: most cells of one column set's histogram (numeric bins are merged to fit); also at most one per row
-BUDGET = 1 << 20
+BUDGET = 1 << 18
 #: fewest cells allowed by the per-row cap
 BUDGET_MIN = 4096
 #: predicates counted exactly in one call of match_counts

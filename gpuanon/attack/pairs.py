@@ -1,0 +1,151 @@
+"""Candidate rows of a predicate from two of its conditions at once (the exact count's anchor).
+
+:func:`gpuanon.attack.predicates.match_counts` checks each predicate on the rows its most selective
+condition allows, a range of one column's sorted rows. A multivariate predicate such as ``age >= 70 &
+fnlwgt <= 20000 & workclass = X`` may single out one row while each of its conditions alone allows
+thousands; its candidates from two conditions together are few. A pair index sorts the rows by an outer
+key (a categorical column's category, or a numeric column's value in one of :data:`GROUPS` quantile
+groups) and, within it, by the inner column's value. Rows meeting both conditions then lie in one range
+per outer group the outer condition touches (the inner condition's ranks within the group): a superset
+of the rows meeting both (the partly covered groups at the outer condition's ends add a few), checked
+exactly afterwards like any candidate.
+
+Only columns whose rows in the table are points (numeric: no missing, no interval; categorical: no set
+cell), and conditions that are one interval or one category (not ``inv`` / ``neg``, not a set cell), take
+part; the others keep their one-column anchors. A pair index is built when the candidate rows it is
+expected to save (the conditions taken as independent) pay for its sort.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: quantile groups of a numeric outer column
+GROUPS = 64
+#: expected candidate rows saved that pay for sorting the rows once more (a pair index)
+BUILD_ROWS = 1 << 19
+#: predicates whose best one-column anchor allows fewer rows keep it
+SMALL = 256
+
+
+@dataclass
+class PairIndex:
+    """The rows sorted by (outer group, inner rank); ``key`` is ``group * n_ranks + rank`` in that order."""
+
+    perm: np.ndarray
+    key: np.ndarray
+    n_ranks: int
+    edges: np.ndarray | None  # numeric outer: the groups' upper edges; categorical: None (group = category)
+    values: np.ndarray | None  # numeric inner: the distinct values (rank = position); categorical: None
+
+
+def eligible(c, ix) -> bool:
+    """Whether column ``c``'s rows in the index ``ix`` are all points (see the module)."""
+    if c.kind == "numeric":
+        n_wild, n_fin, widest = ix.info[c.name]
+        return n_wild == 0 and n_fin == ix.n and widest == 0
+    return ix.info[c.name] == ix.n
+
+
+def conditions(q, c, qid) -> np.ndarray:
+    """Whether predicates ``qid``' conditions on ``c`` are one interval or one category."""
+    if c.kind == "numeric":
+        return ~q.inv[c.name][qid]
+    return ~q.neg[c.name][qid] & (q.p[c.name][qid] < c.n_cats)
+
+
+def _column(c, table, ix) -> tuple:
+    """Column ``c``'s rank and outer group per table row (over the index's rows), its number of ranks, its
+    distinct values (numeric; ``None``: the rank is the category) and its groups' upper edges (numeric;
+    ``None``: the group is the category); once per index and column, from the index's sorted rows."""
+    if c.name not in ix.columns:
+        perm = ix.perm[c.name]
+        if c.kind == "numeric":
+            v = table.lo[c.name][perm]  # sorted: every row is a bounded point
+            new = np.concatenate([[True], v[1:] != v[:-1]]) if len(v) else np.zeros(0, dtype=bool)
+            values = v[new]
+            edges = np.unique(v[(np.arange(1, GROUPS) * len(v)) // GROUPS]) if len(v) else np.zeros(0)
+            rank, group = np.zeros(table.n, dtype=np.int64), np.zeros(table.n, dtype=np.int16)
+            rank[perm] = np.cumsum(new) - 1
+            group[perm] = np.searchsorted(edges, v, side="right")
+            ix.columns[c.name] = (rank, group, len(values), values, edges)
+        else:
+            cell = table.cell[c.name]
+            small = np.int16 if c.n_cats < (1 << 15) else np.int64  # 16-bit keys sort by radix
+            ix.columns[c.name] = (cell, cell.astype(small), c.n_cats, None, None)
+    return ix.columns[c.name]
+
+
+def build(outer, inner, table, ix) -> PairIndex:
+    """The pair index of columns ``outer`` and ``inner`` over the index's rows (both :func:`eligible`): the
+    rows in the inner column's sorted order, sorted again (stably) by the outer group."""
+    _, group, _, _, edges = _column(outer, table, ix)
+    rank, _, n_ranks, values, _ = _column(inner, table, ix)
+    pin = ix.perm[inner.name]
+    g = group[pin]
+    order = np.argsort(g, kind="stable")
+    perm = pin[order]
+    n_ranks = max(n_ranks, 1)
+    return PairIndex(perm, g[order].astype(np.int64) * n_ranks + rank[perm], n_ranks, edges, values)
+
+
+def _groups(pi: PairIndex, q, c, qid) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last outer group that predicates ``qid``' conditions on ``c`` touch."""
+    if pi.edges is None:
+        p = q.p[c.name][qid]
+        return p, p
+    return (np.searchsorted(pi.edges, q.a[c.name][qid], side="right"),
+            np.searchsorted(pi.edges, q.b[c.name][qid], side="right"))
+
+
+def _ranks(pi: PairIndex, q, c, qid) -> tuple[np.ndarray, np.ndarray]:
+    """The inner ranks ``[start, end)`` predicates ``qid``' conditions on ``c`` allow."""
+    if pi.values is None:
+        p = q.p[c.name][qid]
+        return p, p + 1
+    return (np.searchsorted(pi.values, q.a[c.name][qid], side="left"),
+            np.searchsorted(pi.values, q.b[c.name][qid], side="right"))
+
+
+def ranges(pi: PairIndex, q, outer, inner, qid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(owner, start, end)`` ranges of ``pi.perm`` holding every row that meets both conditions of
+    predicates ``qid`` (one range per touched outer group; empty ones left out)."""
+    g0, g1 = _groups(pi, q, outer, qid)
+    r0, r1 = _ranks(pi, q, inner, qid)
+    n_groups = np.maximum(g1 - g0 + 1, 0) * (r1 > r0)
+    owner = np.repeat(qid, n_groups)
+    first = np.cumsum(n_groups) - n_groups
+    g = np.repeat(g0 - first, n_groups) + np.arange(int(n_groups.sum()))
+    base = g.astype(np.int64) * pi.n_ranks
+    start = np.searchsorted(pi.key, base + np.repeat(r0, n_groups), side="left")
+    end = np.searchsorted(pi.key, base + np.repeat(r1, n_groups), side="left")
+    keep = end > start
+    return owner[keep], start[keep], end[keep]
+
+
+def choose(q, used, ix, qid, size: np.ndarray) -> dict:
+    """Per (outer, inner) column pair worth an index: the predicates (of ``qid``) to anchor on it. ``size``:
+    the one-column anchors' row counts, ``(len(used), len(qid))``, ``inf`` where a column is unused."""
+    n = max(ix.n, 1)
+    fit = np.array([eligible(c, ix) for c in used])
+    cond = np.stack([conditions(q, c, qid) for c in used]) & fit[:, None]
+    s = np.where(cond, size, np.inf)
+    best = s.min(axis=0)
+    two = np.argsort(s, axis=0, kind="stable")[:2] if len(used) > 1 else None
+    if two is None:
+        return {}
+    s1, s2 = np.take_along_axis(s, two, axis=0)
+    with np.errstate(invalid="ignore"):  # inf - inf where a predicate has no second condition
+        gain = size.min(axis=0) - s1 * s2 / n
+    take = np.isfinite(s2) & (best >= SMALL) & (gain > 0)
+    out = {}
+    for pair in np.unique(two[:, take].T, axis=0) if take.any() else []:  # a loop over the column pairs used
+        mine = take & (two[0] == pair[0]) & (two[1] == pair[1])
+        a, b = used[pair[0]], used[pair[1]]  # a: the more selective condition
+        outer, inner = (b, a) if b.kind == "categorical" or a.kind == "numeric" else (a, b)
+        key = (outer.name, inner.name)
+        if key in ix.pairs or (ix.build_pairs and gain[mine].sum() > BUILD_ROWS):
+            out[key] = (outer, inner, np.flatnonzero(mine))
+    return out
