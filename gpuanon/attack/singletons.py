@@ -229,6 +229,15 @@ def _certain(a, r: np.ndarray, s: np.ndarray) -> np.ndarray:
                                                 a.lo[s] == 0], True)
 
 
+def _distinct(a) -> int:
+    """How many distinct cells a column has over the rows (counted on its small codes where it can)."""
+    if not isinstance(a, _Numeric):
+        return int(np.count_nonzero(np.bincount(a["cell"])))
+    if a.point:
+        return int(np.count_nonzero(np.bincount(a.lo)))
+    return len(np.unique(_codes(a)))
+
+
 def _mask_type(n_cols: int):
     """The narrowest integer that holds a bit per column (narrow: the passes per column set read less)."""
     return np.int16 if n_cols < 16 else np.int32 if n_cols < 32 else np.int64
@@ -238,7 +247,7 @@ def _partner_masks(ax: list, n: int) -> list:
     """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
     fewest distinct cells first, and the other way round): the columns on which that row certainly
     matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
-    distinct = [len(np.unique(_codes(a))) for a in ax]
+    distinct = [_distinct(a) for a in ax]
     dtype = _mask_type(len(ax))
     out, every = [], np.arange(n)
     for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
