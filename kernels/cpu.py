@@ -109,6 +109,46 @@ def chosen_values(K, col, sizes, rows):
     return flat.take(np.repeat(col.astype(np.int64) * (step // item), sizes) + rows)
 
 
+def strict_split(K, col, sizes, starts, total: int, n_rows: int, bits: int):
+    """The CPU's strict-mode attempt on the pending partitions (``sizes``, ``starts``; ``total``
+    rows in all, of the ``n_rows`` rows of ``K``; ``col``: each one's chosen column): the median
+    cut of :func:`kernels.mondrian.mondrian_partition`, the same numbers by fewer passes.
+
+    Returns ``rows`` (the pending rows' positions; ``slice(None)`` when every row is pending: no
+    index array), ``loc`` (each pending row's partition, int32), ``pofs`` (the partitions' offsets
+    among the pending rows), ``nleft`` (the left children's sizes) and ``left`` (each pending row
+    goes left). ``bits``: the bit length of the largest key of ``K``; the ``(partition, value)``
+    sort keys are uint32 when the partitions fit in the bits left (else int64, the value in the low
+    32 bits).
+
+    >>> K = np.array([[5, 1, 1, 9, 2, 9, 9]], dtype=np.uint32)
+    >>> rows, loc, pofs, nleft, left = strict_split(K, np.array([0, 0]), np.array([3, 4]), np.array([0, 3]), 7, 7, 4)
+    >>> rows, nleft.tolist(), left.tolist()  # medians 1 and 9; the second's is its top: left takes v < 9
+    (slice(None, None, None), [2, 1], [False, True, True, False, True, False, False])
+    """
+    P = int(sizes.shape[0])
+    pofs = np.zeros(P, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=pofs[1:])
+    loc = np.repeat(np.arange(P, dtype=np.int32), sizes)
+    full = total == n_rows  # partitions are never empty: every row is pending, in order
+    idx = np.arange(total, dtype=np.int64)
+    if not full and P and bool((starts != pofs).any()):
+        idx += np.repeat(starts - pofs, sizes)
+    v = chosen_values(K, col, sizes, idx)
+    shift, kt = (bits, np.uint32) if bits < 32 and P <= (1 << (32 - bits)) else (32, np.int64)
+    key = np.left_shift(loc.astype(kt), kt(shift))
+    key |= v.astype(kt, copy=False)
+    skey = np.sort(key)
+    low = kt((1 << shift) - 1)
+    med = skey[pofs + (sizes - 1) // 2] & low
+    use_lt = med == (skey[pofs + sizes - 1] & low)  # the median is the top key (below_only)
+    probe = np.left_shift(np.arange(P, dtype=kt), kt(shift)) | med
+    nleft = np.where(use_lt, np.searchsorted(skey, probe, side="left"),
+                     np.searchsorted(skey, probe, side="right")) - pofs
+    left = v <= (med.astype(np.int64) - use_lt)[loc]  # v < m is v <= m - 1 on integer keys
+    return (slice(None) if full else idx), loc, pofs, nleft, left
+
+
 def reduce_at(op: str, x, starts, dense: bool):
     """``segment_reduce(op, x, starts)`` along the last axis of ``x``; ``dense``: the caller knows
     every segment holds a row and ``starts[0] == 0`` (then NumPy's ``reduceat`` is the contract's
@@ -199,16 +239,22 @@ class KeyRows:
     [[3, 1], [6, 4]]
     """
 
-    def __init__(self):
+    def __init__(self, K=None, narrow: bool = False):
         self.buf, self.top = None, 0
+        self.bits = int(K.max()).bit_length() if K is not None and K.size else 32  # of the largest key
+        # the buffer's type: uint16 when ``narrow`` (the keys are codes, no float32 bit patterns) and every key fits
+        self.dtype = np.uint16 if narrow and self.bits <= 16 else None
 
     def regroup(self, K, src):
         """The rows of ``K`` (d, n) in the order ``src`` (m indices into ``n``): a view of the buffer.
         ``K`` is this buffer's last result, or any matrix the first time (it is not modified)."""
         d, m, n = int(K.shape[0]), int(src.shape[0]), int(K.shape[1])
         if self.buf is None:
-            self.buf, self.top = np.empty((d + 1, m), dtype=K.dtype), 1
-            np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            self.buf, self.top = np.empty((d + 1, m), dtype=self.dtype or K.dtype), 1
+            if self.buf.dtype == K.dtype:
+                np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            else:  # narrowed: every key fits (``bits``)
+                self.buf[1:] = np.take(K, src, axis=1, mode="clip")
             return self.buf[1:]
         if self.top == 1:  # columns in rows 1..d: column j to row j, in increasing j
             for j in range(d):

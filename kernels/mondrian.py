@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children
+from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children, strict_split
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -404,7 +404,8 @@ def mondrian_partition(
     n_parts = levels = attempts = 0
     words = spare = None
     if xp is np:  # the rows' category masks, once, and the buffer the keys are regrouped in (kernels.cpu)
-        plan, key_rows = _span_plan(col_info, n_categories, global_range, xp), KeyRows()
+        plan = _span_plan(col_info, n_categories, global_range, xp)
+        key_rows = KeyRows(K, narrow="f32" not in plan.kind)  # uint16 keys when every one fits
         words = plan.masks.words(K, plan.cat)  # regrouped with the keys
 
     while sizes.shape[0] > 0:
@@ -426,28 +427,31 @@ def mondrian_partition(
             col = xp.argmax(span[pend], axis=1)  # widest first, ties: lowest column index
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
-            rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
-            v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
-            key = (loc << 32) | v.astype(xp.int64)
-            if relaxed:
-                order = xp.argsort(key, kind="stable")
-                skey = key[order]
+            if xp is np and not relaxed:  # the CPU's strict attempt: fewer passes, the same numbers
+                rows, loc, pofs, nleft, left = strict_split(K, col, psizes, pstarts, total, n_act, key_rows.bits)
             else:
-                skey = xp.sort(key)
-            med = skey[pofs + (psizes - 1) // 2] & _LOW32
-            if relaxed:
-                nleft = (psizes + 1) // 2
-                pos = xp.empty_like(order)
-                pos[order] = xp.arange(order.shape[0], dtype=order.dtype)
-                left = (pos - pofs[loc]) < nleft[loc]
-            else:
-                top = skey[pofs + psizes - 1] & _LOW32
-                base = xp.arange(n_pend, dtype=xp.int64) << 32
-                le = xp.searchsorted(skey, base | med, side="right") - pofs
-                lt = xp.searchsorted(skey, base | med, side="left") - pofs
-                use_lt = below_only(med, top)
-                nleft = xp.where(use_lt, lt, le)
-                left = _goes_left(v, med, use_lt, loc, xp)
+                rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
+                v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
+                key = (loc << 32) | v.astype(xp.int64)
+                if relaxed:
+                    order = xp.argsort(key, kind="stable")
+                    skey = key[order]
+                else:
+                    skey = xp.sort(key)
+                med = skey[pofs + (psizes - 1) // 2] & _LOW32
+                if relaxed:
+                    nleft = (psizes + 1) // 2
+                    pos = xp.empty_like(order)
+                    pos[order] = xp.arange(order.shape[0], dtype=order.dtype)
+                    left = (pos - pofs[loc]) < nleft[loc]
+                else:
+                    top = skey[pofs + psizes - 1] & _LOW32
+                    base = xp.arange(n_pend, dtype=xp.int64) << 32
+                    le = xp.searchsorted(skey, base | med, side="right") - pofs
+                    lt = xp.searchsorted(skey, base | med, side="left") - pofs
+                    use_lt = below_only(med, top)
+                    nleft = xp.where(use_lt, lt, le)
+                    left = _goes_left(v, med, use_lt, loc, xp)
             nright = psizes - nleft
             hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit) if needs_hist else (None, None)
             ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
