@@ -109,17 +109,22 @@ def chosen_values(K, col, sizes, rows):
     return flat.take(np.repeat(col.astype(np.int64) * (step // item), sizes) + rows)
 
 
-def strict_split(K, col, sizes, starts, total: int, n_rows: int, bits: int):
+def strict_split(K, col, sizes, starts, total: int, n_rows: int, bits: int, need_loc: bool = False):
     """The CPU's strict-mode attempt on the pending partitions (``sizes``, ``starts``; ``total``
     rows in all, of the ``n_rows`` rows of ``K``; ``col``: each one's chosen column): the median
     cut of :func:`kernels.mondrian.mondrian_partition`, the same numbers by fewer passes.
 
+    One sort of ``(partition, value)`` keys; a partition's lower median key ``m`` and top key
+    give its bound ``b`` (``m + 1``, or ``m`` when ``m`` is the top: :func:`~kernels.mondrian.below_only`):
+    the left child takes the keys below ``b``, so its size is one ``searchsorted`` and each row's
+    side one comparison with its partition's bound (repeated, not gathered). ``bits``: the bit
+    length of the largest key of ``K``; the keys are uint32 when the partitions fit in the bits
+    left (else int64, the value in the low 32 bits).
+
     Returns ``rows`` (the pending rows' positions; ``slice(None)`` when every row is pending: no
-    index array), ``loc`` (each pending row's partition, int32), ``pofs`` (the partitions' offsets
-    among the pending rows), ``nleft`` (the left children's sizes) and ``left`` (each pending row
-    goes left). ``bits``: the bit length of the largest key of ``K``; the ``(partition, value)``
-    sort keys are uint32 when the partitions fit in the bits left (else int64, the value in the low
-    32 bits).
+    index array), ``loc`` (each pending row's partition, int32; None unless ``need_loc``),
+    ``pofs`` (the partitions' offsets among the pending rows), ``nleft`` (the left children's
+    sizes) and ``left`` (each pending row goes left).
 
     >>> K = np.array([[5, 1, 1, 9, 2, 9, 9]], dtype=np.uint32)
     >>> rows, loc, pofs, nleft, left = strict_split(K, np.array([0, 0]), np.array([3, 4]), np.array([0, 3]), 7, 7, 4)
@@ -129,24 +134,33 @@ def strict_split(K, col, sizes, starts, total: int, n_rows: int, bits: int):
     P = int(sizes.shape[0])
     pofs = np.zeros(P, dtype=np.int64)
     np.cumsum(sizes[:-1], out=pofs[1:])
-    loc = np.repeat(np.arange(P, dtype=np.int32), sizes)
     full = total == n_rows  # partitions are never empty: every row is pending, in order
-    idx = np.arange(total, dtype=np.int64)
-    if not full and P and bool((starts != pofs).any()):
-        idx += np.repeat(starts - pofs, sizes)
-    v = chosen_values(K, col, sizes, idx)
     shift, kt = (bits, np.uint32) if bits < 32 and P <= (1 << (32 - bits)) else (32, np.int64)
-    key = np.left_shift(loc.astype(kt), kt(shift))
-    key |= v.astype(kt, copy=False)
+    key = np.repeat(np.left_shift(np.arange(P, dtype=kt), kt(shift)), sizes)
+    if full and P and bool((col == col[0]).all()):  # one column: its row as it is
+        key |= K[int(col[0])]
+        idx = None
+    else:
+        idx = np.arange(total, dtype=np.int64)
+        if not full and P and bool((starts != pofs).any()):
+            idx += np.repeat(starts - pofs, sizes)
+        key |= chosen_values(K, col, sizes, idx).astype(kt, copy=False)
     skey = np.sort(key)
-    low = kt((1 << shift) - 1)
-    med = skey[pofs + (sizes - 1) // 2] & low
-    use_lt = med == (skey[pofs + sizes - 1] & low)  # the median is the top key (below_only)
-    probe = np.left_shift(np.arange(P, dtype=kt), kt(shift)) | med
-    nleft = np.where(use_lt, np.searchsorted(skey, probe, side="left"),
-                     np.searchsorted(skey, probe, side="right")) - pofs
-    left = v <= (med.astype(np.int64) - use_lt)[loc]  # v < m is v <= m - 1 on integer keys
+    med = skey[pofs + (sizes - 1) // 2]
+    bound = med + (med != skey[pofs + sizes - 1]).astype(kt)  # below m + 1, or below m when m is the top
+    nleft = np.searchsorted(skey, bound, side="left") - pofs
+    left = key < np.repeat(bound, sizes)
+    loc = np.repeat(np.arange(P, dtype=np.int32), sizes) if need_loc else None
     return (slice(None) if full else idx), loc, pofs, nleft, left
+
+
+def mark_left(go_left, rows, left, ok, sizes, loc):
+    """``go_left`` with the pending rows ``rows`` (:func:`strict_split`'s) set to ``left`` where
+    their partition's cut is made (``ok``); a new array when every row is pending."""
+    if isinstance(rows, slice):
+        return left if bool(ok.all()) else left & np.repeat(ok, sizes)
+    go_left[rows] = left & (np.repeat(ok, sizes) if loc is None else ok[loc])
+    return go_left
 
 
 def reduce_at(op: str, x, starts, dense: bool):
@@ -206,8 +220,7 @@ def split_children(go_left, cut, sizes, starts, perm, min_size: int, labels, fir
     n_small = int(np.count_nonzero(small_l)) + int(np.count_nonzero(small_r))
     if n_small == 2 * nl.shape[0]:
         n_small = 0  # every child small: the next level finishes them all
-    row_cut = np.repeat(cut, sizes)
-    go_right = row_cut & ~go_left
+    go_right = ~go_left if bool(cut.all()) else np.repeat(cut, sizes) & ~go_left
     if n_small == 0:
         src = np.concatenate([np.flatnonzero(go_left), np.flatnonzero(go_right)])
         return src, np.concatenate([nl, nr]), n_parts

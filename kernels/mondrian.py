@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children, strict_split
+from .cpu import CodeMasks, KeyRows, chosen_values, extremes, mark_left, split_children, strict_split
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -235,10 +235,7 @@ def goes_left(v, median, below, xp):
 
 
 def _goes_left(v, med, use_lt, loc, xp):
-    """:func:`goes_left` of the rows (``loc``: each row's pending partition). On the CPU the same
-    rule as one comparison: ``v < m`` is ``v <= m - 1`` on integer keys."""
-    if xp is np:
-        return v <= (med - use_lt)[loc]
+    """:func:`goes_left` of the rows (``loc``: each row's pending partition) on the device."""
     return goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
 
 
@@ -428,7 +425,8 @@ def mondrian_partition(
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
             if xp is np and not relaxed:  # the CPU's strict attempt: fewer passes, the same numbers
-                rows, loc, pofs, nleft, left = strict_split(K, col, psizes, pstarts, total, n_act, key_rows.bits)
+                rows, loc, pofs, nleft, left = strict_split(K, col, psizes, pstarts, total, n_act, key_rows.bits,
+                                                            needs_hist)
             else:
                 rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
                 v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
@@ -456,7 +454,10 @@ def mondrian_partition(
             hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit) if needs_hist else (None, None)
             ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
             cut[pend] = ok  # pending partitions are not cut yet
-            go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
+            if xp is np and not relaxed:
+                go_left = mark_left(go_left, rows, left, ok, psizes, loc)
+            else:
+                go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
             span[pend, col] = -1.0
             pending[pend] = ~ok & (span[pend].max(axis=1) > 0)
 
