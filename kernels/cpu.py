@@ -255,8 +255,8 @@ class KeyRows:
     def __init__(self, K=None, narrow: bool = False):
         self.buf, self.top = None, 0
         self.bits = int(K.max()).bit_length() if K is not None and K.size else 32  # of the largest key
-        # the buffer's type: uint16 when ``narrow`` (the keys are codes, no float32 bit patterns) and every key fits
-        self.dtype = np.uint16 if narrow and self.bits <= 16 else None
+        # the buffer's type: uint8 / uint16 when ``narrow`` (the keys are codes, no float32 bit patterns) and every key fits
+        self.dtype = None if not narrow or self.bits > 16 else np.uint8 if self.bits <= 8 else np.uint16
 
     def regroup(self, K, src):
         """The rows of ``K`` (d, n) in the order ``src`` (m indices into ``n``): a view of the buffer.
