@@ -152,7 +152,7 @@ def _distinct_share(K, seg, P, plan, xp, cell_limit):
     return (cs[first + plan.cn] - cs[first]).astype(xp.float64) / plan.cn.astype(xp.float64)
 
 
-def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit, words=None):
+def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit, words=None, plan=None):
     """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
 
     ``col_info``: one :mod:`kernels.specs` spec per column. Whole-matrix operations on the ``(d, P)`` minima and maxima:
@@ -163,7 +163,7 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
     d = K.shape[0]
     P = sizes.shape[0]
     specs = check_specs(col_info)
-    plan = _span_plan(specs, n_categories, global_range, xp)
+    plan = _span_plan(specs, n_categories, global_range, xp) if plan is None else plan  # the kernel's: its fit's
     if xp is np:  # the CPU's formulation (kernels.cpu): extremes of the columns that use them, code masks
         dense = P > 0 and bool(sizes.min() > 0)  # no empty segment: reduceat as it is
         mn, mx = extremes(K, starts, plan.extreme_rows, P, dense)
@@ -399,7 +399,7 @@ def mondrian_partition(
     labels = xp.empty(n, dtype=xp.int64)
     first_rows = []
     n_parts = levels = attempts = 0
-    words = spare = None
+    words = spare = plan = None
     if xp is np:  # the rows' category masks, once, and the buffer the keys are regrouped in (kernels.cpu)
         plan = _span_plan(col_info, n_categories, global_range, xp)
         key_rows = KeyRows(K, narrow="f32" not in plan.kind)  # uint16 keys when every one fits
@@ -411,7 +411,7 @@ def mondrian_partition(
         starts = exclusive_cumsum(sizes, xp)
         seg = None if xp is np else segment_ids(sizes, xp, n=int(K.shape[1]))  # the CPU's spans use none
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit,
-                      words)
+                      words, plan)
         span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
