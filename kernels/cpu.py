@@ -58,12 +58,13 @@ class CodeMasks:
         for i, parts in enumerate(self.parts):  # a loop over columns, once per fit
             if not parts:
                 continue
-            code = K[cols[i]].astype(np.int64)
+            c = self.ncats[i]
+            code = np.minimum(K[cols[i]], c).astype(np.intp)  # a code past the column's count sets no bit
             for p, (w, off, bits) in enumerate(parts):
-                local = code - p * WORD_BITS
-                inside = (local >= 0) & (local < bits)
-                out[w] |= np.where(inside, np.left_shift(np.uint64(1), (np.clip(local, 0, 63) + off)
-                                                         .astype(np.uint64)), np.uint64(0))
+                bit = np.zeros(c + 1, dtype=np.uint64)  # each code's bit in word w (0: not in this part)
+                bit[p * WORD_BITS:p * WORD_BITS + bits] = np.left_shift(np.uint64(1), np.arange(bits, dtype=np.uint64)
+                                                                        + np.uint64(off))
+                out[w] |= bit.take(code)
         return out
 
     def counts(self, words, starts, K, cols, n_seg: int, dense: bool = False):
