@@ -58,12 +58,13 @@ class CodeMasks:
         for i, parts in enumerate(self.parts):  # a loop over columns, once per fit
             if not parts:
                 continue
-            code = K[cols[i]].astype(np.int64)
+            c = self.ncats[i]
+            code = np.minimum(K[cols[i]], c).astype(np.intp)  # a code past the column's count sets no bit
             for p, (w, off, bits) in enumerate(parts):
-                local = code - p * WORD_BITS
-                inside = (local >= 0) & (local < bits)
-                out[w] |= np.where(inside, np.left_shift(np.uint64(1), (np.clip(local, 0, 63) + off)
-                                                         .astype(np.uint64)), np.uint64(0))
+                bit = np.zeros(c + 1, dtype=np.uint64)  # each code's bit in word w (0: not in this part)
+                bit[p * WORD_BITS:p * WORD_BITS + bits] = np.left_shift(np.uint64(1), np.arange(bits, dtype=np.uint64)
+                                                                        + np.uint64(off))
+                out[w] |= bit.take(code)
         return out
 
     def counts(self, words, starts, K, cols, n_seg: int, dense: bool = False):
@@ -107,6 +108,60 @@ def chosen_values(K, col, sizes, rows):
         return K[np.repeat(col, sizes), rows]
     flat = as_strided(K, shape=((d - 1) * (step // item) + n,), strides=(item,), writeable=False)
     return flat.take(np.repeat(col.astype(np.int64) * (step // item), sizes) + rows)
+
+
+def strict_split(K, col, sizes, starts, total: int, n_rows: int, bits: int, need_loc: bool = False):
+    """The CPU's strict-mode attempt on the pending partitions (``sizes``, ``starts``; ``total``
+    rows in all, of the ``n_rows`` rows of ``K``; ``col``: each one's chosen column): the median
+    cut of :func:`kernels.mondrian.mondrian_partition`, the same numbers by fewer passes.
+
+    One sort of ``(partition, value)`` keys; a partition's lower median key ``m`` and top key
+    give its bound ``b`` (``m + 1``, or ``m`` when ``m`` is the top: :func:`~kernels.mondrian.below_only`):
+    the left child takes the keys below ``b``, so its size is one ``searchsorted`` and each row's
+    side one comparison with its partition's bound (repeated, not gathered). ``bits``: the bit
+    length of the largest key of ``K``; the keys are uint32 when the partitions fit in the bits
+    left (else int64, the value in the low 32 bits).
+
+    Returns ``rows`` (the pending rows' positions; ``slice(None)`` when every row is pending: no
+    index array), ``loc`` (each pending row's partition, int32; None unless ``need_loc``),
+    ``pofs`` (the partitions' offsets among the pending rows), ``nleft`` (the left children's
+    sizes) and ``left`` (each pending row goes left).
+
+    >>> K = np.array([[5, 1, 1, 9, 2, 9, 9]], dtype=np.uint32)
+    >>> rows, loc, pofs, nleft, left = strict_split(K, np.array([0, 0]), np.array([3, 4]), np.array([0, 3]), 7, 7, 4)
+    >>> rows, nleft.tolist(), left.tolist()  # medians 1 and 9; the second's is its top: left takes v < 9
+    (slice(None, None, None), [2, 1], [False, True, True, False, True, False, False])
+    """
+    P = int(sizes.shape[0])
+    pofs = np.zeros(P, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=pofs[1:])
+    full = total == n_rows  # partitions are never empty: every row is pending, in order
+    shift, kt = (bits, np.uint32) if bits < 32 and P <= (1 << (32 - bits)) else (32, np.int64)
+    key = np.repeat(np.left_shift(np.arange(P, dtype=kt), kt(shift)), sizes)
+    if full and P and bool((col == col[0]).all()):  # one column: its row as it is
+        key |= K[int(col[0])]
+        idx = None
+    else:
+        idx = np.arange(total, dtype=np.int64)
+        if not full and P and bool((starts != pofs).any()):
+            idx += np.repeat(starts - pofs, sizes)
+        key |= chosen_values(K, col, sizes, idx).astype(kt, copy=False)
+    skey = np.sort(key)
+    med = skey[pofs + (sizes - 1) // 2]
+    bound = med + (med != skey[pofs + sizes - 1]).astype(kt)  # below m + 1, or below m when m is the top
+    nleft = np.searchsorted(skey, bound, side="left") - pofs
+    left = key < np.repeat(bound, sizes)
+    loc = np.repeat(np.arange(P, dtype=np.int32), sizes) if need_loc else None
+    return (slice(None) if full else idx), loc, pofs, nleft, left
+
+
+def mark_left(go_left, rows, left, ok, sizes, loc):
+    """``go_left`` with the pending rows ``rows`` (:func:`strict_split`'s) set to ``left`` where
+    their partition's cut is made (``ok``); a new array when every row is pending."""
+    if isinstance(rows, slice):
+        return left if bool(ok.all()) else left & np.repeat(ok, sizes)
+    go_left[rows] = left & (np.repeat(ok, sizes) if loc is None else ok[loc])
+    return go_left
 
 
 def reduce_at(op: str, x, starts, dense: bool):
@@ -166,8 +221,7 @@ def split_children(go_left, cut, sizes, starts, perm, min_size: int, labels, fir
     n_small = int(np.count_nonzero(small_l)) + int(np.count_nonzero(small_r))
     if n_small == 2 * nl.shape[0]:
         n_small = 0  # every child small: the next level finishes them all
-    row_cut = np.repeat(cut, sizes)
-    go_right = row_cut & ~go_left
+    go_right = ~go_left if bool(cut.all()) else np.repeat(cut, sizes) & ~go_left
     if n_small == 0:
         src = np.concatenate([np.flatnonzero(go_left), np.flatnonzero(go_right)])
         return src, np.concatenate([nl, nr]), n_parts
@@ -199,16 +253,22 @@ class KeyRows:
     [[3, 1], [6, 4]]
     """
 
-    def __init__(self):
+    def __init__(self, K=None, narrow: bool = False):
         self.buf, self.top = None, 0
+        self.bits = int(K.max()).bit_length() if K is not None and K.size else 32  # of the largest key
+        # the buffer's type: uint8 / uint16 when ``narrow`` (the keys are codes, no float32 bit patterns) and every key fits
+        self.dtype = None if not narrow or self.bits > 16 else np.uint8 if self.bits <= 8 else np.uint16
 
     def regroup(self, K, src):
         """The rows of ``K`` (d, n) in the order ``src`` (m indices into ``n``): a view of the buffer.
         ``K`` is this buffer's last result, or any matrix the first time (it is not modified)."""
         d, m, n = int(K.shape[0]), int(src.shape[0]), int(K.shape[1])
         if self.buf is None:
-            self.buf, self.top = np.empty((d + 1, m), dtype=K.dtype), 1
-            np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            self.buf, self.top = np.empty((d + 1, m), dtype=self.dtype or K.dtype), 1
+            if self.buf.dtype == K.dtype:
+                np.take(K, src, axis=1, out=self.buf[1:], mode="clip")  # src holds valid positions only
+            else:  # narrowed: every key fits (``bits``)
+                self.buf[1:] = np.take(K, src, axis=1, mode="clip")
             return self.buf[1:]
         if self.top == 1:  # columns in rows 1..d: column j to row j, in increasing j
             for j in range(d):

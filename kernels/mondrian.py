@@ -22,7 +22,7 @@ import numpy as np
 
 from .hierarchy import lowest_common_node
 from .counts import count_values, indices_of
-from .cpu import CodeMasks, KeyRows, chosen_values, extremes, split_children
+from .cpu import CodeMasks, KeyRows, chosen_values, extremes, mark_left, split_children, strict_split
 from .host import host, scalar
 from .keys import decode_float32_keys
 from .segmented import exclusive_cumsum, segment_ids, segment_reduce
@@ -152,7 +152,7 @@ def _distinct_share(K, seg, P, plan, xp, cell_limit):
     return (cs[first + plan.cn] - cs[first]).astype(xp.float64) / plan.cn.astype(xp.float64)
 
 
-def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit, words=None):
+def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit, words=None, plan=None):
     """Normalized span of every column in every segment, shape (P, d); 0 where single-valued.
 
     ``col_info``: one :mod:`kernels.specs` spec per column. Whole-matrix operations on the ``(d, P)`` minima and maxima:
@@ -163,7 +163,7 @@ def _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell
     d = K.shape[0]
     P = sizes.shape[0]
     specs = check_specs(col_info)
-    plan = _span_plan(specs, n_categories, global_range, xp)
+    plan = _span_plan(specs, n_categories, global_range, xp) if plan is None else plan  # the kernel's: its fit's
     if xp is np:  # the CPU's formulation (kernels.cpu): extremes of the columns that use them, code masks
         dense = P > 0 and bool(sizes.min() > 0)  # no empty segment: reduceat as it is
         mn, mx = extremes(K, starts, plan.extreme_rows, P, dense)
@@ -235,10 +235,7 @@ def goes_left(v, median, below, xp):
 
 
 def _goes_left(v, med, use_lt, loc, xp):
-    """:func:`goes_left` of the rows (``loc``: each row's pending partition). On the CPU the same
-    rule as one comparison: ``v < m`` is ``v <= m - 1`` on integer keys."""
-    if xp is np:
-        return v <= (med - use_lt)[loc]
+    """:func:`goes_left` of the rows (``loc``: each row's pending partition) on the device."""
     return goes_left(v.astype(xp.int64), med[loc], use_lt[loc], xp)
 
 
@@ -390,7 +387,7 @@ def mondrian_partition(
     col_info = check_specs(col_info)
     needs_hist = sa is not None and n_sa > 0
     if blocks is None:
-        perm = xp.arange(n, dtype=xp.int64)
+        perm = xp.arange(n, dtype=xp.int32 if xp is np and n < 2**31 else xp.int64)  # the CPU: half the bytes to regroup
         sizes = xp.full(1, n, dtype=xp.int64)
     else:
         blocks = xp.asarray(blocks, dtype=xp.int64)
@@ -402,9 +399,10 @@ def mondrian_partition(
     labels = xp.empty(n, dtype=xp.int64)
     first_rows = []
     n_parts = levels = attempts = 0
-    words = spare = None
+    words = spare = plan = None
     if xp is np:  # the rows' category masks, once, and the buffer the keys are regrouped in (kernels.cpu)
-        plan, key_rows = _span_plan(col_info, n_categories, global_range, xp), KeyRows()
+        plan = _span_plan(col_info, n_categories, global_range, xp)
+        key_rows = KeyRows(K, narrow="f32" not in plan.kind)  # uint16 keys when every one fits
         words = plan.masks.words(K, plan.cat)  # regrouped with the keys
 
     while sizes.shape[0] > 0:
@@ -413,7 +411,7 @@ def mondrian_partition(
         starts = exclusive_cumsum(sizes, xp)
         seg = None if xp is np else segment_ids(sizes, xp, n=int(K.shape[1]))  # the CPU's spans use none
         span = _spans(K, sizes, starts, seg, col_info, n_categories, global_range, xp, cell_limit,
-                      words)
+                      words, plan)
         span = xp.where((sizes < 2 * k)[:, None], 0.0, span)
         n_act = K.shape[1]
         go_left = xp.zeros(n_act, dtype=bool)
@@ -426,33 +424,40 @@ def mondrian_partition(
             col = xp.argmax(span[pend], axis=1)  # widest first, ties: lowest column index
             attempts += 1
             psizes, pstarts = sizes[pend], starts[pend]
-            rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
-            v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
-            key = (loc << 32) | v.astype(xp.int64)
-            if relaxed:
-                order = xp.argsort(key, kind="stable")
-                skey = key[order]
+            if xp is np and not relaxed:  # the CPU's strict attempt: fewer passes, the same numbers
+                rows, loc, pofs, nleft, left = strict_split(K, col, psizes, pstarts, total, n_act, key_rows.bits,
+                                                            needs_hist)
             else:
-                skey = xp.sort(key)
-            med = skey[pofs + (psizes - 1) // 2] & _LOW32
-            if relaxed:
-                nleft = (psizes + 1) // 2
-                pos = xp.empty_like(order)
-                pos[order] = xp.arange(order.shape[0], dtype=order.dtype)
-                left = (pos - pofs[loc]) < nleft[loc]
-            else:
-                top = skey[pofs + psizes - 1] & _LOW32
-                base = xp.arange(n_pend, dtype=xp.int64) << 32
-                le = xp.searchsorted(skey, base | med, side="right") - pofs
-                lt = xp.searchsorted(skey, base | med, side="left") - pofs
-                use_lt = below_only(med, top)
-                nleft = xp.where(use_lt, lt, le)
-                left = _goes_left(v, med, use_lt, loc, xp)
+                rows, loc, pofs = _ranges(pstarts, psizes, xp, total)
+                v = chosen_values(K, col, psizes, rows) if xp is np else K[col[loc], rows]
+                key = (loc << 32) | v.astype(xp.int64)
+                if relaxed:
+                    order = xp.argsort(key, kind="stable")
+                    skey = key[order]
+                else:
+                    skey = xp.sort(key)
+                med = skey[pofs + (psizes - 1) // 2] & _LOW32
+                if relaxed:
+                    nleft = (psizes + 1) // 2
+                    pos = xp.empty_like(order)
+                    pos[order] = xp.arange(order.shape[0], dtype=order.dtype)
+                    left = (pos - pofs[loc]) < nleft[loc]
+                else:
+                    top = skey[pofs + psizes - 1] & _LOW32
+                    base = xp.arange(n_pend, dtype=xp.int64) << 32
+                    le = xp.searchsorted(skey, base | med, side="right") - pofs
+                    lt = xp.searchsorted(skey, base | med, side="left") - pofs
+                    use_lt = below_only(med, top)
+                    nleft = xp.where(use_lt, lt, le)
+                    left = _goes_left(v, med, use_lt, loc, xp)
             nright = psizes - nleft
             hl, hr = _child_hist(loc, left, S[rows], pofs, n_sa, xp, cell_limit) if needs_hist else (None, None)
             ok = cut_allowed(nleft, nright, hl, hr, allowed, xp)
             cut[pend] = ok  # pending partitions are not cut yet
-            go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
+            if xp is np and not relaxed:
+                go_left = mark_left(go_left, rows, left, ok, psizes, loc)
+            else:
+                go_left[rows] = left & ok[loc]  # rows of a pending partition are still all False
             span[pend, col] = -1.0
             pending[pend] = ~ok & (span[pend].max(axis=1) > 0)
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gpuanon.anonymize.criteria import Criteria
-from kernels.cpu import MAX_WORDS, CodeMasks, split_children
+from kernels.cpu import MAX_WORDS, CodeMasks, KeyRows, mark_left, split_children, strict_split
 from test_kernel_vs_reference import _encoded, _kernel_labels, _reference_inputs, _reference_labels
 
 
@@ -33,6 +33,58 @@ def test_distinct_counts_equal_python_sets(seed):
     ends = np.append(starts[1:], n)
     want = [[len(set(K[i, a:b].tolist())) for a, b in zip(starts, ends)] for i in cols]
     assert got.tolist() == want
+
+
+def test_code_masks_set_one_bit_per_column_and_none_past_the_count():
+    m = CodeMasks([7, 60, 2, 100])
+    K = np.array([[0, 6, 7, 99], [59, 0, 60, 3], [1, 0, 2, 1], [64, 99, 100, 2**32 - 1]], dtype=np.uint32)
+    w = m.words(K, [0, 1, 2, 3])
+    for r in range(4):
+        want = np.zeros(m.n_words, dtype=object)
+        for i, parts in enumerate(m.parts):
+            code = int(K[i, r])
+            for p, (word, off, bits) in enumerate(parts):
+                if p * 64 <= code < p * 64 + bits:
+                    want[word] |= 1 << (off + code - p * 64)
+        assert [int(x) for x in w[:, r]] == list(want), r
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_strict_split_equals_the_median_rule_by_hand(seed):
+    rng = np.random.default_rng(seed)
+    d, P = 3, int(rng.integers(1, 30))
+    sizes = rng.integers(1, 12, size=P)
+    gaps = rng.integers(0, 3, size=P) * int(seed % 2)  # odd seeds: pending partitions among others
+    starts = np.cumsum(gaps + np.append(0, sizes[:-1]))
+    n = int(starts[-1] + sizes[-1] + rng.integers(0, 3) * (seed % 2))
+    hi = [2, 300, 2**31][seed % 3]  # uint32 keys with few bits, more bits, and int64 keys
+    K = rng.integers(0, hi, size=(d, n)).astype(np.uint32)
+    col = rng.integers(0, d, size=P)
+    if seed % 4 == 0:
+        col[:] = col[0]
+    total = int(sizes.sum())
+    rows, loc, pofs, nleft, left = strict_split(K, col, sizes, starts, total, n, int(K.max()).bit_length(), True)
+    pos = np.arange(n)[rows]
+    assert pos.tolist() == [int(s) + i for s, z in zip(starts, sizes) for i in range(z)]
+    assert loc.tolist() == [p for p, z in enumerate(sizes) for _ in range(z)]
+    for p in range(P):
+        v = K[col[p], starts[p]:starts[p] + sizes[p]].tolist()
+        m = sorted(v)[(len(v) - 1) // 2]
+        side = [x < m for x in v] if m == max(v) else [x <= m for x in v]  # the contract's cut
+        got = left[pofs[p]:pofs[p] + sizes[p]].tolist()
+        assert got == side and nleft[p] == sum(side), (p, v)
+    ok = rng.random(P) < 0.5
+    g = mark_left(np.zeros(n, dtype=bool), rows, left, ok, sizes, loc)
+    want = np.zeros(n, dtype=bool)
+    want[pos] = left & ok[loc]
+    assert np.array_equal(g, want)
+
+
+def test_key_rows_narrow_only_codes_that_fit():
+    K = np.array([[1, 200, 3], [4, 5, 6]], dtype=np.uint32)
+    assert KeyRows(K, narrow=True).regroup(K, np.array([2, 0])).dtype == np.uint8
+    assert KeyRows(K * 300, narrow=True).regroup(K * 300, np.array([2, 0])).tolist() == [[900, 300], [1800, 1200]]
+    assert KeyRows(K * 300, narrow=True).dtype == np.uint16 and KeyRows(K, narrow=False).dtype is None
 
 
 @pytest.mark.parametrize("k", [2, 5])
