@@ -47,7 +47,8 @@ class ColumnSummary:
     (:mod:`gpuanon.metrics.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
     original rows' ``(x, t)`` counts, ``joint_after`` the kept rows' mass spread over their cells
     (suppressed rows are added by :func:`~gpuanon.metrics.compute_metrics`). Arrays are NumPy or
-    CuPy (all on one device); single numbers may be 0-d arrays.
+    CuPy (all on one device); single numbers may be 0-d arrays. ``lo`` / ``hi`` may be float32 (a
+    float32 column's values on the CPU, exact); readers widen them to float64.
     """
 
     name: str
@@ -182,6 +183,10 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
         kmin, kmax = stats.key_minmax(j)
         lo, hi = table.numeric_values(j, kmin), table.numeric_values(j, kmax)
+        if xp is np and isinstance(c.info, str):  # float32 values held as float32 (exactly): half the bytes
+            lo, hi = lo.astype(np.float32), hi.astype(np.float32)
+        if xp is np and table.column_stats.get(j) is not st:  # the CPU passes the rows below: the
+            st.domain.cum = None  # column-long running count of a column not kept is not needed
         # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
         pos = None if positions is None else positions.get(j)
         if pos is None:
