@@ -8,6 +8,7 @@ numbers the compactions and the column's domain need, then compacts with known s
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
@@ -87,6 +88,23 @@ def sorted_copy(a, xp, slot: int, mask=None):
 def release_buffers() -> None:
     """Free this thread's sort buffers."""
     _TLS.__dict__.pop("bufs", None)
+
+
+_TRIM: list = []
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where the C
+    library has none). A column's temporaries below the allocator's mapping threshold are freed into
+    the heap of the thread that made them, where they would stay resident while the next columns run.
+    """
+    if not _TRIM:
+        try:
+            _TRIM.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError, TypeError):
+            _TRIM.append(None)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
 
 
 def _flags(srt, xp):

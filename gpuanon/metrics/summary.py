@@ -26,7 +26,7 @@ from .columns import before_stats
 from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
                       uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, interval_entropy_at
-from .runs import device_runs_many, release_buffers
+from .runs import device_runs_many, release_buffers, trim_heap
 
 
 @dataclass
@@ -219,11 +219,19 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
     workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
     if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
 
+        def column_trimmed(j: int) -> ColumnSummary:
+            try:
+                return column(j)
+            finally:  # the column's freed temporaries back to the system before the next column
+                trim_heap()
+
         with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
-            cols = list(ex.map(column, range(len(table.columns))))
+            cols = list(ex.map(column_trimmed, range(len(table.columns))))
     else:
         cols = [column(j) for j in range(len(table.columns))]
         release_buffers()
+        if xp is np:
+            trim_heap()
     n_in = int(table.n_rows)
     return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
 
