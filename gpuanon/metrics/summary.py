@@ -29,6 +29,11 @@ from .formulas import dense_ids, dense_ids_x, interval_entropy_at
 from .runs import device_runs_many, release_buffers, trim_heap
 
 
+#: rows from which the CPU hands each column's freed temporaries back to the system (a small table's
+#: are too few to matter)
+TRIM_ROWS = 1 << 20
+
+
 @dataclass
 class ColumnSummary:
     """One QI: its generalized value per class and the original column's value counts.
@@ -223,14 +228,15 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             try:
                 return column(j)
             finally:  # the column's freed temporaries back to the system before the next column
-                trim_heap()
+                if table.n_rows >= TRIM_ROWS:
+                    trim_heap()
 
         with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
             cols = list(ex.map(column_trimmed, range(len(table.columns))))
     else:
         cols = [column(j) for j in range(len(table.columns))]
         release_buffers()
-        if xp is np:
+        if xp is np and table.n_rows >= TRIM_ROWS:
             trim_heap()
     n_in = int(table.n_rows)
     return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
