@@ -6,6 +6,8 @@ integer counts must give the same floats, so the cluster's ColumnStats equal one
 import numpy as np
 import pytest
 
+import gpuanon.metrics.columns as columns_mod
+
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.distributed.metrics import combine_value_counts, stats_from_counts, value_target_counts
 from gpuanon.table.encoding import encode
@@ -53,7 +55,11 @@ COLUMNS = _columns()
 @pytest.mark.parametrize("name", sorted(COLUMNS))
 @pytest.mark.parametrize("with_target", [True, False])
 @pytest.mark.parametrize("splits", [1, 2, 3])
-def test_cluster_statistics_equal_one_process_exactly(name, with_target, splits):
+@pytest.mark.parametrize("by_runs", [False, True])
+def test_cluster_statistics_equal_one_process_exactly(name, with_target, splits, by_runs, monkeypatch):
+    # by_runs: the one process reads the rows per (value, target) from each target's runs, as the
+    # CPU does from RUNS_ROWS rows on (the same bits as the searches the cluster's finalize makes)
+    monkeypatch.setattr(columns_mod, "RUNS_ROWS", 0 if by_runs else 1 << 62)
     keys, numeric, target, nt = COLUMNS[name]
     if not with_target:
         target, nt = None, 1

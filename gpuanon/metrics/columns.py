@@ -20,7 +20,13 @@ from kernels.keys import MISSING
 from ..backend import to_host, to_scalar
 from .entropy import N_BINS, NumericDomain, numeric_domain
 from .formulas import entropy_bits_x, xlogx_sum
-from .runs import device_runs, runs, sorted_copy
+from .runs import device_runs, run_counts, runs, sorted_copy
+
+
+#: rows from which the CPU reads a value's rows per target value from runs of each target's sorted
+#: keys (one more sort, of target 0's rows) rather than by two searches per value seen more than
+#: once: searches of millions of values in a table larger than the caches miss them on every step
+RUNS_ROWS = 1 << 22
 
 
 class ColumnStats(NamedTuple):
@@ -51,11 +57,14 @@ class ValueTargets(NamedTuple):
     reads them, or None where not read). ``by_target[t - 1]``: ``(keys, weights)`` of the rows of
     target value ``t`` (``t = 1 .. nt - 1``; target 0 holds the rest): sorted keys, and their rows
     when the keys are distinct, or None when every entry is one row. No target: ``by_target`` None
-    (a target of one value: empty).
+    (a target of one value: empty). ``rest``: on the CPU's one chunk, the sorted keys of the rows of
+    target 0 (then every ``by_target`` entry is one row per key): ``H(T | X)``'s sums read each target
+    value's runs of equal keys, no search of the values seen more than once.
     """
 
     whole: tuple
     by_target: list | None
+    rest: Any = None
 
 
 def value_target_chunk(key_col, target, nt: int, xp, numeric: bool = True, counted=None,
@@ -88,7 +97,10 @@ def value_target_chunk(key_col, target, nt: int, xp, numeric: bool = True, count
         else:  # the target's rows counted on the host: a compaction of known size
             srt_t = xp.sort(key_col[indices_of(target == t, int(target_rows[t]), xp)])
         by_target.append((srt_t, None))
-    return ValueTargets(whole, by_target)
+    rest = None
+    if xp is np and counted is None and nt > 1 and key_col.shape[0] >= RUNS_ROWS:
+        rest = sorted_copy(key_col, xp, nt, target == 0)  # the rows of target 0 (codes lie in 0 .. nt - 1)
+    return ValueTargets(whole, by_target, rest)
 
 
 def value_target_runs(vt: ValueTargets) -> ValueTargets:
@@ -176,8 +188,11 @@ def stats_from_value_targets(vt: ValueTargets, nt: int, target_counts, numeric: 
     rep_all = rep
     if rep is None:
         rep = xp.nonzero(counts > 1)[0]
-    rep_vals = vals[rep]
-    rest = counts[rep].copy()
+    # the CPU's one chunk: a value's rows of target t above 1 are its run in that target's sorted keys
+    # (the same counts, in value order, as the searches below find)
+    by_runs = xp is np and vt.rest is not None
+    rep_vals = None if by_runs else vals[rep]
+    rest = None if by_runs else counts[rep].copy()
     s2 = xp.zeros((), dtype=xp.float64)
     for keys, w in vt.by_target:  # a loop over target values
         n_k = int(keys.shape[0])
@@ -194,10 +209,13 @@ def stats_from_value_targets(vt: ValueTargets, nt: int, target_counts, numeric: 
         joint_t.append(jt)
         if n_k == 0 or rep.shape[0] == 0:
             continue
+        if by_runs:
+            s2 = s2 + xlogx_sum(run_counts(keys), xp)
+            continue
         c_rep = _rows_at(keys, cum, rep_vals, xp)
         rest -= c_rep
         s2 = s2 + xlogx_sum(c_rep, xp)
-    s2 = s2 + xlogx_sum(rest, xp)
+    s2 = s2 + xlogx_sum(run_counts(vt.rest) if by_runs else rest, xp)
     others = xp.stack(joint_t, axis=1)
     joint = xp.concatenate([dom.bin_counts.astype(xp.float64)[:, None] - others.sum(axis=1, keepdims=True), others],
                            axis=1)

@@ -22,7 +22,12 @@ def column_ncp(col: ColumnSummary):
     if col.kind == "numeric":
         xp = get_namespace(col.lo)
         rng = float(col.dom_range)
-        w = col.hi - col.lo if col.width is None else xp.asarray(col.width)
+        if col.width is not None:
+            w = xp.asarray(col.width)
+        elif col.lo.dtype == np.float32:  # float32 bounds (exact values): the float64 difference
+            w = np.subtract(col.hi, col.lo, dtype=np.float64)
+        else:
+            w = col.hi - col.lo
         return xp.where(xp.isnan(w), 0.0, w / rng) if rng > 0 else xp.zeros(col.lo.shape[0])
     xp = get_namespace(col.sets)
     dom = xp.maximum((col.counts > 0).sum(), 1)  # categories present (a 0-d array: no read)

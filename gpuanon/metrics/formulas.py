@@ -127,8 +127,10 @@ def interval_entropy_at(counts, a, b, rows: bool = False, rep=None):
     clog = xp.concatenate([zero, xp.cumsum(xlog2x_counts(c_int, xp) if xp is np and c_int.dtype.kind in "iu" else xlog2x(c))])
     if xp is np and counts.shape[0] < 2**31:  # the CPU: a gather from a running count of the repeats,
         # not two binary searches of unsorted needles (a cache miss per step on a large column)
-        before = np.zeros(counts.shape[0] + 1, dtype=np.int32)
-        np.cumsum(counts > 1, out=before[1:])
+        before = np.empty(counts.shape[0] + 1, dtype=np.int32)
+        before[0] = 0
+        np.greater(counts, 1, out=before[1:], casting="unsafe")  # flags written as int32: the
+        np.cumsum(before[1:], out=before[1:])  # running count in place, no bool -> int cast per step
         ia, ib = before[a].astype(np.int64), before[b].astype(np.int64)
     else:
         ia, ib = xp.searchsorted(rep, a), xp.searchsorted(rep, b)

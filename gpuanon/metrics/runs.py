@@ -8,6 +8,7 @@ numbers the compactions and the column's domain need, then compacts with known s
 
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import numpy as np
@@ -39,6 +40,26 @@ def runs(sorted_keys, xp):
     return sorted_keys[start], xp.diff(xp.concatenate([start, xp.full(1, n, dtype=start.dtype)]))
 
 
+def run_counts(sorted_keys):
+    """How often each distinct value of a sorted host array occurs (:func:`runs`' counts, int64).
+
+    >>> run_counts(np.array([1, 1, 4, 7, 7, 7], dtype=np.uint32)).tolist()
+    [2, 1, 3]
+    """
+    n = int(sorted_keys.shape[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
+    start = np.flatnonzero(new)
+    del new
+    counts = np.empty(start.shape[0], dtype=np.int64)
+    np.subtract(start[1:], start[:-1], out=counts[:-1])
+    counts[-1] = n - start[-1]
+    return counts
+
+
 _TLS = threading.local()
 
 
@@ -51,14 +72,14 @@ def sorted_copy(a, xp, slot: int, mask=None):
         return xp.sort(a if mask is None else a[mask])
     bufs = _TLS.__dict__.setdefault("bufs", {})
     buf = bufs.get(slot)
-    if buf is None or buf.shape[0] < a.shape[0] or buf.dtype != a.dtype:
-        buf = bufs[slot] = np.empty(a.shape[0], dtype=a.dtype)
+    m = int(a.shape[0]) if mask is None else int(np.count_nonzero(mask))
+    if buf is None or buf.shape[0] < m or buf.dtype != a.dtype:  # a subset's buffer: its rows
+        buf = bufs[slot] = None
+        buf = bufs[slot] = np.empty(m, dtype=a.dtype)
+    out = buf[:m]
     if mask is None:
-        out = buf[: a.shape[0]]
         np.copyto(out, a)
     else:
-        m = int(np.count_nonzero(mask))
-        out = buf[:m]
         np.compress(mask, a, out=out)
     out.sort()
     return out
@@ -67,6 +88,23 @@ def sorted_copy(a, xp, slot: int, mask=None):
 def release_buffers() -> None:
     """Free this thread's sort buffers."""
     _TLS.__dict__.pop("bufs", None)
+
+
+_TRIM: list = []
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where the C
+    library has none). A column's temporaries below the allocator's mapping threshold are freed into
+    the heap of the thread that made them, where they would stay resident while the next columns run.
+    """
+    if not _TRIM:
+        try:
+            _TRIM.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError, TypeError):
+            _TRIM.append(None)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
 
 
 def _flags(srt, xp):

@@ -18,7 +18,7 @@ import numpy as np
 
 from kernels.counts import count_values, indices_of
 from kernels.hierarchy import lowest_common_node
-from kernels.keys import MISSING
+from kernels.keys import MISSING, float32_keys
 
 from ..backend import get_namespace, to_device, to_host, to_scalar
 from ..release.classes import ClassStats
@@ -26,7 +26,12 @@ from .columns import before_stats
 from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
                       uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, interval_entropy_at
-from .runs import device_runs_many, release_buffers
+from .runs import device_runs_many, release_buffers, trim_heap
+
+
+#: rows from which the CPU hands each column's freed temporaries back to the system (a small table's
+#: are too few to matter)
+TRIM_ROWS = 1 << 20
 
 
 @dataclass
@@ -47,7 +52,8 @@ class ColumnSummary:
     (:mod:`gpuanon.metrics.entropy`): ``domain_counts`` rows per domain element, ``joint_before`` the
     original rows' ``(x, t)`` counts, ``joint_after`` the kept rows' mass spread over their cells
     (suppressed rows are added by :func:`~gpuanon.metrics.compute_metrics`). Arrays are NumPy or
-    CuPy (all on one device); single numbers may be 0-d arrays.
+    CuPy (all on one device); single numbers may be 0-d arrays. ``lo`` / ``hi`` may be float32 (a
+    float32 column's values on the CPU, exact); readers widen them to float64.
     """
 
     name: str
@@ -60,7 +66,8 @@ class ColumnSummary:
     dom_range: float = 0.0
     gt_h: Any = None
     gen_id: Any = None  # numeric: dense id of each class's (lo, hi), when known
-    gen_key: Any = None  # numeric: each class's (smallest key << 32 | largest key), uint64 (keys are global)
+    gen_key: Any = None  # numeric: each class's (smallest key << 32 | largest key), uint64 (keys are global;
+    # none on the CPU for a float32 column: made from its float32 lo / hi when read)
     width: Any = None  # exact column (``Column.exact``): each class's hi - lo computed in integers
     set_id: Any = None
     sets: Any = None
@@ -79,6 +86,11 @@ class ColumnSummary:
             return self.gen_id
         if self.gen_key is not None:  # keys are order-preserving: the ids (lo, hi) would give
             return dense_ids_x(self.gen_key)[0]
+        if isinstance(self.lo, np.ndarray) and self.lo.dtype == np.float32:  # float32 bounds: their
+            # keys (a float32 column's keys are its values' float32_keys), made when read
+            key = float32_keys(self.lo).astype(np.uint64) << np.uint64(32)
+            key |= float32_keys(self.hi).astype(np.uint64)
+            return dense_ids_x(key)[0]
         lo = np.where(np.isnan(self.lo), np.inf, self.lo)
         hi = np.where(np.isnan(self.hi), np.inf, self.hi)
         pair = np.empty(lo.shape[0], dtype=np.complex128)
@@ -182,6 +194,11 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
         kmin, kmax = stats.key_minmax(j)
         lo, hi = table.numeric_values(j, kmin), table.numeric_values(j, kmax)
+        f32 = xp is np and isinstance(c.info, str)
+        if f32:  # float32 values held as float32 (exactly): half the bytes; their keys are made from
+            lo, hi = lo.astype(np.float32), hi.astype(np.float32)  # them when read (no gen_key held)
+        if xp is np and table.column_stats.get(j) is not st:  # the CPU passes the rows below: the
+            st.domain.cum = None  # column-long running count of a column not kept is not needed
         # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
         pos = None if positions is None else positions.get(j)
         if pos is None:
@@ -194,7 +211,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
             rows_ab = (ca, cb) if xp is np or pos is not None else None
             joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
-        gen_key = (kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64)
+        gen_key = None if f32 else (kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64)
         # the CPU keeps the keys only (the ids, the same, are made from them when read: a class's
         # int64 less on every column held until the metrics are done)
         gen = None if xp is np else dense_ids_x(gen_key)[0]
@@ -207,11 +224,20 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
     workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
     if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
 
+        def column_trimmed(j: int) -> ColumnSummary:
+            try:
+                return column(j)
+            finally:  # the column's freed temporaries back to the system before the next column
+                if table.n_rows >= TRIM_ROWS:
+                    trim_heap()
+
         with ThreadPoolExecutor(max_workers=min(len(table.columns), workers)) as ex:
-            cols = list(ex.map(column, range(len(table.columns))))
+            cols = list(ex.map(column_trimmed, range(len(table.columns))))
     else:
         cols = [column(j) for j in range(len(table.columns))]
         release_buffers()
+        if xp is np and table.n_rows >= TRIM_ROWS:
+            trim_heap()
     n_in = int(table.n_rows)
     return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
 
