@@ -228,9 +228,10 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
     return np.bincount(pos, weights=e - s, minlength=len(qid))
 
 
-def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
+def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.ndarray:
     """Owners and rows of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
-    used condition checked on the pairs, in blocks of about BLOCK pairs."""
+    used condition checked on the pairs but those the range already meets exactly (``exact``: two positions in
+    ``used`` per range, -1 for none), in blocks of about BLOCK pairs."""
     out = []
     cum = np.cumsum(ln)
     cuts = np.searchsorted(cum, np.arange(BLOCK, int(cum[-1]) + BLOCK, BLOCK)) + 1 if len(cum) else []
@@ -245,8 +246,8 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
         first = np.cumsum(lb) - lb  # each entry's first pair
         rows = perm[np.repeat(st[sl] - first, lb) + np.arange(int(lb.sum()))]
         ok = np.ones(len(rows), dtype=bool)
-        for c2 in used:  # a loop over columns: the pairs of the entries whose predicate uses c2 (whole ranges)
-            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0))
+        for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
+            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
             if not len(ent):
                 continue
             le = lb[ent]
@@ -262,8 +263,10 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm) -> np.ndarray:
 def _pair_anchors(q: Predicates, used, table, ix: _Index, qid, size: np.ndarray):
     """The predicates whose two most selective conditions together allow fewer rows than any one
     (:mod:`.pairs`): their ranges ``(owner, start, end)`` lists, the row lists they index (each ``ix.n``
-    long, concatenated in that order) and which of ``qid`` they are."""
-    own, st, en, perms = [], [], [], []
+    long, concatenated in that order), the conditions each range meets exactly (the inner one, and a
+    categorical outer one; positions in ``used``) and which of ``qid`` they are."""
+    own, st, en, perms, ex = [], [], [], [], []
+    where = {c.name: j for j, c in enumerate(used)}
     two = np.zeros(len(qid), dtype=bool)
     best = size.min(axis=0)
     for key, (outer, inner, pos) in pair_index.choose(q, used, ix, qid, size).items():  # a loop over column pairs
@@ -282,7 +285,9 @@ def _pair_anchors(q: Predicates, used, table, ix: _Index, qid, size: np.ndarray)
             st.append(s[keep] + len(perms) * ix.n)
             en.append(e[keep] + len(perms) * ix.n)
             perms.append(pi.perm)
-    return own, st, en, perms, two
+            ex.append(np.array([[where[inner.name]], [where[outer.name] if pi.edges is None else -1]]).repeat(
+                int(keep.sum()), axis=1))
+    return own, st, en, perms, ex, two
 
 
 def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, pairs: list | None = None):
@@ -296,7 +301,7 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             pairs.append((np.repeat(qid, ix.n), np.tile(ix.rows, len(qid))))
         return np.full(len(qid), ix.n)
     size = np.stack([np.where(q.used[c.name][qid], _range_sizes(q, c, ix, qid), np.inf) for c in used])
-    own, st, en, perms, two = _pair_anchors(q, used, table, ix, qid, size)
+    own, st, en, perms, ex, two = _pair_anchors(q, used, table, ix, qid, size)
     anchor = np.where(two, -1, np.argmin(size, axis=0))
     for j, c in enumerate(used):  # the predicates anchored on each column, as ranges of one row list
         mine = qid[anchor == j]
@@ -306,7 +311,10 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             st.append(s + len(perms) * ix.n)
             en.append(e + len(perms) * ix.n)
             perms.append(ix.perm[c.name])
-    own, st, en = np.concatenate(own), np.concatenate(st), np.concatenate(en)
+            # points and one interval / category: the range holds exactly the rows meeting the condition
+            sure = pair_index.conditions(q, c, o) if pair_index.eligible(c, ix) else np.zeros(len(o), dtype=bool)
+            ex.append(np.stack([np.where(sure, j, -1), np.full(len(o), -1)]))
+    own, st, en, ex = np.concatenate(own), np.concatenate(st), np.concatenate(en), np.concatenate(ex, axis=1)
     perm = np.concatenate(perms)
     counts = np.zeros(len(qid), dtype=np.int64)
     pos = np.searchsorted(qid, own)
@@ -314,7 +322,7 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
     live = np.flatnonzero(en > st)
     while len(live):  # rounds of growing chunks (a few, not one per predicate)
         ln = np.minimum(en[live] - st[live], chunk)
-        hit, hit_rows = _pair_matches(q, used, table, own[live], st[live], ln, perm)
+        hit, hit_rows = _pair_matches(q, used, table, own[live], st[live], ln, perm, ex[:, live])
         counts += np.bincount(np.searchsorted(qid, hit), minlength=len(qid))
         if pairs is not None:
             pairs.append((hit, hit_rows))
