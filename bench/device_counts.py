@@ -123,15 +123,10 @@ def main(argv=None) -> int:
     if args.attacks:
         res = {"what": "device operations and syncs of the attacks (singling out, linkability, inference) on the CuPy double",
                "runs": [attack_counts(n, args.attacks, args.attack_kinds.split(",")) for n in args.rows]}
-        text = json.dumps(res, indent=1)
-        print(text)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text + "\n")
-        return 0
-    res = {"what": "device operations and syncs of one HEPMASS-shaped fit_transform on the CuPy double"
-                   + (", from a device-resident input frame" if args.device_resident else ""),
-           "runs": [counts(n, resident=args.device_resident) for n in args.rows]}
+    else:
+        res = {"what": "device operations and syncs of one HEPMASS-shaped fit_transform on the CuPy double"
+                       + (", from a device-resident input frame" if args.device_resident else ""),
+               "runs": [counts(n, resident=args.device_resident) for n in args.rows]}
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:
