@@ -63,7 +63,7 @@ def _categorical(q, c, u: np.ndarray, cells: np.ndarray, words: int) -> np.ndarr
     for s in range(0, len(ids), step):  # blocks of ids
         pid, pneg = ids[s:s + step] // 2, ids[s:s + step] % 2 == 1
         r, pp = cells[None, :], pid[:, None]
-        m = np.where(pneg[:, None], c.outside(r, pp), c.overlap(r, pp)) if pneg.any() else c.overlap(r, pp)
+        m = c.holds(r, pp, pneg[:, None])
         tab[s:s + step] = pack(np.asarray(m, dtype=bool), words)
     return tab[inverse.reshape(-1)]
 

@@ -56,29 +56,41 @@ class Column:
         self.overlap_tab = np.concatenate([s, (si @ si.T) > 0], axis=1)
         self.outside_tab = np.concatenate([point_out, (nm.astype(np.int32) @ (~s).astype(np.int32).T) > 0], axis=1)
 
-    def overlap(self, r, p):
-        """Whether row cells ``r`` and predicate cells ``p`` (broadcast) share a category."""
+    def _sides(self, r, p, xp):
+        """Which of ``r`` / ``p`` are set cells, and their rows in the set tables (0 elsewhere)."""
         n = self.n_cats
-        if not self.sets.shape[0]:  # point cells only
-            return np.asarray(r) == np.asarray(p)
-        r, p = np.broadcast_arrays(np.asarray(r), np.asarray(p))
+        rs, ps = r >= n, p >= n
+        return rs, ps, xp.where(rs, r - n, 0), xp.where(ps, p - n, 0)
+
+    def overlap(self, r, p, xp=np, tab=None, sides=None):
+        """Whether row cells ``r`` and predicate cells ``p`` (broadcast) share a category. ``xp``: NumPy
+        or CuPy (arrays of it), with ``tab`` this column's :attr:`overlap_tab` there."""
+        r, p = (np.asarray(r), np.asarray(p)) if xp is np else (r, p)
         out = r == p
         if self.sets.shape[0]:
-            rs, ps = r >= n, p >= n
-            out = np.where(rs, self.overlap_tab[np.where(rs, r - n, 0), p], out)
-            out = np.where(~rs & ps, self.overlap_tab[np.where(ps, p - n, 0), r], out)
+            tab = self.overlap_tab if tab is None else tab
+            rs, ps, ri, pi = self._sides(r, p, xp) if sides is None else sides
+            out = xp.where(rs, tab[ri, p], xp.where(ps, tab[pi, r], out))
         return out
 
-    def outside(self, r, p):
-        """Whether row cells ``r`` may hold a non-missing value outside predicate cells ``p``."""
-        n = self.n_cats
-        r, p = np.broadcast_arrays(np.asarray(r), np.asarray(p))
+    def outside(self, r, p, xp=np, tab=None, outside_tab=None, sides=None):
+        """Whether row cells ``r`` may hold a non-missing value outside predicate cells ``p`` (``xp``,
+        ``tab``, ``outside_tab``: the namespace and this column's tables there)."""
+        r, p = (np.asarray(r), np.asarray(p)) if xp is np else (r, p)
         out = (r != p) & (r != self.missing)
         if self.sets.shape[0]:
-            rs, ps = r >= n, p >= n
-            out = np.where(rs, self.outside_tab[np.where(rs, r - n, 0), p], out)
-            out = np.where(~rs & ps, ~self.overlap_tab[np.where(ps, p - n, 0), r] & (r != self.missing), out)
+            tab = self.overlap_tab if tab is None else tab
+            otab = self.outside_tab if outside_tab is None else outside_tab
+            rs, ps, ri, pi = self._sides(r, p, xp) if sides is None else sides
+            out = xp.where(rs, otab[ri, p], xp.where(ps, ~tab[pi, r] & (r != self.missing), out))
         return out
+
+    def holds(self, r, p, neg, xp=np, tab=None, outside_tab=None):
+        """Whether a predicate cell ``p`` (``neg``: "not in p") may hold for row cells ``r`` (broadcast)."""
+        if xp is np and not np.any(neg):
+            return self.overlap(r, p)
+        sides = self._sides(r, p, xp) if self.sets.shape[0] else None
+        return xp.where(neg, self.outside(r, p, xp, tab, outside_tab, sides), self.overlap(r, p, xp, tab, sides))
 
     def set_size(self, cells) -> np.ndarray:
         """Number of categories a cell allows."""

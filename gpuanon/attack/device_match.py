@@ -12,36 +12,26 @@ import numpy as np
 
 from ..backend import to_device, to_host
 from .device import block_rows
+from .predicates import interval_mask
 
 
 def _pred(dev, q, field: str, name: str, u):
-    return to_device(np.ascontiguousarray(getattr(q, field)[name][u]), dev.xp)
+    return to_device(np.ascontiguousarray(getattr(q, field)[name][u]), dev.xp)[:, None]
 
 
 def _numeric(dev, q, name, u, lo, hi):
     """:func:`.predicates._numeric_mask` on the device (its general form: the same booleans on points)."""
-    xp = dev.xp
-    a, b = _pred(dev, q, "a", name, u)[:, None], _pred(dev, q, "b", name, u)[:, None]
-    inv, null = _pred(dev, q, "inv", name, u)[:, None], _pred(dev, q, "null", name, u)[:, None]
-    m = xp.where(inv, ~((lo >= a) & (hi <= b)), (lo <= b) & (hi >= a))
-    return xp.where(xp.isnan(lo), null, m)
+    a, b, inv = (_pred(dev, q, f, name, u) for f in ("a", "b", "inv"))
+    m = interval_mask(dev.xp, a, b, inv, lo, hi)
+    return dev.xp.where(dev.xp.isnan(lo), _pred(dev, q, "null", name, u), m)
 
 
 def _categorical(dev, c, q, u, r):
     """:meth:`.cells.Column.overlap` / ``outside`` of row cells ``r`` and the predicates' cells on the device."""
-    xp = dev.xp
-    p, neg = _pred(dev, q, "p", c.name, u)[:, None], _pred(dev, q, "neg", c.name, u)[:, None]
-    n = c.n_cats
-    over = r == p
-    out = (r != p) & (r != c.missing)
-    if c.sets.shape[0]:
-        tab = dev.tab(c)
-        otab = dev.up(("outside", c.name), c.outside_tab)
-        rs, ps = r >= n, p >= n
-        ri, pi = xp.where(rs, r - n, 0), xp.where(ps, p - n, 0)
-        over = xp.where(rs, tab[ri, p], xp.where(ps, tab[pi, r], over))
-        out = xp.where(rs, otab[ri, p], xp.where(ps, ~tab[pi, r] & (r != c.missing), out))
-    return xp.where(neg, out, over)
+    p, neg = _pred(dev, q, "p", c.name, u), _pred(dev, q, "neg", c.name, u)
+    tab = dev.tab(c) if c.sets.shape[0] else None
+    otab = dev.up(("outside", c.name), c.outside_tab) if c.sets.shape[0] else None
+    return c.holds(r, p, neg, dev.xp, tab, otab)
 
 
 def match_counts(dev, q, columns, table, rng, rows=None, index=None) -> np.ndarray:

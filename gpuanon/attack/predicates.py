@@ -83,6 +83,12 @@ class Predicates:
         return {c.name: int(self.used[c.name][mask].sum()) for c in columns}
 
 
+def interval_mask(xp, a, b, inv, lo, hi):
+    """Whether cells ``[lo, hi]`` may hold a value inside ``[a, b]`` (``inv``: outside it), broadcast;
+    missing cells are the caller's."""
+    return xp.where(inv, ~((lo >= a) & (hi <= b)), (lo <= b) & (hi >= a))
+
+
 def _numeric_mask(q: Predicates, name: str, u, lo, hi) -> np.ndarray:
     """``(len(u), len(lo))``: whether the numeric conditions of predicates ``u`` may hold for cells ``[lo, hi]``."""
     a, b = q.a[name][u][:, None], q.b[name][u][:, None]
@@ -94,8 +100,7 @@ def _numeric_mask(q: Predicates, name: str, u, lo, hi) -> np.ndarray:
             if inv.any():
                 m ^= inv[:, None]
         else:
-            inside = (lo <= b) & (hi >= a)
-            m = np.where(q.inv[name][u][:, None], ~((lo >= a) & (hi <= b)), inside)
+            m = interval_mask(np, a, b, q.inv[name][u][:, None], lo, hi)
     if nan.any():
         m = np.where(nan, q.null[name][u][:, None], m)
     return m
@@ -113,7 +118,7 @@ def holds(q: Predicates, columns, table, rows) -> np.ndarray:
         else:
             r, p = table.cell[c.name][rows][None, :], q.p[c.name][u][:, None]
             neg = q.neg[c.name][u][:, None]
-            m = np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
+            m = c.holds(r, p, neg)
         out[u] &= m
     return out
 
@@ -143,7 +148,7 @@ def _condition(q: Predicates, c, table, qid, rows) -> np.ndarray:
         nan = np.isnan(lo)
         return np.where(nan, q.null[name][qid], m)
     r, p, neg = table.cell[name][rows], q.p[name][qid], q.neg[name][qid]
-    return np.where(neg, c.outside(r, p), c.overlap(r, p)) if neg.any() else c.overlap(r, p)
+    return c.holds(r, p, neg)
 
 
 @dataclass
