@@ -39,13 +39,17 @@ from ..table.exact import bound_values, mean_values, range_texts
 FORMATS = ("range", "minmax", "mean")
 
 
-def _mask_set_texts(masks: np.ndarray, cats: list):
+def _mask_set_texts(masks: np.ndarray, cats: list, first_seen: bool = False):
     """``(texts, inv, alone_missing)``: the text of every distinct category set among the classes'
     ``masks`` (an Arrow string array; null for the set of the missing value alone), each class's
     set (``inv``) and which sets are that one. The codes present are read off the bits of all
-    distinct masks at once, and each set's escaped category texts are joined by Arrow."""
+    distinct masks at once, and each set's escaped category texts are joined by Arrow.
+    ``first_seen``: one-word masks hashed (distinct sets in order of first appearance), no sort."""
     n_cat = len(cats)
-    if masks.shape[1] == 1:  # one word: a plain sort (unique rows of one column sort a structured view)
+    if first_seen and masks.shape[1] == 1:
+        inv, uniq = pd.factorize(masks[:, 0], sort=False)
+        uniq = np.asarray(uniq, dtype=masks.dtype)[:, None]
+    elif masks.shape[1] == 1:  # one word: a plain sort (unique rows of one column sort a structured view)
         uniq, inv = np.unique(masks[:, 0], return_inverse=True)
         uniq = uniq[:, None]
     else:
@@ -80,7 +84,12 @@ def _mask_text_codes(masks: np.ndarray, cats: list):
     """``(codes, distinct texts)`` of the classes' category sets as :func:`_text_codes` gives them of
     :func:`_mask_texts` (texts in order of first appearance over the classes, a missing cell -1),
     from the distinct sets: distinct sets have distinct texts (the escaping is one to one)."""
-    texts, inv, alone_missing = _mask_set_texts(masks, cats)
+    texts, inv, alone_missing = _mask_set_texts(masks, cats, first_seen=True)
+    if masks.shape[1] == 1:  # the sets came in order of first appearance: shown ones keep it
+        shown = ~alone_missing
+        code_of = np.cumsum(shown, dtype=np.int64) - 1
+        code_of[alone_missing] = -1
+        return code_of[inv], texts.filter(pa.array(shown)).to_numpy(zero_copy_only=False)
     first, order = pd.factorize(inv, sort=False)  # the sets in order of first appearance over the classes
     order = order.astype(np.int64, copy=False)
     shown = ~alone_missing[order]

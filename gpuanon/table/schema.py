@@ -95,6 +95,8 @@ def _whole_numbers(s: pd.Series) -> bool:
     measurements, often unique and still quasi-identifiers)."""
     if is_time(s):
         return False
+    if _plain_integer(s):  # integers are whole numbers: no pass over the rows
+        return True
     if pd.api.types.is_float_dtype(s.dtype):
         # measurements (fractional values) are often unique and still quasi-identifiers: look at
         # a head of the column first, so a table of measurements costs no pass over its rows
@@ -105,6 +107,12 @@ def _whole_numbers(s: pd.Series) -> bool:
     v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     v = v[~np.isnan(v)]
     return bool(np.all(np.isfinite(v) & (v == np.floor(v))))
+
+
+def _plain_integer(s: pd.Series) -> bool:
+    """Whether ``s`` has an integer dtype (NumPy's or pandas' nullable one; not bool): its values are
+    whole and finite by their type."""
+    return pd.api.types.is_integer_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
 
 
 def nested_kind(col: pd.Series) -> str | None:
@@ -281,7 +289,7 @@ class Schema:
                                f"(published with every place it has); declare --categorical {c} for sets")
             else:
                 kinds[c] = "categorical"
-            if kinds[c] == "numeric" and not is_time(df[c]):
+            if kinds[c] == "numeric" and not is_time(df[c]) and not _plain_integer(df[c]):  # integers hold no inf
                 v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
                 if np.isinf(v).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
