@@ -65,6 +65,9 @@ class InProcess:
 
     #: tables up to this many rows are also checked on their published text (pandas group-by)
     TEXT_CHECK_ROWS = 100_000
+    #: tables up to this many rows (or TEXT_CHECK_ROWS) have their output frame made before they are
+    #: verified and measured; larger ones after (the frame and those stages' temporaries were the peak)
+    OUTPUT_FIRST_ROWS = 100_000
 
     def __init__(self, options: RunOptions | None = None):
         self.options = options or RunOptions()
@@ -240,7 +243,7 @@ class InProcess:
     def stages(self, result: FitResult, df, *, build_output: bool = True, fmt: str | None = None):
         """The second half of the pipeline on the fitted partitions: class statistics (once, on the
         device) -> generalize -> verify (independently, from the published cells) -> metrics; a table
-        above ``TEXT_CHECK_ROWS`` rows is verified and measured first and its output frame made last.
+        above ``OUTPUT_FIRST_ROWS`` rows is verified and measured first and its output frame made last.
 
         Returns ``(output frame or None, verification result)``; sets ``result``'s ``class_stats``,
         ``verification`` and ``metrics``. ``publish`` and the sweep both run it.
@@ -255,7 +258,7 @@ class InProcess:
         out = None
         # a large table is verified and measured before its output frame is made (the frame is the
         # largest thing alive; the text cross-check, which reads it, runs only on small tables)
-        late = build_output and len(df) <= self.TEXT_CHECK_ROWS
+        late = build_output and len(df) <= max(self.TEXT_CHECK_ROWS, self.OUTPUT_FIRST_ROWS)
         if build_output and late:
             out = self._generalize(result, df, cs, fmt)
         ahead = 0.0
