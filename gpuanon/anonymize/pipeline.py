@@ -33,7 +33,7 @@ from ..table.encoding import Table, encode, kernel_specs
 from ..errors import VerificationError
 from ..hierarchy import choose_rho, initial_hierarchies
 from ..table.resident import split_resident
-from .generalize import generalize
+from .generalize import generalize, read_ahead
 from .optimize import optimize_partitions
 from .plan import Plan, check_input
 from .result import FitResult, Published, RunOptions
@@ -65,6 +65,9 @@ class InProcess:
 
     #: tables up to this many rows are also checked on their published text (pandas group-by)
     TEXT_CHECK_ROWS = 100_000
+    #: tables up to this many rows (or TEXT_CHECK_ROWS) have their output frame made before they are
+    #: verified and measured; larger ones after (the frame and those stages' temporaries were the peak)
+    OUTPUT_FIRST_ROWS = 100_000
 
     def __init__(self, options: RunOptions | None = None):
         self.options = options or RunOptions()
@@ -239,12 +242,13 @@ class InProcess:
 
     def stages(self, result: FitResult, df, *, build_output: bool = True, fmt: str | None = None):
         """The second half of the pipeline on the fitted partitions: class statistics (once, on the
-        device) -> generalize -> verify (independently, from the published cells) -> metrics.
+        device) -> generalize -> verify (independently, from the published cells) -> metrics; a table
+        above ``OUTPUT_FIRST_ROWS`` rows is verified and measured first and its output frame made last.
 
         Returns ``(output frame or None, verification result)``; sets ``result``'s ``class_stats``,
         ``verification`` and ``metrics``. ``publish`` and the sweep both run it.
         """
-        table, schema, plan = result.table, result.schema, result.plan
+        table, plan = result.table, result.plan
         fmt = fmt or plan.output_format
         labels, timings, n_parts = result.labels, result.timings, int(result.n_partitions)
         t1 = time.perf_counter()
@@ -252,11 +256,16 @@ class InProcess:
             cs = result.class_stats = ClassStats(table, labels, n_parts)
         timings["class_statistics"] = time.perf_counter() - t1
         out = None
-        if build_output:
+        # a large table is verified and measured before its output frame is made (the frame is the
+        # largest thing alive; the text cross-check, which reads it, runs only on small tables)
+        late = build_output and len(df) <= max(self.TEXT_CHECK_ROWS, self.OUTPUT_FIRST_ROWS)
+        if build_output and late:
+            out = self._generalize(result, df, cs, fmt)
+        ahead = 0.0
+        if build_output and not late:  # what generalize reads from the class statistics, charged to it as before
             t1 = time.perf_counter()
-            with self._stage("generalize"):
-                out = generalize(df, table, labels, n_parts, fmt, schema.identifiers, stats=cs)
-            timings["generalize"] = time.perf_counter() - t1
+            read_ahead(cs, fmt)
+            ahead = time.perf_counter() - t1
         t1 = time.perf_counter()
         with self._stage("verify"):
             res = self._verify(result, cs, fmt, out, df)
@@ -269,7 +278,19 @@ class InProcess:
             summary = metrics_mod.summary_from_labels(table, labels, n_parts, stats=cs)
             result.metrics = metrics_mod.compute_metrics(summary, k=plan.k)
         timings["metrics"] = time.perf_counter() - t1
+        if build_output and not late:
+            del summary
+            out = self._generalize(result, df, cs, fmt, ahead)
         return out, res
+
+    def _generalize(self, result: FitResult, df, cs: ClassStats, fmt: str, ahead: float = 0.0):
+        """The output frame (stage ``generalize``; ``ahead``: seconds of its reads made earlier)."""
+        t1 = time.perf_counter()
+        with self._stage("generalize"):
+            out = generalize(df, result.table, result.labels, int(result.n_partitions), fmt,
+                             result.schema.identifiers, stats=cs)
+        result.timings["generalize"] = ahead + time.perf_counter() - t1
+        return out
 
     def _verify(self, result: FitResult, cs: ClassStats, fmt: str, out, df):
         """Verify the published cells on the device; small tables also on their text, a cross-check
