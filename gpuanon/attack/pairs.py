@@ -88,7 +88,11 @@ def build(outer, inner, table, ix) -> PairIndex:
     order = np.argsort(g, kind="stable")
     perm = pin[order]
     n_ranks = max(n_ranks, 1)
-    return PairIndex(perm, g[order].astype(np.int64) * n_ranks + rank[perm], n_ranks, edges, values)
+    n_groups = (len(edges) + 1) if edges is not None else outer.n_cats
+    # 32-bit keys where every key and query bound fits: half the bytes to sort, gather and search
+    small = np.int32 if (n_groups + 1) * n_ranks < (1 << 31) else np.int64
+    key = g[order].astype(small) * small(n_ranks) + rank[perm].astype(small)
+    return PairIndex(perm, key, n_ranks, edges, values)
 
 
 def _groups(pi: PairIndex, q, c, qid) -> tuple[np.ndarray, np.ndarray]:
@@ -119,8 +123,9 @@ def ranges(pi: PairIndex, q, outer, inner, qid) -> tuple[np.ndarray, np.ndarray,
     first = np.cumsum(n_groups) - n_groups
     g = np.repeat(g0 - first, n_groups) + np.arange(int(n_groups.sum()))
     base = g.astype(np.int64) * pi.n_ranks
-    start = np.searchsorted(pi.key, base + np.repeat(r0, n_groups), side="left")
-    end = np.searchsorted(pi.key, base + np.repeat(r1, n_groups), side="left")
+    kt = pi.key.dtype  # the bounds in the key's type (they fit: see build): no copy of the key per search
+    start = np.searchsorted(pi.key, (base + np.repeat(r0, n_groups)).astype(kt), side="left")
+    end = np.searchsorted(pi.key, (base + np.repeat(r1, n_groups)).astype(kt), side="left")
     keep = end > start
     return owner[keep], start[keep], end[keep]
 

@@ -228,6 +228,24 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
     return np.bincount(pos, weights=e - s, minlength=len(qid))
 
 
+def _gather(perm: list, st, lb, first) -> np.ndarray:
+    """The rows at positions ``[st, st + lb)`` (entries in order of ``st``) of the row lists ``perm``,
+    concatenated, without concatenating the lists themselves (position ``k * n + i``: list ``k``, row ``i``)."""
+    n = len(perm[0])
+    k = st // max(n, 1)
+    cut = np.flatnonzero(np.diff(k)) + 1
+    bounds = np.concatenate([[0], cut, [len(st)]])
+    total = int(lb.sum())
+    rows = np.empty(total, dtype=perm[0].dtype)
+    for e0, e1 in zip(bounds[:-1], bounds[1:]):  # a loop over row lists (entries are grouped by list)
+        p0 = int(first[e0])
+        p1 = int(first[e1 - 1] + lb[e1 - 1])
+        if p1 > p0:
+            rel = st[e0:e1] - k[e0] * n - first[e0:e1]
+            rows[p0:p1] = perm[k[e0]][np.repeat(rel, lb[e0:e1]) + np.arange(p0, p1)]
+    return rows
+
+
 def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.ndarray:
     """Owners and rows of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
     used condition checked on the pairs but those the range already meets exactly (``exact``: two positions in
@@ -244,7 +262,7 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.nd
             continue
         owner = np.repeat(own[sl], lb)
         first = np.cumsum(lb) - lb  # each entry's first pair
-        rows = perm[np.repeat(st[sl] - first, lb) + np.arange(int(lb.sum()))]
+        rows = _gather(perm, st[sl], lb, first)
         ok = np.ones(len(rows), dtype=bool)
         for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
             ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
@@ -315,7 +333,7 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             sure = pair_index.conditions(q, c, o) if pair_index.eligible(c, ix) else np.zeros(len(o), dtype=bool)
             ex.append(np.stack([np.where(sure, j, -1), np.full(len(o), -1)]))
     own, st, en, ex = np.concatenate(own), np.concatenate(st), np.concatenate(en), np.concatenate(ex, axis=1)
-    perm = np.concatenate(perms)
+    perm = perms  # the row lists, indexed as one (see _gather)
     counts = np.zeros(len(qid), dtype=np.int64)
     pos = np.searchsorted(qid, own)
     chunk = CHUNK
