@@ -154,3 +154,38 @@ def choose(q, used, ix, qid, size: np.ndarray) -> dict:
         if key in ix.pairs or (ix.build_pairs and gain[mine].sum() > BUILD_ROWS):
             out[key] = (outer, inner, np.flatnonzero(mine))
     return out
+
+
+def gather(perm: list, st, lb, first) -> np.ndarray:
+    """The rows at positions ``[st, st + lb)`` (entries in order of ``st``) of the row lists ``perm``,
+    concatenated, without concatenating the lists themselves (position ``k * n + i``: list ``k``, row ``i``)."""
+    n = len(perm[0])
+    k = st // max(n, 1)
+    cut = np.flatnonzero(np.diff(k)) + 1
+    bounds = np.concatenate([[0], cut, [len(st)]])
+    total = int(lb.sum())
+    rows = np.empty(total, dtype=perm[0].dtype)
+    for e0, e1 in zip(bounds[:-1], bounds[1:]):  # a loop over row lists (entries are grouped by list)
+        p0 = int(first[e0])
+        p1 = int(first[e1 - 1] + lb[e1 - 1])
+        if p1 > p0:
+            rel = st[e0:e1] - k[e0] * n - first[e0:e1]
+            rows[p0:p1] = perm[k[e0]][np.repeat(rel, lb[e0:e1]) + np.arange(p0, p1)]
+    return rows
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint8)
+
+
+def same_cells(columns, t, u) -> bool:
+    """Whether tables ``t`` and ``u`` hold bit for bit the same cells in ``columns``."""
+    if t.n != u.n:
+        return False
+    for c in columns:  # a loop over columns
+        pairs = [(t.cell[c.name], u.cell[c.name])] if c.kind != "numeric" else \
+            [(t.lo[c.name], u.lo[c.name]), (t.hi[c.name], u.hi[c.name])]
+        for x, y in pairs:  # at most two arrays per column
+            if x is not y and (x.dtype != y.dtype or not np.array_equal(_bits(x), _bits(y))):
+                return False
+    return True

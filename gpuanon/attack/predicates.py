@@ -12,6 +12,7 @@ once it matches two rows (only 0, 1 or "2 or more" matter to singling out).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,6 +160,8 @@ class _Index:
     pairs: dict = field(default_factory=dict)  # (outer, inner) column names: their :class:`.pairs.PairIndex`
     build_pairs: bool = True  # whether a pair index may be built (not on subsets: they take their parent's)
     columns: dict = field(default_factory=dict)  # per column name: its ranks and groups (:mod:`.pairs`)
+    source: object = None  # a weak reference to the table it was built on (:func:`row_index`)
+    cols: list = field(default_factory=list)  # the columns it was built for
 
 
 def _index(columns, table, rows) -> _Index:
@@ -228,24 +231,6 @@ def _range_sizes(q: Predicates, c, ix: _Index, qid) -> np.ndarray:
     return np.bincount(pos, weights=e - s, minlength=len(qid))
 
 
-def _gather(perm: list, st, lb, first) -> np.ndarray:
-    """The rows at positions ``[st, st + lb)`` (entries in order of ``st``) of the row lists ``perm``,
-    concatenated, without concatenating the lists themselves (position ``k * n + i``: list ``k``, row ``i``)."""
-    n = len(perm[0])
-    k = st // max(n, 1)
-    cut = np.flatnonzero(np.diff(k)) + 1
-    bounds = np.concatenate([[0], cut, [len(st)]])
-    total = int(lb.sum())
-    rows = np.empty(total, dtype=perm[0].dtype)
-    for e0, e1 in zip(bounds[:-1], bounds[1:]):  # a loop over row lists (entries are grouped by list)
-        p0 = int(first[e0])
-        p1 = int(first[e1 - 1] + lb[e1 - 1])
-        if p1 > p0:
-            rel = st[e0:e1] - k[e0] * n - first[e0:e1]
-            rows[p0:p1] = perm[k[e0]][np.repeat(rel, lb[e0:e1]) + np.arange(p0, p1)]
-    return rows
-
-
 def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.ndarray:
     """Owners and rows of the (predicate, candidate) pairs that match: ranges ``[st, st + ln)`` of ``perm``, every
     used condition checked on the pairs but those the range already meets exactly (``exact``: two positions in
@@ -262,7 +247,7 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.nd
             continue
         owner = np.repeat(own[sl], lb)
         first = np.cumsum(lb) - lb  # each entry's first pair
-        rows = _gather(perm, st[sl], lb, first)
+        rows = pair_index.gather(perm, st[sl], lb, first)
         ok = np.ones(len(rows), dtype=bool)
         for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
             ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
@@ -374,14 +359,25 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
     return sub
 
 
+#: live indexes by (columns, rows): a table whose cells equal those of the table an index was built on takes
+#: it rather than sorting the same rows again (e.g. a release that is the original, unchanged)
+_SHARED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def row_index(columns, table, rows=None) -> _Index:
     """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses; built
-    once per table, columns and rows (kept in ``table.memo``)."""
+    once per table, columns and rows (kept in ``table.memo``), or shared with a live table of equal cells."""
     rows = np.arange(table.n) if rows is None else np.asarray(rows)
     key = ("row_index", tuple(c.name for c in columns), len(rows), hashlib.blake2b(rows.tobytes()).hexdigest())
     if key not in table.memo:
-        ix = _index(columns, table, rows)
-        ix.rows = rows
+        ix = _SHARED.get(key)
+        source = ix.source() if ix is not None else None
+        same = source is not None and len(ix.cols) == len(columns) and all(
+            a is b for a, b in zip(ix.cols, columns))  # the same encoding's columns (their categories)
+        if not same or not pair_index.same_cells(columns, table, source):
+            ix = _index(columns, table, rows)
+            ix.rows, ix.source, ix.cols = rows, weakref.ref(table), list(columns)
+            _SHARED[key] = ix
         table.memo[key] = ix
     return table.memo[key]
 
