@@ -67,16 +67,14 @@ def _column(c, table, ix) -> tuple:
             new = np.concatenate([[True], v[1:] != v[:-1]]) if len(v) else np.zeros(0, dtype=bool)
             values = v[new]
             edges = np.unique(v[(np.arange(1, GROUPS) * len(v)) // GROUPS]) if len(v) else np.zeros(0)
-            rank, group = np.zeros(table.n, dtype=np.int32 if table.n < (1 << 31) else np.int64), \
-                np.zeros(table.n, dtype=np.int16)
+            rank, group = np.zeros(table.n, dtype=np.int64), np.zeros(table.n, dtype=np.int16)
             rank[perm] = np.cumsum(new) - 1
             group[perm] = np.searchsorted(edges, v, side="right")
             ix.columns[c.name] = (rank, group, len(values), values, edges)
         else:
             cell = table.cell[c.name]
             small = np.int16 if c.n_cats < (1 << 15) else np.int64  # 16-bit keys sort by radix
-            rank = cell.astype(np.int32) if c.n_cats < (1 << 31) else cell  # 32-bit: half the bytes to gather
-            ix.columns[c.name] = (rank, cell.astype(small), c.n_cats, None, None)
+            ix.columns[c.name] = (cell, cell.astype(small), c.n_cats, None, None)
     return ix.columns[c.name]
 
 
