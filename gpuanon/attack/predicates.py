@@ -245,22 +245,19 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.nd
         lb = ln[sl]
         if not lb.sum():
             continue
+        owner = np.repeat(own[sl], lb)
         first = np.cumsum(lb) - lb  # each entry's first pair
         rows = pair_index.gather(perm, st[sl], lb, first)
-        ent = np.repeat(np.arange(len(lb), dtype=np.int32), lb)  # each pair's entry
-        owner, o_sl = np.repeat(own[sl], lb), own[sl]
-        for j, c2 in enumerate(used):  # a loop over columns: the pairs left whose entry's predicate uses c2
-            need = q.used[c2.name][o_sl] & (exact[0][sl] != j) & (exact[1][sl] != j)
-            if not need.any() or not len(rows):
+        ok = np.ones(len(rows), dtype=bool)
+        for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
+            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
+            if not len(ent):
                 continue
-            if need.all():
-                ok = _condition(q, c2, table, owner, rows)
-            else:
-                at = need[ent]
-                ok = ~at
-                ok[at] = _condition(q, c2, table, owner[at], rows[at])
-            owner, rows, ent = owner[ok], rows[ok], ent[ok]  # the pairs no condition so far ruled out
-        out.append((owner, rows))
+            le = lb[ent]
+            sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
+            sel = sel[ok[sel]]  # the pairs no earlier condition ruled out
+            ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+        out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate([o for o, _ in out]), np.concatenate([r for _, r in out])
