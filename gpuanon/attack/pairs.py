@@ -88,7 +88,11 @@ def build(outer, inner, table, ix) -> PairIndex:
     order = np.argsort(g, kind="stable")
     perm = pin[order]
     n_ranks = max(n_ranks, 1)
-    return PairIndex(perm, g[order].astype(np.int64) * n_ranks + rank[perm], n_ranks, edges, values)
+    n_groups = (len(edges) + 1) if edges is not None else outer.n_cats
+    # 32-bit keys where every key and query bound fits: half the bytes to sort, gather and search
+    small = np.int32 if (n_groups + 1) * n_ranks < (1 << 31) else np.int64
+    key = g[order].astype(small) * small(n_ranks) + rank[perm].astype(small)
+    return PairIndex(perm, key, n_ranks, edges, values)
 
 
 def _groups(pi: PairIndex, q, c, qid) -> tuple[np.ndarray, np.ndarray]:
@@ -119,8 +123,9 @@ def ranges(pi: PairIndex, q, outer, inner, qid) -> tuple[np.ndarray, np.ndarray,
     first = np.cumsum(n_groups) - n_groups
     g = np.repeat(g0 - first, n_groups) + np.arange(int(n_groups.sum()))
     base = g.astype(np.int64) * pi.n_ranks
-    start = np.searchsorted(pi.key, base + np.repeat(r0, n_groups), side="left")
-    end = np.searchsorted(pi.key, base + np.repeat(r1, n_groups), side="left")
+    kt = pi.key.dtype  # the bounds in the key's type (they fit: see build): no copy of the key per search
+    start = np.searchsorted(pi.key, (base + np.repeat(r0, n_groups)).astype(kt), side="left")
+    end = np.searchsorted(pi.key, (base + np.repeat(r1, n_groups)).astype(kt), side="left")
     keep = end > start
     return owner[keep], start[keep], end[keep]
 
@@ -149,3 +154,38 @@ def choose(q, used, ix, qid, size: np.ndarray) -> dict:
         if key in ix.pairs or (ix.build_pairs and gain[mine].sum() > BUILD_ROWS):
             out[key] = (outer, inner, np.flatnonzero(mine))
     return out
+
+
+def gather(perm: list, st, lb, first) -> np.ndarray:
+    """The rows at positions ``[st, st + lb)`` (entries in order of ``st``) of the row lists ``perm``,
+    concatenated, without concatenating the lists themselves (position ``k * n + i``: list ``k``, row ``i``)."""
+    n = len(perm[0])
+    k = st // max(n, 1)
+    cut = np.flatnonzero(np.diff(k)) + 1
+    bounds = np.concatenate([[0], cut, [len(st)]])
+    total = int(lb.sum())
+    rows = np.empty(total, dtype=perm[0].dtype)
+    for e0, e1 in zip(bounds[:-1], bounds[1:]):  # a loop over row lists (entries are grouped by list)
+        p0 = int(first[e0])
+        p1 = int(first[e1 - 1] + lb[e1 - 1])
+        if p1 > p0:
+            rel = st[e0:e1] - k[e0] * n - first[e0:e1]
+            rows[p0:p1] = perm[k[e0]][np.repeat(rel, lb[e0:e1]) + np.arange(p0, p1)]
+    return rows
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint8)
+
+
+def same_cells(columns, t, u) -> bool:
+    """Whether tables ``t`` and ``u`` hold bit for bit the same cells in ``columns``."""
+    if t.n != u.n:
+        return False
+    for c in columns:  # a loop over columns
+        pairs = [(t.cell[c.name], u.cell[c.name])] if c.kind != "numeric" else \
+            [(t.lo[c.name], u.lo[c.name]), (t.hi[c.name], u.hi[c.name])]
+        for x, y in pairs:  # at most two arrays per column
+            if x is not y and (x.dtype != y.dtype or not np.array_equal(_bits(x), _bits(y))):
+                return False
+    return True

@@ -12,6 +12,7 @@ once it matches two rows (only 0, 1 or "2 or more" matter to singling out).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,6 +165,8 @@ class _Index:
     pairs: dict = field(default_factory=dict)  # (outer, inner) column names: their :class:`.pairs.PairIndex`
     build_pairs: bool = True  # whether a pair index may be built (not on subsets: they take their parent's)
     columns: dict = field(default_factory=dict)  # per column name: its ranks and groups (:mod:`.pairs`)
+    source: object = None  # a weak reference to the table it was built on (:func:`row_index`)
+    cols: list = field(default_factory=list)  # the columns it was built for
 
 
 def _index(columns, table, rows) -> _Index:
@@ -249,7 +252,7 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.nd
             continue
         owner = np.repeat(own[sl], lb)
         first = np.cumsum(lb) - lb  # each entry's first pair
-        rows = perm[np.repeat(st[sl] - first, lb) + np.arange(int(lb.sum()))]
+        rows = pair_index.gather(perm, st[sl], lb, first)
         ok = np.ones(len(rows), dtype=bool)
         for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
             ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
@@ -320,7 +323,7 @@ def _exact_counts(q: Predicates, columns, table, ix: _Index, qid, cap: int = 2, 
             sure = pair_index.conditions(q, c, o) if pair_index.eligible(c, ix) else np.zeros(len(o), dtype=bool)
             ex.append(np.stack([np.where(sure, j, -1), np.full(len(o), -1)]))
     own, st, en, ex = np.concatenate(own), np.concatenate(st), np.concatenate(en), np.concatenate(ex, axis=1)
-    perm = np.concatenate(perms)
+    perm = perms  # the row lists, indexed as one (see _gather)
     counts = np.zeros(len(qid), dtype=np.int64)
     pos = np.searchsorted(qid, own)
     chunk = CHUNK
@@ -361,14 +364,25 @@ def subset_index(ix: _Index, columns, keep: np.ndarray) -> _Index:
     return sub
 
 
+#: live indexes by (columns, rows): a table whose cells equal those of the table an index was built on takes
+#: it rather than sorting the same rows again (e.g. a release that is the original, unchanged)
+_SHARED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def row_index(columns, table, rows=None) -> _Index:
     """The per-column sorted rows of ``table`` (``rows``, default all) that :func:`match_counts` reuses; built
-    once per table, columns and rows (kept in ``table.memo``)."""
+    once per table, columns and rows (kept in ``table.memo``), or shared with a live table of equal cells."""
     rows = np.arange(table.n) if rows is None else np.asarray(rows)
     key = ("row_index", tuple(c.name for c in columns), len(rows), hashlib.blake2b(rows.tobytes()).hexdigest())
     if key not in table.memo:
-        ix = _index(columns, table, rows)
-        ix.rows = rows
+        ix = _SHARED.get(key)
+        source = ix.source() if ix is not None else None
+        same = source is not None and len(ix.cols) == len(columns) and all(
+            a is b for a, b in zip(ix.cols, columns))  # the same encoding's columns (their categories)
+        if not same or not pair_index.same_cells(columns, table, source):
+            ix = _index(columns, table, rows)
+            ix.rows, ix.source, ix.cols = rows, weakref.ref(table), list(columns)
+            _SHARED[key] = ix
         table.memo[key] = ix
     return table.memo[key]
 
