@@ -73,13 +73,19 @@ class _Numeric:
     kind = "numeric"
 
     def __init__(self, lo, hi, median):
-        vals = np.unique(np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
+        points = np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
+        vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
         miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
         self.lo = np.where(miss, 0, np.searchsorted(vals, lo, side="right") + 1)
-        self.hi = np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
+        self.hi = self.lo if points else np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
         with np.errstate(invalid="ignore"):
             up = (lo + hi) / 2 > median
         self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2)))
+        f = len(vals) + 2  # bins 0 .. fine
+        # per row, its slot in a level's per-mode tables ([lo bins, hi bins, missing, '*']) and its other end
+        self.slot = np.choose(self.mode, (2 * f + 1, self.lo, f + self.hi, 2 * f)).astype(np.int32)
+        self.up, self.down = self.mode == 1, self.mode == 2
+        self.other = np.where(self.up, self.hi, self.lo)
         self.point = bool(np.array_equal(self.lo, self.hi))
         self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
@@ -105,15 +111,18 @@ class _Numeric:
         top = int(mapping[-1])
         single = np.bincount(mapping) == 1
         mapping = mapping.astype(np.int32)  # narrow: the histograms' passes over the rows read less
-        cl, ch = mapping[self.lo], mapping[self.hi]
-        m = self.mode
-        lo_q = np.where(single[cl], cl, cl + 1)
-        hi_q = np.where(single[ch], ch, ch - 1)
-        box = np.select([m == 1, m == 2, m == 3], [np.where(lo_q > top, top + 1, lo_q),
-                                                   np.where(hi_q < 1, top + 1, hi_q), 0], top + 2)
-        inside = np.select([m == 1, m == 2], [ch >= lo_q, cl <= hi_q], True)
-        wide = np.select([m == 1, m == 2, m == 3], [cl, ch, 0], top + 2)  # with the row's own bins
-        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "wide": wide, "up": m == 1, "inside": inside}
+        cl = mapping[self.lo]
+        ch = cl if self.point else mapping[self.hi]
+        # per fine bin (then gathered once per row by its slot): the box's bound ``>= lo`` / ``<= hi`` ...
+        lo_q = np.where(single[mapping], mapping, mapping + 1)
+        hi_q = np.where(single[mapping], mapping, mapping - 1)
+        ends = np.array([0, top + 2], dtype=np.int32)
+        box = np.concatenate([np.where(lo_q > top, top + 1, lo_q), np.where(hi_q < 1, top + 1, hi_q), ends])[self.slot]
+        wide = np.concatenate([mapping, mapping, ends])[self.slot]  # with the row's own bins
+        q = np.concatenate([lo_q, hi_q, ends])[self.slot]
+        co = mapping[self.other]  # ... and whether the row's other end lies in its own box
+        inside = ~((self.up & (co < q)) | (self.down & (co > q)))
+        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "wide": wide, "up": self.up, "inside": inside}
         self.levels[target] = lv
         return lv
 
