@@ -242,6 +242,8 @@ def _fields(t: Table, columns) -> list:
     for c in columns:
         if c.name in t.cell:
             out.append(t.cell[c.name].astype(np.float64))
+        elif t.lo[c.name] is t.hi[c.name]:  # points held once (raw values): one field, the same rows equal
+            out.append(np.where(np.isnan(t.lo[c.name]), np.inf, t.lo[c.name]))
         else:
             out += [np.where(np.isnan(v), np.inf, v) for v in (t.lo[c.name], t.hi[c.name])]
     return out

@@ -73,13 +73,19 @@ class _Numeric:
     kind = "numeric"
 
     def __init__(self, lo, hi, median):
-        vals = np.unique(np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
+        points = np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
+        vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
         miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
         self.lo = np.where(miss, 0, np.searchsorted(vals, lo, side="right") + 1)
-        self.hi = np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
+        self.hi = self.lo if points else np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
         with np.errstate(invalid="ignore"):
             up = (lo + hi) / 2 > median
         self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2)))
+        f = len(vals) + 2  # bins 0 .. fine
+        # per row, its slot in a level's per-mode tables ([lo bins, hi bins, missing, '*']) and its other end
+        self.slot = np.choose(self.mode, (2 * f + 1, self.lo, f + self.hi, 2 * f)).astype(np.int32)
+        self.up, self.down = self.mode == 1, self.mode == 2
+        self.other = np.where(self.up, self.hi, self.lo)
         self.point = bool(np.array_equal(self.lo, self.hi))
         self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
@@ -104,15 +110,19 @@ class _Numeric:
             mapping = np.arange(self.fine + 1)
         top = int(mapping[-1])
         single = np.bincount(mapping) == 1
-        cl, ch = mapping[self.lo], mapping[self.hi]
-        m = self.mode
-        lo_q = np.where(single[cl], cl, cl + 1)
-        hi_q = np.where(single[ch], ch, ch - 1)
-        box = np.select([m == 1, m == 2, m == 3], [np.where(lo_q > top, top + 1, lo_q),
-                                                   np.where(hi_q < 1, top + 1, hi_q), 0], top + 2)
-        inside = np.select([m == 1, m == 2], [ch >= lo_q, cl <= hi_q], True)
-        wide = np.select([m == 1, m == 2, m == 3], [cl, ch, 0], top + 2)  # with the row's own bins
-        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "wide": wide, "up": m == 1, "inside": inside}
+        mapping = mapping.astype(np.int32)  # narrow: the histograms' passes over the rows read less
+        cl = mapping[self.lo]
+        ch = cl if self.point else mapping[self.hi]
+        # per fine bin (then gathered once per row by its slot): the box's bound ``>= lo`` / ``<= hi`` ...
+        lo_q = np.where(single[mapping], mapping, mapping + 1)
+        hi_q = np.where(single[mapping], mapping, mapping - 1)
+        ends = np.array([0, top + 2], dtype=np.int32)
+        box = np.concatenate([np.where(lo_q > top, top + 1, lo_q), np.where(hi_q < 1, top + 1, hi_q), ends])[self.slot]
+        wide = np.concatenate([mapping, mapping, ends])[self.slot]  # with the row's own bins
+        q = np.concatenate([lo_q, hi_q, ends])[self.slot]
+        co = mapping[self.other]  # ... and whether the row's other end lies in its own box
+        inside = ~((self.up & (co < q)) | (self.down & (co > q)))
+        lv = {"top": top, "lo": cl, "hi": ch, "box": box, "wide": wide, "up": self.up, "inside": inside}
         self.levels[target] = lv
         return lv
 
@@ -124,8 +134,9 @@ def _axes(e, rows, medians: dict) -> list:
         if c.kind == "numeric":
             out.append(_Numeric(e.release.lo[c.name][rows], e.release.hi[c.name][rows], medians[c.name]))
         else:
-            out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": e.release.cell[c.name][rows],
-                        "sets": bool(len(c.sets))})
+            cell = e.release.cell[c.name][rows]
+            out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": cell,
+                        "cell32": cell.astype(np.int32), "sets": bool(len(c.sets))})
     return out
 
 
@@ -135,20 +146,36 @@ def _categorical_key(cats: list, budget: int) -> tuple[np.ndarray, int]:
     if size > budget:  # too many combinations for a dense axis: the ones that occur
         _, key = np.unique(np.column_stack([a["cell"] for a in cats]), axis=0, return_inverse=True)
         return key.ravel(), int(key.max()) + 1
-    key = np.zeros(len(cats[0]["cell"]), dtype=np.int64)
-    for a in cats:  # a loop over the set's columns
-        key = key * a["size"] + a["cell"]
+    key = cats[0]["cell32"]  # int32: size <= budget
+    for a in cats[1:]:  # a loop over the set's other columns
+        key = key * np.int32(a["size"]) + a["cell32"]
     return key, size
 
 
 def _directional(h: np.ndarray, axis: int, up: bool) -> np.ndarray:
     """Along ``axis`` (bins 0 .. top): [the missing bin, the sums of bins 1..b (or b..top when ``up``) for
-    b = 1 .. top, 0 (an empty box), the sum of every bin (no condition)]."""
-    h = np.moveaxis(h, axis, -1)
-    body = h[..., 1:]
-    run = np.cumsum(body[..., ::-1], axis=-1)[..., ::-1] if up else np.cumsum(body, axis=-1)
-    out = np.concatenate([h[..., :1], run, np.zeros_like(h[..., :1]), h.sum(axis=-1, keepdims=True)], axis=-1)
-    return np.moveaxis(out, -1, axis)
+    b = 1 .. top, 0 (an empty box), the sum of every bin (no condition)], in ``h``'s dtype."""
+    top = h.shape[axis] - 1
+
+    def at(sl):
+        return (slice(None),) * axis + (sl,)
+
+    shape = list(h.shape)
+    shape[axis] = top + 3
+    out = np.empty(shape, dtype=h.dtype)
+    out[at(slice(0, 1))] = h[at(slice(0, 1))]
+    out[at(slice(top + 1, top + 2))] = 0
+    if top:
+        body = h[at(slice(1, None))]
+        if up:  # written reversed into a reversed view: the sums from b to the top
+            np.cumsum(body[at(slice(None, None, -1))], axis=axis, dtype=h.dtype, out=out[at(slice(top, 0, -1))])
+        else:
+            np.cumsum(body, axis=axis, dtype=h.dtype, out=out[at(slice(1, top + 1))])
+        every = out[at(slice(1, 2))] if up else out[at(slice(top, top + 1))]
+        np.add(out[at(slice(0, 1))], every, out=out[at(slice(top + 2, top + 3))])
+    else:
+        out[at(slice(top + 2, top + 3))] = h[at(slice(0, 1))]
+    return out
 
 
 def _bounds(ax: list, n: int, idx: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +184,7 @@ def _bounds(ax: list, n: int, idx: np.ndarray, budget: int) -> tuple[np.ndarray,
     matched, themselves included, where :func:`_widened_bounds` says so)."""
     cats = [a for a in ax if not isinstance(a, _Numeric)]
     nums = [a for a in ax if isinstance(a, _Numeric)]
-    ckey, csize = _categorical_key(cats, budget) if cats else (np.zeros(n, dtype=np.int64), 1)
+    ckey, csize = _categorical_key(cats, budget) if cats else (np.zeros(n, dtype=np.int32), 1)
     if not nums:  # the predicate's cell on every column: the rows holding the same cells
         same = np.bincount(ckey, minlength=csize)[ckey[idx]]
         return same - 1, same
@@ -171,7 +198,7 @@ def _bounds(ax: list, n: int, idx: np.ndarray, budget: int) -> tuple[np.ndarray,
     pattern = np.zeros(len(idx), dtype=np.int64)  # hi bins matched on upward axes of non-point columns
     direction = np.zeros(len(idx), dtype=np.int64)  # upward boxes (downward where the column says nothing)
     inside = np.ones(len(idx), dtype=bool)
-    box = wide = ckey[idx]
+    box = wide = ckey[idx].astype(np.int64)
     for j, (a, v) in enumerate(zip(nums, lv)):  # a loop over the set's numeric columns
         up = v["up"][idx]
         if not a.point:
@@ -188,14 +215,17 @@ def _bounds(ax: list, n: int, idx: np.ndarray, budget: int) -> tuple[np.ndarray,
     for kk in np.flatnonzero(cut[1:] > cut[:-1]):  # at most 4^k tables, usually one or a few
         pat, dirs = int(kk) >> k, int(kk) & ((1 << k) - 1)
         if pat not in hists:
-            flat = ckey
+            flat = ckey if csize * math.prod(sizes) < 1 << 31 else ckey.astype(np.int64)
             for j, v in enumerate(lv):  # a loop over the set's numeric columns
-                flat = flat * sizes[j] + (v["hi"] if (pat >> j) & 1 else v["lo"])
+                flat = flat * flat.dtype.type(sizes[j]) + (v["hi"] if (pat >> j) & 1 else v["lo"])
             hists[pat] = np.bincount(flat, minlength=csize * math.prod(sizes)).astype(np.int32).reshape(
                 [csize] + sizes)
         t = hists[pat]
-        for j in range(k):  # a loop over the set's numeric columns
-            t = _directional(t, j + 1, bool((dirs >> j) & 1))
+        for j in range(k):  # a loop over the set's numeric columns; tables sharing the first directions shared
+            memo = (pat, j, dirs & ((2 << j) - 1))
+            if memo not in hists:
+                hists[memo] = _directional(t, j + 1, bool((dirs >> j) & 1))
+            t = hists[memo]
         r = order[cut[kk]:cut[kk + 1]]
         count[r], upper[r] = t.ravel()[box[r]], t.ravel()[wide[r]]
     return count - inside, upper
@@ -220,13 +250,18 @@ def _codes(a, rows=None) -> np.ndarray:
     return a["cell"]
 
 
-def _certain(a, r: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Whether row ``r``'s predicate's condition on this column certainly holds for row ``s`` (pairs)."""
+def _certain(a, partner: np.ndarray) -> np.ndarray:
+    """Whether each row's predicate's condition on this column certainly holds for row ``partner[row]``."""
     if not isinstance(a, _Numeric):
-        return a["cell"][r] == a["cell"][s]
-    m = a.mode[r]
-    return np.select([m == 1, m == 2, m == 3], [a.hi[s] >= a.lo[r], (a.lo[s] <= a.hi[r]) & (a.lo[s] > 0),
-                                                a.lo[s] == 0], True)
+        return a["cell"] == a["cell"][partner]
+    m = a.mode
+    lo_s = a.lo[partner]
+    hi_s = lo_s if a.point else a.hi[partner]
+    out = m == 0
+    out |= (m == 1) & (hi_s >= a.lo)
+    out |= (m == 2) & (lo_s <= a.hi) & (lo_s > 0)
+    out |= (m == 3) & (lo_s == 0)
+    return out
 
 
 def _distinct(a) -> int:
@@ -243,6 +278,26 @@ def _mask_type(n_cols: int):
     return np.int16 if n_cols < 16 else np.int32 if n_cols < 32 else np.int64
 
 
+def _sort_words(ax: list, cols) -> list:
+    """The columns' codes (in the order ``cols``) packed into as few 64-bit words as hold them, first column
+    in the high bits: sorting the words lexicographically sorts the rows by the codes (a point column by its
+    ``lo`` bin alone, which orders it as its code does)."""
+    words, word, used = [], None, 64
+    for j in cols:  # a loop over columns
+        a = ax[j]
+        code = a.lo if isinstance(a, _Numeric) and a.point else _codes(a)
+        bits = max(int(code.max()).bit_length(), 1) if len(code) else 1
+        if used + bits > 64:
+            if word is not None:
+                words.append(word)
+            word, used = code.astype(np.uint64), bits
+        else:
+            word = (word << np.uint64(bits)) | code.astype(np.uint64)
+            used += bits
+    words.append(word)
+    return words
+
+
 def _partner_masks(ax: list, n: int) -> list:
     """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
     fewest distinct cells first, and the other way round): the columns on which that row certainly
@@ -251,13 +306,14 @@ def _partner_masks(ax: list, n: int) -> list:
     dtype = _mask_type(len(ax))
     out, every = [], np.arange(n)
     for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
-        order = np.lexsort([_codes(ax[j]) for j in cols[::-1]])
+        words = _sort_words(ax, cols)
+        order = np.argsort(words[0], kind="stable") if len(words) == 1 else np.lexsort(words[::-1])
         for shift in (1, -1):  # the next row in that order, and the previous one
             partner = np.empty(n, dtype=np.int64)
             partner[order] = np.roll(order, -shift)
             mask = np.zeros(n, dtype=dtype)
             for j, a in enumerate(ax):  # a loop over columns
-                mask |= _certain(a, every, partner).astype(dtype) << dtype(j)
+                mask |= _certain(a, partner).astype(dtype) << dtype(j)
             out.append(np.where(partner == every, 0, mask))
     return out
 

@@ -14,6 +14,7 @@ sizes differ); the baseline from random predicates over the release's cells (ano
 
 from __future__ import annotations
 
+import hashlib
 import math
 from functools import partial
 
@@ -57,7 +58,7 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
                 b += [np.nanmin(lo), np.inf]
                 null += [False, False]
             key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
-            first, cnt = unique_keys(key)
+            first, cnt = unique_keys(key[:, :1] if _points(e, c) else key)  # points: both fields equal
             rare = first[(cnt == 1) & ~miss[first]]
             q = Predicates.empty(e.columns, len(a) + len(rare))
             q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
@@ -73,6 +74,25 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
     return Predicates.concat(parts) if parts else Predicates.empty(e.columns, 0)
 
 
+def _points(e: Encoded, c) -> bool:
+    """Whether a numeric column's release cells are points held once (raw values: ``lo`` is ``hi``)."""
+    return e.release.lo[c.name] is e.release.hi[c.name]
+
+
+def _distinct_cells(e: Encoded, rows, c) -> np.ndarray:
+    """The distinct release cells of column ``c`` over ``rows`` in order: category ids, or numeric ``(lo, hi)``
+    pairs (missing as ``inf``, as ``np.unique(key, axis=0)``); kept in the release's memo (each mode asks)."""
+    memo = ("distinct_cells", c.name, len(rows), hashlib.blake2b(np.asarray(rows).tobytes()).hexdigest())
+    if memo not in e.release.memo:
+        if c.kind == "numeric":
+            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
+            e.release.memo[memo] = key[unique_keys(key[:, :1] if _points(e, c) else key)[0]]  # np.unique(key, axis=0)
+        else:
+            e.release.memo[memo] = np.flatnonzero(np.bincount(e.release.cell[c.name][rows]))  # np.unique (ids >= 0)
+    return e.release.memo[memo]
+
+
 def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
     """The baseline: ``n`` predicates, each on ``n_cols`` random columns with a random release cell and a
     random operator (numeric ``== != > < >= <=``, categorical ``== !=``)."""
@@ -81,9 +101,7 @@ def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
     for j, c in enumerate(e.columns):  # a loop over columns
         q.used[c.name] = used[:, j]
         if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
-            key = key[unique_keys(key)[0]]  # np.unique(key, axis=0)
+            key = _distinct_cells(e, rows, c)
             pick = key[rng.integers(0, len(key), n)]
             vlo, vhi = pick[:, 0], pick[:, 1]
             miss = np.isposinf(vlo) & np.isposinf(vhi)
@@ -96,7 +114,7 @@ def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
             q.inv[c.name] = ~miss & (op == 1)
             q.null[c.name] = miss & (op == 0)
         else:
-            vals = np.unique(e.release.cell[c.name][rows])
+            vals = _distinct_cells(e, rows, c)
             q.p[c.name] = vals[rng.integers(0, len(vals), n)]
             q.neg[c.name] = rng.integers(0, 2, n) == 1
     return q
@@ -188,16 +206,20 @@ def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
     # the control rows each predicate matches (those matching few): a subsample's count is how many it keeps
     own, mrows, over = match_pairs(q, e.columns, e.control, full, PAIR_CAP)
     q_over = q.take(np.flatnonzero(over))
+    whole = len(crow) == e.control.n  # every control row distinct: crow is 0 .. n - 1, a draw of it its own rows
     for n_rows in np.linspace(min(1000, len(crow)), len(crow), 10).astype(int):  # 10 sizes x 5 draws
         for _ in range(5):
             keep = np.zeros(e.control.n, dtype=bool)
-            keep[rng.choice(crow, size=n_rows, replace=False)] = True
+            pick = rng.choice(len(crow), size=n_rows, replace=False)  # rng.choice(crow, ...)'s draw
+            keep[pick if whole else crow[pick]] = True
             n_one = int((np.bincount(own[keep[mrows]], minlength=q.n)[~over] == 1).sum())
             if q_over.n:  # the others counted on the subsample
                 sub = subset_index(full, e.columns, keep)
                 n_one += int((match_counts(q_over, e.columns, e.control, rng, index=sub) == 1).sum())
             else:
-                rng.permutation(n_rows)  # the draw of match_counts' sample: the same seed, the same report
+                # the draw of match_counts' sample (rng.permutation(n_rows)): the same seed, the same report; a
+                # shuffle of a 1-D array draws the same numbers whatever its dtype, and one byte a row swaps in cache
+                rng.shuffle(np.zeros(n_rows, dtype=np.int8))
             succ.append(n_one)
             sizes.append(n_rows)
     sizes, succ = np.array(sizes, dtype=np.float64), np.array(succ, dtype=np.float64)
