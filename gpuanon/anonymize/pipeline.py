@@ -258,11 +258,11 @@ class InProcess:
         out = None
         # a large table is verified and measured before its output frame is made (the frame is the
         # largest thing alive; the text cross-check, which reads it, runs only on small tables)
-        late = build_output and len(df) <= max(self.TEXT_CHECK_ROWS, self.OUTPUT_FIRST_ROWS)
-        if build_output and late:
+        frame_first = build_output and len(df) <= max(self.TEXT_CHECK_ROWS, self.OUTPUT_FIRST_ROWS)
+        if frame_first:
             out = self._generalize(result, df, cs, fmt)
         ahead = 0.0
-        if build_output and not late:  # what generalize reads from the class statistics, charged to it as before
+        if build_output and not frame_first:  # what generalize reads from the class statistics, charged to it as before
             t1 = time.perf_counter()
             read_ahead(cs, fmt)
             ahead = time.perf_counter() - t1
@@ -278,7 +278,7 @@ class InProcess:
             summary = metrics_mod.summary_from_labels(table, labels, n_parts, stats=cs)
             result.metrics = metrics_mod.compute_metrics(summary, k=plan.k)
         timings["metrics"] = time.perf_counter() - t1
-        if build_output and not late:
+        if build_output and not frame_first:
             del summary
             out = self._generalize(result, df, cs, fmt, ahead)
         return out, res
