@@ -90,6 +90,7 @@ class _Numeric:
         self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
         self.levels: dict = {}
+        self.cum = None
 
     def level(self, target: int) -> dict:
         """Bins merged to about ``target`` (each heavy value kept alone), and per row: its coordinate as a
@@ -99,13 +100,16 @@ class _Numeric:
             target = self.fine
         if target in self.levels:
             return self.levels[target]
-        w = np.bincount(self.lo, minlength=self.fine + 1) + np.bincount(self.hi, minlength=self.fine + 1)
-        w[0] = 0
         if target < self.fine:
-            cum = np.cumsum(w)
+            if self.cum is None:  # the rows' ends per bin (the missing bin none), cumulated: once per column
+                w = np.bincount(self.lo, minlength=self.fine + 1) + np.bincount(self.hi, minlength=self.fine + 1)
+                w[0] = 0
+                self.cum = np.cumsum(w), w
+            cum, w = self.cum
             key = (target * (cum - w)) // max(int(cum[-1]), 1) + (target * cum) // max(int(cum[-1]), 1)
             key[0] = -1
-            mapping = np.unique(key, return_inverse=True)[1].ravel()
+            # np.unique(key, return_inverse=True)[1]: the key never decreases, its distinct values counted along
+            mapping = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])])
         else:
             mapping = np.arange(self.fine + 1)
         top = int(mapping[-1])
@@ -273,11 +277,6 @@ def _distinct(a) -> int:
     return len(np.unique(_codes(a)))
 
 
-def _mask_type(n_cols: int):
-    """The narrowest integer that holds a bit per column (narrow: the passes per column set read less)."""
-    return np.int16 if n_cols < 16 else np.int32 if n_cols < 32 else np.int64
-
-
 def _sort_words(ax: list, cols) -> list:
     """The columns' codes (in the order ``cols``) packed into as few 64-bit words as hold them, first column
     in the high bits: sorting the words lexicographically sorts the rows by the codes (a point column by its
@@ -298,24 +297,40 @@ def _sort_words(ax: list, cols) -> list:
     return words
 
 
-def _partner_masks(ax: list, n: int) -> list:
-    """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
-    fewest distinct cells first, and the other way round): the columns on which that row certainly
-    matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
+def _partner_bits(ax: list, n: int) -> list:
+    """Per column, per row (uint8): bit ``i`` set where the row's ``i``-th partner certainly matches the row's
+    predicate on that column; the partners are a row's neighbours in sorts of the rows by their cells (the
+    columns with fewest distinct cells first, and the other way round), the next and the previous. A row
+    cannot single out on a column set whose columns' bits share one (that partner matches it on all)."""
     distinct = [_distinct(a) for a in ax]
-    dtype = _mask_type(len(ax))
-    out, every = [], np.arange(n)
+    out = [np.zeros(n, dtype=np.uint8) for _ in ax]
+    every, i = np.arange(n), 0
     for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
         words = _sort_words(ax, cols)
         order = np.argsort(words[0], kind="stable") if len(words) == 1 else np.lexsort(words[::-1])
         for shift in (1, -1):  # the next row in that order, and the previous one
             partner = np.empty(n, dtype=np.int64)
             partner[order] = np.roll(order, -shift)
-            mask = np.zeros(n, dtype=dtype)
+            other = partner != every  # not the row itself (one row)
             for j, a in enumerate(ax):  # a loop over columns
-                mask |= _certain(a, partner).astype(dtype) << dtype(j)
-            out.append(np.where(partner == every, 0, mask))
+                out[j] |= (_certain(a, partner) & other).view(np.uint8) << np.uint8(i)
+            i += 1
     return out
+
+
+def _alive(bits: list, sets: list):
+    """Per column set (in ``sets``' order, each a tuple of columns): the rows no partner rules out there, those
+    whose columns' partner bits (:func:`_partner_bits`) share none; sets sharing all but their last column
+    share the AND of those columns' bits."""
+    n = len(bits[0]) if bits else 0
+    head, both, last = None, None, np.empty(n, dtype=np.uint8)
+    for S in sets:  # a loop over column sets
+        if S[:-1] != head:
+            head, both = S[:-1], np.full(n, 0xFF, dtype=np.uint8)
+            for j in head:  # a loop over the set's columns
+                both &= bits[j]
+        np.bitwise_and(both, bits[S[-1]], out=last)
+        yield np.flatnonzero(last == 0)
 
 
 def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -325,16 +340,11 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     cols = e.columns
     ax = _axes(e, rows, medians)
     n = len(rows)
-    masks = _partner_masks(ax, n) if n > 1 else []
+    bits = _partner_bits(ax, n) if n > 1 else [np.zeros(n, dtype=np.uint8) for _ in ax]
     budget = min(BUDGET, max(BUDGET_MIN, n))  # cells beyond the rows cost more than the rows they rule out
     sets = list(itertools.combinations(range(len(cols)), n_cols))
     cand_row, cand_set, found_row, found_set = [], [], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for s, S in enumerate(sets):  # a loop over column sets (each a whole-array pass)
-        bits = _mask_type(len(cols))(sum(1 << j for j in S))
-        alive = np.ones(n, dtype=bool)
-        for m in masks:  # a loop over partners
-            alive &= (m & bits) != bits
-        left = np.flatnonzero(alive)
+    for s, (S, left) in enumerate(zip(sets, _alive(bits, sets))):  # a loop over column sets (each a whole-array pass)
         if len(left):
             sub = [ax[j] for j in S]
             low, high = _bounds(sub, n, left, budget)
