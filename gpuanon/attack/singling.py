@@ -14,7 +14,6 @@ sizes differ); the baseline from random predicates over the release's cells (ano
 
 from __future__ import annotations
 
-import hashlib
 import math
 from functools import partial
 
@@ -57,16 +56,16 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
                 a += [-np.inf, np.nanmax(hi)]
                 b += [np.nanmin(lo), np.inf]
                 null += [False, False]
-            key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
-            first, cnt = unique_keys(key[:, :1] if _points(e, c) else key)  # points: both fields equal
+            first, cnt = _cell_counts(e, rows, c)
             rare = first[(cnt == 1) & ~miss[first]]
             q = Predicates.empty(e.columns, len(a) + len(rare))
             q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
             q.b[c.name] = np.concatenate([b, hi[rare]]).astype(np.float64)
             q.null[c.name] = np.concatenate([null, np.zeros(len(rare), dtype=bool)]).astype(bool)
         else:
-            cell = e.release.cell[c.name][rows]
-            vals, cnt = np.unique(cell, return_counts=True)
+            cnt = np.bincount(e.release.cell[c.name][rows])  # np.unique's counts (cell ids are small, >= 0)
+            vals = np.flatnonzero(cnt)
+            cnt = cnt[vals]
             q = Predicates.empty(e.columns, int((cnt == 1).sum()))
             q.p[c.name] = vals[cnt == 1]
         q.used[c.name][:] = True
@@ -79,18 +78,38 @@ def _points(e: Encoded, c) -> bool:
     return e.release.lo[c.name] is e.release.hi[c.name]
 
 
+def _memo(e: Encoded, name: str, rows, c, make):
+    """``make()`` kept in the release's memo per column and row list (the ``rows`` object itself: the same
+    distinct rows are asked by the candidates and both modes' baselines)."""
+    key = (name, c.name, id(rows))
+    hit = e.release.memo.get(key)
+    if hit is None or hit[0] is not rows:  # the object kept with its value: its id is not reused meanwhile
+        hit = e.release.memo[key] = (rows, make())
+    return hit[1]
+
+
+def _numeric_key(e: Encoded, rows, c) -> np.ndarray:
+    """A numeric column's release cells over ``rows`` as ``(lo, hi)`` pairs, missing as ``inf``."""
+    lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+    return np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
+
+
+def _cell_counts(e: Encoded, rows, c) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column's distinct cells over ``rows``: :func:`unique_keys` of :func:`_numeric_key` (a point
+    column's on its one field), each one's first position and count."""
+    def make():
+        key = _numeric_key(e, rows, c)
+        return unique_keys(key[:, :1] if _points(e, c) else key)  # points: both fields equal
+    return _memo(e, "cell_counts", rows, c, make)
+
+
 def _distinct_cells(e: Encoded, rows, c) -> np.ndarray:
     """The distinct release cells of column ``c`` over ``rows`` in order: category ids, or numeric ``(lo, hi)``
-    pairs (missing as ``inf``, as ``np.unique(key, axis=0)``); kept in the release's memo (each mode asks)."""
-    memo = ("distinct_cells", c.name, len(rows), hashlib.blake2b(np.asarray(rows).tobytes()).hexdigest())
-    if memo not in e.release.memo:
-        if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
-            e.release.memo[memo] = key[unique_keys(key[:, :1] if _points(e, c) else key)[0]]  # np.unique(key, axis=0)
-        else:
-            e.release.memo[memo] = np.flatnonzero(np.bincount(e.release.cell[c.name][rows]))  # np.unique (ids >= 0)
-    return e.release.memo[memo]
+    pairs (missing as ``inf``, as ``np.unique(key, axis=0)``)."""
+    if c.kind == "numeric":
+        return _memo(e, "distinct_cells", rows, c, lambda: _numeric_key(e, np.asarray(rows)[_cell_counts(e, rows, c)[0]], c))
+    return _memo(e, "distinct_cells", rows, c,  # np.unique (ids >= 0)
+                 lambda: np.flatnonzero(np.bincount(e.release.cell[c.name][rows])))
 
 
 def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
