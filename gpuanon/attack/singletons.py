@@ -80,7 +80,7 @@ class _Numeric:
         self.hi = self.lo if points else np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
         with np.errstate(invalid="ignore"):
             up = (lo + hi) / 2 > median
-        self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2)))
+        self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2))).astype(np.int8)  # narrow: gathered
         f = len(vals) + 2  # bins 0 .. fine
         # per row, its slot in a level's per-mode tables ([lo bins, hi bins, missing, '*']) and its other end
         self.slot = np.choose(self.mode, (2 * f + 1, self.lo, f + self.hi, 2 * f)).astype(np.int32)
@@ -254,16 +254,23 @@ def _codes(a, rows=None) -> np.ndarray:
     return a["cell"]
 
 
-def _certain(a, partner: np.ndarray) -> np.ndarray:
-    """Whether each row's predicate's condition on this column certainly holds for row ``partner[row]``."""
+def _sorted_cells(a, order: np.ndarray) -> tuple:
+    """A column's cells in ``order``: a categorical cell, or a numeric row's mode, ``lo`` and ``hi`` bins."""
     if not isinstance(a, _Numeric):
-        return a["cell"] == a["cell"][partner]
-    m = a.mode
-    lo_s = a.lo[partner]
-    hi_s = lo_s if a.point else a.hi[partner]
+        return (a["cell"][order],)
+    return a.mode[order], a.lo[order], (a.lo if a.point else a.hi)[order]
+
+
+def _certain(a, own: tuple, other: tuple) -> np.ndarray:
+    """Whether a row's predicate's condition on this column certainly holds for another row (``own`` / ``other``:
+    the two rows' cells as :func:`_sorted_cells` gives them)."""
+    if not isinstance(a, _Numeric):
+        return own[0] == other[0]
+    m, lo, hi = own
+    lo_s, hi_s = other[1], other[2]
     out = m == 0
-    out |= (m == 1) & (hi_s >= a.lo)
-    out |= (m == 2) & (lo_s <= a.hi) & (lo_s > 0)
+    out |= (m == 1) & (hi_s >= lo)
+    out |= (m == 2) & (lo_s <= hi) & (lo_s > 0)
     out |= (m == 3) & (lo_s == 0)
     return out
 
@@ -304,17 +311,28 @@ def _partner_bits(ax: list, n: int) -> list:
     cannot single out on a column set whose columns' bits share one (that partner matches it on all)."""
     distinct = [_distinct(a) for a in ax]
     out = [np.zeros(n, dtype=np.uint8) for _ in ax]
-    every, i = np.arange(n), 0
-    for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
+    if n < 2:  # no other row
+        return out
+    for i, cols in enumerate((np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1])):
         words = _sort_words(ax, cols)
         order = np.argsort(words[0], kind="stable") if len(words) == 1 else np.lexsort(words[::-1])
-        for shift in (1, -1):  # the next row in that order, and the previous one
-            partner = np.empty(n, dtype=np.int64)
-            partner[order] = np.roll(order, -shift)
-            other = partner != every  # not the row itself (one row)
-            for j, a in enumerate(ax):  # a loop over columns
-                out[j] |= (_certain(a, partner) & other).view(np.uint8) << np.uint8(i)
-            i += 1
+        for g in range(0, len(ax), 32):  # the columns' two bits in sorted order, 32 columns a word
+            word = np.zeros(n, dtype=np.uint64)
+            for j in range(g, min(g + 32, len(ax))):  # a loop over columns
+                own = _sorted_cells(ax[j], order)
+                both = np.empty(n, dtype=np.uint8)  # bit 0: the next row certainly matches; bit 1: the previous
+                for at, to, b in ((slice(0, -1), slice(1, None), 0), (slice(-1, None), slice(0, 1), 0),  # wraps
+                                  (slice(1, None), slice(0, -1), 1), (slice(0, 1), slice(-1, None), 1)):
+                    hit = _certain(ax[j], tuple(x[at] for x in own), tuple(x[to] for x in own)).view(np.uint8)
+                    if b:
+                        both[at] |= hit << 1
+                    else:
+                        both[at] = hit
+                word |= both.astype(np.uint64) << np.uint64(2 * (j - g))
+            back = np.empty(n, dtype=np.uint64)
+            back[order] = word  # in row order
+            for j in range(g, min(g + 32, len(ax))):  # a loop over columns
+                out[j] |= ((back >> np.uint64(2 * (j - g))) & np.uint64(3)).astype(np.uint8) << np.uint8(2 * i)
     return out
 
 
