@@ -107,3 +107,17 @@ def test_byte_shuffle_draws_as_a_permutation(n):
     b.shuffle(np.zeros(n, dtype=np.int8))
     assert a.bit_generator.state == b.bit_generator.state
     assert a.random() == b.random()
+
+
+@pytest.mark.parametrize("kind", ["short", "negative", "fractions", "wide"])
+def test_bins_by_table_are_searchsorted(kind):
+    """A numeric column's bins: whole numbers over a short range looked up in a table, the others searched;
+    either way ``searchsorted(vals, x, side="right") + 1`` (infinite ends in the first / last bins)."""
+    rng = np.random.default_rng(len(kind))
+    x = {"short": rng.integers(0, 90, 5000), "negative": rng.integers(-700, 300, 5000) * 1.0,
+         "fractions": rng.integers(0, 90, 5000) / 4, "wide": rng.integers(0, 10**9, 5000)}[kind].astype(float)
+    vals = np.unique(x)
+    x = np.concatenate([x, [np.inf, -np.inf, vals[0], vals[-1]]])
+    got = singletons._bin_of(vals, x)
+    assert np.array_equal(got, np.searchsorted(vals, x, side="right") + 1)
+    assert list(got[-4:]) == [len(vals) + 1, 1, 2, len(vals) + 1]

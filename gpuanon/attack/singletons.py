@@ -65,6 +65,18 @@ def from_records(e, rows, used: np.ndarray, medians: dict) -> Predicates:
     return q
 
 
+def _bin_of(vals: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(vals, x, side="right") + 1`` for ``x`` in ``vals`` (sorted, distinct, finite) or
+    infinite (NaN: any bin); whole numbers over a short range by a lookup table instead of a search."""
+    span = float(vals[-1] - vals[0]) if len(vals) else np.inf
+    if span > 4 * len(x) + 1024 or not np.array_equal(vals, np.floor(vals)):
+        return np.searchsorted(vals, x, side="right") + 1
+    table = np.zeros(int(span) + 1, dtype=np.int64)
+    table[(vals - vals[0]).astype(np.int64)] = np.arange(2, len(vals) + 2)
+    fin = np.isfinite(x)
+    return np.where(fin, table[np.where(fin, x - vals[0], 0).astype(np.int64)], np.where(x > 0, len(vals) + 1, 1))
+
+
 class _Numeric:
     """A numeric column's cells over the release rows as bins (0 missing, 1 ``-inf``, then one per distinct
     finite end, ``+inf`` with the largest), the predicate's mode per row (0 '*', 1 ``>= lo``, 2 ``<= hi``,
@@ -73,20 +85,21 @@ class _Numeric:
     kind = "numeric"
 
     def __init__(self, lo, hi, median):
-        points = np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
+        points = lo is hi or np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
         vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
         miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
-        self.lo = np.where(miss, 0, np.searchsorted(vals, lo, side="right") + 1)
-        self.hi = self.lo if points else np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
+        self.lo = np.where(miss, 0, _bin_of(vals, lo))
+        self.hi = self.lo if points else np.where(miss, 0, _bin_of(vals, hi))
         with np.errstate(invalid="ignore"):
             up = (lo + hi) / 2 > median
         self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2))).astype(np.int8)  # narrow: gathered
         f = len(vals) + 2  # bins 0 .. fine
         # per row, its slot in a level's per-mode tables ([lo bins, hi bins, missing, '*']) and its other end
-        self.slot = np.choose(self.mode, (2 * f + 1, self.lo, f + self.hi, 2 * f)).astype(np.int32)
+        self.slot = np.where(self.mode == 1, self.lo, np.where(self.mode == 2, f + self.hi, np.where(
+            self.mode == 3, 2 * f, 2 * f + 1))).astype(np.int32)
         self.up, self.down = self.mode == 1, self.mode == 2
         self.other = np.where(self.up, self.hi, self.lo)
-        self.point = bool(np.array_equal(self.lo, self.hi))
+        self.point = self.hi is self.lo or bool(np.array_equal(self.lo, self.hi))
         self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
         self.levels: dict = {}
@@ -136,7 +149,9 @@ def _axes(e, rows, medians: dict) -> list:
     out = []
     for c in e.columns:  # a loop over columns
         if c.kind == "numeric":
-            out.append(_Numeric(e.release.lo[c.name][rows], e.release.hi[c.name][rows], medians[c.name]))
+            lo = e.release.lo[c.name][rows]  # a point column's one array kept one (its bins found once)
+            hi = lo if e.release.hi[c.name] is e.release.lo[c.name] else e.release.hi[c.name][rows]
+            out.append(_Numeric(lo, hi, medians[c.name]))
         else:
             cell = e.release.cell[c.name][rows]
             out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": cell,
