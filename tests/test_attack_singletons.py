@@ -121,3 +121,21 @@ def test_bins_by_table_are_searchsorted(kind):
     got = singletons._bin_of(vals, x)
     assert np.array_equal(got, np.searchsorted(vals, x, side="right") + 1)
     assert list(got[-4:]) == [len(vals) + 1, 1, 2, len(vals) + 1]
+
+
+@pytest.mark.parametrize("bits", [3, 20, 40, 63])
+def test_sort_words_sort_as_lexsort_and_give_back_each_code(bits):
+    """The partner sorts' packed words: lexicographically sorted they order the rows as np.lexsort of the
+    codes, and each column's code is read back from its word, shift and width (one word or several)."""
+    rng = np.random.default_rng(bits)
+    codes = [rng.integers(0, 1 << bits, 500, dtype=np.int64) // rng.integers(1, 9) for _ in range(5)]
+    codes[2] = codes[2] % 3  # ties: the later columns decide
+    ax = [{"kind": "categorical", "cell": c} for c in codes]
+    cols = [3, 0, 2, 4, 1]
+    words, where = singletons._sort_words(ax, cols)
+    assert (len(words) > 1) == (bits >= 20)
+    order = np.lexsort(words[::-1])
+    assert np.array_equal(order, np.lexsort([codes[j] for j in cols][::-1]))
+    for j, (k, shift, nb) in where.items():
+        got = (words[k] >> np.uint64(shift)) & np.uint64((1 << nb) - 1)
+        assert np.array_equal(got, codes[j].astype(np.uint64))

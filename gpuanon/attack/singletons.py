@@ -269,11 +269,14 @@ def _codes(a, rows=None) -> np.ndarray:
     return a["cell"]
 
 
-def _sorted_cells(a, order: np.ndarray) -> tuple:
-    """A column's cells in ``order``: a categorical cell, or a numeric row's mode, ``lo`` and ``hi`` bins."""
+def _sorted_cells(a, code: np.ndarray, mode: np.ndarray) -> tuple:
+    """A column's cells from its sort code (:func:`_sort_words`): a categorical cell, or a numeric row's mode
+    (``mode``), ``lo`` and ``hi`` bins."""
     if not isinstance(a, _Numeric):
-        return (a["cell"][order],)
-    return a.mode[order], a.lo[order], (a.lo if a.point else a.hi)[order]
+        return (code,)
+    if a.point:
+        return mode, code, code
+    return mode, code // np.uint64(a.fine + 1), code % np.uint64(a.fine + 1)
 
 
 def _certain(a, own: tuple, other: tuple) -> np.ndarray:
@@ -299,11 +302,11 @@ def _distinct(a) -> int:
     return len(np.unique(_codes(a)))
 
 
-def _sort_words(ax: list, cols) -> list:
+def _sort_words(ax: list, cols) -> tuple[list, dict]:
     """The columns' codes (in the order ``cols``) packed into as few 64-bit words as hold them, first column
     in the high bits: sorting the words lexicographically sorts the rows by the codes (a point column by its
-    ``lo`` bin alone, which orders it as its code does)."""
-    words, word, used = [], None, 64
+    ``lo`` bin alone, which orders it as its code does); and per column, its word, shift and bits."""
+    words, word, used, where = [], None, 64, {}
     for j in cols:  # a loop over columns
         a = ax[j]
         code = a.lo if isinstance(a, _Numeric) and a.point else _codes(a)
@@ -315,8 +318,13 @@ def _sort_words(ax: list, cols) -> list:
         else:
             word = (word << np.uint64(bits)) | code.astype(np.uint64)
             used += bits
+        where[j] = [len(words), used, bits]  # the shift: the bits packed after it (fixed below)
     words.append(word)
-    return words
+    for j in where:  # a loop over columns
+        k, at, bits = where[j]
+        total = max(u for kk, u, _ in where.values() if kk == k)
+        where[j] = (k, total - at, bits)
+    return words, where
 
 
 def _partner_bits(ax: list, n: int) -> list:
@@ -328,13 +336,25 @@ def _partner_bits(ax: list, n: int) -> list:
     out = [np.zeros(n, dtype=np.uint8) for _ in ax]
     if n < 2:  # no other row
         return out
+    nums = [j for j, a in enumerate(ax) if isinstance(a, _Numeric)]
+    modes = []  # the numeric columns' modes, 2 bits each, 32 columns a word
+    for g in range(0, len(nums), 32):  # a loop over words
+        m = np.zeros(n, dtype=np.uint64)
+        for t, j in enumerate(nums[g:g + 32]):  # a loop over columns
+            m |= ax[j].mode.astype(np.uint64) << np.uint64(2 * t)
+        modes.append(m)
     for i, cols in enumerate((np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1])):
-        words = _sort_words(ax, cols)
+        words, where = _sort_words(ax, cols)
         order = np.argsort(words[0], kind="stable") if len(words) == 1 else np.lexsort(words[::-1])
+        sw, sm = [w[order] for w in words], [m[order] for m in modes]  # the cells in that order: a few gathers
         for g in range(0, len(ax), 32):  # the columns' two bits in sorted order, 32 columns a word
             word = np.zeros(n, dtype=np.uint64)
             for j in range(g, min(g + 32, len(ax))):  # a loop over columns
-                own = _sorted_cells(ax[j], order)
+                k, shift, nb = where[j]
+                code = (sw[k] >> np.uint64(shift)) & np.uint64((1 << nb) - 1)
+                t = nums.index(j) if j in nums else 0
+                mode = ((sm[t // 32] >> np.uint64(2 * (t % 32))) & np.uint64(3)) if j in nums else None
+                own = _sorted_cells(ax[j], code, mode)
                 both = np.empty(n, dtype=np.uint8)  # bit 0: the next row certainly matches; bit 1: the previous
                 for at, to, b in ((slice(0, -1), slice(1, None), 0), (slice(-1, None), slice(0, 1), 0),  # wraps
                                   (slice(1, None), slice(0, -1), 1), (slice(0, 1), slice(-1, None), 1)):
