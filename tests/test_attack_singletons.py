@@ -98,17 +98,6 @@ def test_exact_generator_gives_every_singleton_when_fewer_than_asked():
     assert len(np.unique(_hashes(q.keys(e.columns)))) == q.n
 
 
-@pytest.mark.parametrize("n", [1, 2, 1000, 70_001])
-def test_byte_shuffle_draws_as_a_permutation(n):
-    """The correction burns match_counts' sample draw (``rng.permutation(n)``) by shuffling n bytes: the same
-    numbers drawn, the generator left in the same state."""
-    a, b = np.random.default_rng(n), np.random.default_rng(n)
-    a.permutation(n)
-    b.shuffle(np.zeros(n, dtype=np.int8))
-    assert a.bit_generator.state == b.bit_generator.state
-    assert a.random() == b.random()
-
-
 @pytest.mark.parametrize("kind", ["short", "negative", "fractions", "wide"])
 def test_bins_by_table_are_searchsorted(kind):
     """A numeric column's bins: whole numbers over a short range looked up in a table, the others searched;
