@@ -98,12 +98,33 @@ def test_exact_generator_gives_every_singleton_when_fewer_than_asked():
     assert len(np.unique(_hashes(q.keys(e.columns)))) == q.n
 
 
-@pytest.mark.parametrize("n", [1, 2, 1000, 70_001])
-def test_byte_shuffle_draws_as_a_permutation(n):
-    """The correction burns match_counts' sample draw (``rng.permutation(n)``) by shuffling n bytes: the same
-    numbers drawn, the generator left in the same state."""
-    a, b = np.random.default_rng(n), np.random.default_rng(n)
-    a.permutation(n)
-    b.shuffle(np.zeros(n, dtype=np.int8))
-    assert a.bit_generator.state == b.bit_generator.state
-    assert a.random() == b.random()
+@pytest.mark.parametrize("kind", ["short", "negative", "fractions", "wide"])
+def test_bins_by_table_are_searchsorted(kind):
+    """A numeric column's bins: whole numbers over a short range looked up in a table, the others searched;
+    either way ``searchsorted(vals, x, side="right") + 1`` (infinite ends in the first / last bins)."""
+    rng = np.random.default_rng(len(kind))
+    x = {"short": rng.integers(0, 90, 5000), "negative": rng.integers(-700, 300, 5000) * 1.0,
+         "fractions": rng.integers(0, 90, 5000) / 4, "wide": rng.integers(0, 10**9, 5000)}[kind].astype(float)
+    vals = np.unique(x)
+    x = np.concatenate([x, [np.inf, -np.inf, vals[0], vals[-1]]])
+    got = singletons._bin_of(vals, x)
+    assert np.array_equal(got, np.searchsorted(vals, x, side="right") + 1)
+    assert list(got[-4:]) == [len(vals) + 1, 1, 2, len(vals) + 1]
+
+
+@pytest.mark.parametrize("bits", [3, 20, 40, 63])
+def test_sort_words_sort_as_lexsort_and_give_back_each_code(bits):
+    """The partner sorts' packed words: lexicographically sorted they order the rows as np.lexsort of the
+    codes, and each column's code is read back from its word, shift and width (one word or several)."""
+    rng = np.random.default_rng(bits)
+    codes = [rng.integers(0, 1 << bits, 500, dtype=np.int64) // rng.integers(1, 9) for _ in range(5)]
+    codes[2] = codes[2] % 3  # ties: the later columns decide
+    ax = [{"kind": "categorical", "cell": c} for c in codes]
+    cols = [3, 0, 2, 4, 1]
+    words, where = singletons._sort_words(ax, cols)
+    assert (len(words) > 1) == (bits >= 20)
+    order = np.lexsort(words[::-1])
+    assert np.array_equal(order, np.lexsort([codes[j] for j in cols][::-1]))
+    for j, (k, shift, nb) in where.items():
+        got = (words[k] >> np.uint64(shift)) & np.uint64((1 << nb) - 1)
+        assert np.array_equal(got, codes[j].astype(np.uint64))

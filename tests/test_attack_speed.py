@@ -5,9 +5,10 @@ thresholds (the same choices as cumulative sums over the ties), and the tie-awar
 the Adult half against its hand count (the chance that a random choice among equally near rows links)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from gpuanon.attack import cells, evaluate, neighbours, pairs, predicates
+from gpuanon.attack import cells, evaluate, neighbours, pairs, predicates, singling
 from gpuanon.attack.predicates import Predicates, match_counts, match_pairs, row_index, subset_index
 from gpuanon.attack.singling import from_records, random_predicates
 from gpuanon.attack.predicates import holds
@@ -142,3 +143,41 @@ def test_one_neighbour_positions_match_the_masks():
     assert np.array_equal(fa == fb, (ca & cb).any(axis=1))
     assert np.array_equal(qa == qb, (xa & xb).any(axis=1))  # positions, whatever each side's random order
     assert np.array_equal(sa, ta) and np.array_equal(sb, tb)
+
+
+def _control_tables(n: int, dup: bool):
+    rng = np.random.default_rng(n + dup)
+
+    def frame(m):
+        return pd.DataFrame({"a": rng.integers(0, 40, m).astype(float), "b": rng.choice(["x", "y", "z"], m),
+                             "e": rng.permutation(2 * m)[:m].astype(float)})  # distinct rows
+
+    orig, ctrl = frame(n), frame(n)
+    if dup:  # repeated control rows: the subsamples draw among the distinct ones (crow not every row)
+        ctrl = pd.concat([ctrl, ctrl.iloc[: n // 5]], ignore_index=True)
+    return cells.encode(orig.copy(), orig, ctrl, ["a", "b", "e"])
+
+
+@pytest.mark.parametrize("cap", [0, 2, 64])
+@pytest.mark.parametrize("dup", [False, True])
+def test_correction_subsamples_are_permutation_prefixes_counted_densely(monkeypatch, cap, dup):
+    """Cohen and Nissim's 50 subsamples: the 10 sizes' draws are the prefixes of 5 seeded permutations of the
+    control's distinct rows; their success counts (from the listed pairs, and by match_counts for predicates
+    over the cap) against every predicate checked densely on every subsample."""
+    monkeypatch.setattr(singling, "PAIR_CAP", cap)
+    e = _control_tables(1500, dup)
+    rows = cells.unique_rows(e.release, e.columns)
+    rng = np.random.default_rng(3)
+    used = rng.random((300, len(e.columns))) < 0.7
+    q = Predicates.concat([from_records(e, rows[rng.integers(0, len(rows), 300)], used, {"a": 20.0, "e": 1500.0}),
+                           random_predicates(e, rows, 100, 1, rng)])
+    crow = cells.unique_rows(e.control, e.columns)
+    assert (len(crow) < e.control.n) == dup and len(crow) > 1000
+    sizes, succ = singling._correction_counts(q, e, crow, np.random.default_rng(9))
+    draw = np.random.default_rng(9)
+    orders = [draw.permutation(len(crow)) for _ in range(5)]
+    dense = holds(q, e.columns, e.control, crow)  # (predicates, distinct control rows)
+    grid = np.linspace(1000, len(crow), 10).astype(int)
+    want = [(dense[:, o[:size]].sum(axis=1) == 1).sum() for size in grid for o in orders]
+    assert np.array_equal(sizes, np.repeat(grid, 5)) and np.array_equal(succ, want)
+    assert 0 < min(want) and len(set(want)) > 1

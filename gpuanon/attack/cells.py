@@ -250,24 +250,30 @@ def _fields(t: Table, columns) -> list:
 
 
 def _first_of_equal(t: Table, columns) -> np.ndarray:
-    """:func:`unique_rows` by one sort of a 64-bit hash per row (splitmix64 over the fields' bits); rows with
-    equal hashes are compared field by field, and a collision between unequal rows falls back to sorting
-    the rows themselves (:func:`unique_keys`)."""
+    """:func:`unique_rows` by one plain sort of a 64-bit hash per row (splitmix64 over the fields' bits); only
+    the rows whose hash another row shares are ordered (stable) and compared field by field, and a collision
+    between unequal rows falls back to sorting the rows themselves (:func:`unique_keys`)."""
     fields = _fields(t, columns)
     if not fields:
         return np.arange(min(t.n, 1))
     h = np.zeros(t.n, dtype=np.uint64)
     for f in fields:  # a loop over fields
         h = splitmix64(h ^ (f + 0.0).view(np.uint64))  # + 0.0: -0.0 as 0.0
-    order = np.argsort(h, kind="stable")
+    hs = np.sort(h)
+    shared = np.unique(hs[1:][hs[1:] == hs[:-1]])  # hashes held by more than one row
+    if not len(shared):
+        return np.arange(t.n)
+    pos = np.minimum(np.searchsorted(shared, h), len(shared) - 1)
+    sub = np.flatnonzero(shared[pos] == h)  # only those rows are ordered
+    order = sub[np.argsort(h[sub], kind="stable")]
     hs = h[order]
     tie = np.flatnonzero(hs[1:] == hs[:-1])
     a, b = order[tie], order[tie + 1]
     if not all(np.array_equal(f[a], f[b]) for f in fields):  # a collision: sort the rows
         return np.sort(unique_keys(np.column_stack(fields))[0])
     first = np.ones(t.n, dtype=bool)
-    first[tie + 1] = False
-    return np.sort(order[first])
+    first[b] = False  # b follows a in the stable order: a later row of its hash
+    return np.flatnonzero(first)
 
 
 def unique_keys(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

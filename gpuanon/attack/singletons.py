@@ -65,6 +65,18 @@ def from_records(e, rows, used: np.ndarray, medians: dict) -> Predicates:
     return q
 
 
+def _bin_of(vals: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(vals, x, side="right") + 1`` for ``x`` in ``vals`` (sorted, distinct, finite) or
+    infinite (NaN: any bin); whole numbers over a short range by a lookup table instead of a search."""
+    span = float(vals[-1] - vals[0]) if len(vals) else np.inf
+    if span > 4 * len(x) + 1024 or not np.array_equal(vals, np.floor(vals)):
+        return np.searchsorted(vals, x, side="right") + 1
+    table = np.zeros(int(span) + 1, dtype=np.int64)
+    table[(vals - vals[0]).astype(np.int64)] = np.arange(2, len(vals) + 2)
+    fin = np.isfinite(x)
+    return np.where(fin, table[np.where(fin, x - vals[0], 0).astype(np.int64)], np.where(x > 0, len(vals) + 1, 1))
+
+
 class _Numeric:
     """A numeric column's cells over the release rows as bins (0 missing, 1 ``-inf``, then one per distinct
     finite end, ``+inf`` with the largest), the predicate's mode per row (0 '*', 1 ``>= lo``, 2 ``<= hi``,
@@ -73,23 +85,25 @@ class _Numeric:
     kind = "numeric"
 
     def __init__(self, lo, hi, median):
-        points = np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
+        points = lo is hi or np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
         vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
         miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
-        self.lo = np.where(miss, 0, np.searchsorted(vals, lo, side="right") + 1)
-        self.hi = self.lo if points else np.where(miss, 0, np.searchsorted(vals, hi, side="right") + 1)
+        self.lo = np.where(miss, 0, _bin_of(vals, lo))
+        self.hi = self.lo if points else np.where(miss, 0, _bin_of(vals, hi))
         with np.errstate(invalid="ignore"):
             up = (lo + hi) / 2 > median
-        self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2)))
+        self.mode = np.where(miss, 3, np.where(star, 0, np.where(up, 1, 2))).astype(np.int8)  # narrow: gathered
         f = len(vals) + 2  # bins 0 .. fine
         # per row, its slot in a level's per-mode tables ([lo bins, hi bins, missing, '*']) and its other end
-        self.slot = np.choose(self.mode, (2 * f + 1, self.lo, f + self.hi, 2 * f)).astype(np.int32)
+        self.slot = np.where(self.mode == 1, self.lo, np.where(self.mode == 2, f + self.hi, np.where(
+            self.mode == 3, 2 * f, 2 * f + 1))).astype(np.int32)
         self.up, self.down = self.mode == 1, self.mode == 2
         self.other = np.where(self.up, self.hi, self.lo)
-        self.point = bool(np.array_equal(self.lo, self.hi))
+        self.point = self.hi is self.lo or bool(np.array_equal(self.lo, self.hi))
         self.star = bool(star.any())
         self.fine = len(vals) + 1  # the largest bin
         self.levels: dict = {}
+        self.cum = None
 
     def level(self, target: int) -> dict:
         """Bins merged to about ``target`` (each heavy value kept alone), and per row: its coordinate as a
@@ -99,13 +113,16 @@ class _Numeric:
             target = self.fine
         if target in self.levels:
             return self.levels[target]
-        w = np.bincount(self.lo, minlength=self.fine + 1) + np.bincount(self.hi, minlength=self.fine + 1)
-        w[0] = 0
         if target < self.fine:
-            cum = np.cumsum(w)
+            if self.cum is None:  # the rows' ends per bin (the missing bin none), cumulated: once per column
+                w = np.bincount(self.lo, minlength=self.fine + 1) + np.bincount(self.hi, minlength=self.fine + 1)
+                w[0] = 0
+                self.cum = np.cumsum(w), w
+            cum, w = self.cum
             key = (target * (cum - w)) // max(int(cum[-1]), 1) + (target * cum) // max(int(cum[-1]), 1)
             key[0] = -1
-            mapping = np.unique(key, return_inverse=True)[1].ravel()
+            # np.unique(key, return_inverse=True)[1]: the key never decreases, its distinct values counted along
+            mapping = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])])
         else:
             mapping = np.arange(self.fine + 1)
         top = int(mapping[-1])
@@ -132,7 +149,9 @@ def _axes(e, rows, medians: dict) -> list:
     out = []
     for c in e.columns:  # a loop over columns
         if c.kind == "numeric":
-            out.append(_Numeric(e.release.lo[c.name][rows], e.release.hi[c.name][rows], medians[c.name]))
+            lo = e.release.lo[c.name][rows]  # a point column's one array kept one (its bins found once)
+            hi = lo if e.release.hi[c.name] is e.release.lo[c.name] else e.release.hi[c.name][rows]
+            out.append(_Numeric(lo, hi, medians[c.name]))
         else:
             cell = e.release.cell[c.name][rows]
             out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": cell,
@@ -250,16 +269,26 @@ def _codes(a, rows=None) -> np.ndarray:
     return a["cell"]
 
 
-def _certain(a, partner: np.ndarray) -> np.ndarray:
-    """Whether each row's predicate's condition on this column certainly holds for row ``partner[row]``."""
+def _sorted_cells(a, code: np.ndarray, mode: np.ndarray) -> tuple:
+    """A column's cells from its sort code (:func:`_sort_words`): a categorical cell, or a numeric row's mode
+    (``mode``), ``lo`` and ``hi`` bins."""
     if not isinstance(a, _Numeric):
-        return a["cell"] == a["cell"][partner]
-    m = a.mode
-    lo_s = a.lo[partner]
-    hi_s = lo_s if a.point else a.hi[partner]
+        return (code,)
+    if a.point:
+        return mode, code, code
+    return mode, code // np.uint64(a.fine + 1), code % np.uint64(a.fine + 1)
+
+
+def _certain(a, own: tuple, other: tuple) -> np.ndarray:
+    """Whether a row's predicate's condition on this column certainly holds for another row (``own`` / ``other``:
+    the two rows' cells as :func:`_sorted_cells` gives them)."""
+    if not isinstance(a, _Numeric):
+        return own[0] == other[0]
+    m, lo, hi = own
+    lo_s, hi_s = other[1], other[2]
     out = m == 0
-    out |= (m == 1) & (hi_s >= a.lo)
-    out |= (m == 2) & (lo_s <= a.hi) & (lo_s > 0)
+    out |= (m == 1) & (hi_s >= lo)
+    out |= (m == 2) & (lo_s <= hi) & (lo_s > 0)
     out |= (m == 3) & (lo_s == 0)
     return out
 
@@ -273,16 +302,11 @@ def _distinct(a) -> int:
     return len(np.unique(_codes(a)))
 
 
-def _mask_type(n_cols: int):
-    """The narrowest integer that holds a bit per column (narrow: the passes per column set read less)."""
-    return np.int16 if n_cols < 16 else np.int32 if n_cols < 32 else np.int64
-
-
-def _sort_words(ax: list, cols) -> list:
+def _sort_words(ax: list, cols) -> tuple[list, dict]:
     """The columns' codes (in the order ``cols``) packed into as few 64-bit words as hold them, first column
     in the high bits: sorting the words lexicographically sorts the rows by the codes (a point column by its
-    ``lo`` bin alone, which orders it as its code does)."""
-    words, word, used = [], None, 64
+    ``lo`` bin alone, which orders it as its code does); and per column, its word, shift and bits."""
+    words, word, used, where = [], None, 64, {}
     for j in cols:  # a loop over columns
         a = ax[j]
         code = a.lo if isinstance(a, _Numeric) and a.point else _codes(a)
@@ -294,28 +318,72 @@ def _sort_words(ax: list, cols) -> list:
         else:
             word = (word << np.uint64(bits)) | code.astype(np.uint64)
             used += bits
+        where[j] = [len(words), used, bits]  # the shift: the bits packed after it (fixed below)
     words.append(word)
-    return words
+    for j in where:  # a loop over columns
+        k, at, bits = where[j]
+        total = max(u for kk, u, _ in where.values() if kk == k)
+        where[j] = (k, total - at, bits)
+    return words, where
 
 
-def _partner_masks(ax: list, n: int) -> list:
-    """Per row, for a few other rows (its neighbours in sorts of the rows by their cells, the columns with
-    fewest distinct cells first, and the other way round): the columns on which that row certainly
-    matches its predicate, as bits. A row cannot single out on a column set inside one of them."""
+def _partner_bits(ax: list, n: int) -> list:
+    """Per column, per row (uint8): bit ``i`` set where the row's ``i``-th partner certainly matches the row's
+    predicate on that column; the partners are a row's neighbours in sorts of the rows by their cells (the
+    columns with fewest distinct cells first, and the other way round), the next and the previous. A row
+    cannot single out on a column set whose columns' bits share one (that partner matches it on all)."""
     distinct = [_distinct(a) for a in ax]
-    dtype = _mask_type(len(ax))
-    out, every = [], np.arange(n)
-    for cols in (np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1]):
-        words = _sort_words(ax, cols)
+    out = [np.zeros(n, dtype=np.uint8) for _ in ax]
+    if n < 2:  # no other row
+        return out
+    nums = [j for j, a in enumerate(ax) if isinstance(a, _Numeric)]
+    modes = []  # the numeric columns' modes, 2 bits each, 32 columns a word
+    for g in range(0, len(nums), 32):  # a loop over words
+        m = np.zeros(n, dtype=np.uint64)
+        for t, j in enumerate(nums[g:g + 32]):  # a loop over columns
+            m |= ax[j].mode.astype(np.uint64) << np.uint64(2 * t)
+        modes.append(m)
+    for i, cols in enumerate((np.argsort(distinct, kind="stable"), np.argsort(distinct, kind="stable")[::-1])):
+        words, where = _sort_words(ax, cols)
         order = np.argsort(words[0], kind="stable") if len(words) == 1 else np.lexsort(words[::-1])
-        for shift in (1, -1):  # the next row in that order, and the previous one
-            partner = np.empty(n, dtype=np.int64)
-            partner[order] = np.roll(order, -shift)
-            mask = np.zeros(n, dtype=dtype)
-            for j, a in enumerate(ax):  # a loop over columns
-                mask |= _certain(a, partner).astype(dtype) << dtype(j)
-            out.append(np.where(partner == every, 0, mask))
+        sw, sm = [w[order] for w in words], [m[order] for m in modes]  # the cells in that order: a few gathers
+        for g in range(0, len(ax), 32):  # the columns' two bits in sorted order, 32 columns a word
+            word = np.zeros(n, dtype=np.uint64)
+            for j in range(g, min(g + 32, len(ax))):  # a loop over columns
+                k, shift, nb = where[j]
+                code = (sw[k] >> np.uint64(shift)) & np.uint64((1 << nb) - 1)
+                t = nums.index(j) if j in nums else 0
+                mode = ((sm[t // 32] >> np.uint64(2 * (t % 32))) & np.uint64(3)) if j in nums else None
+                own = _sorted_cells(ax[j], code, mode)
+                both = np.empty(n, dtype=np.uint8)  # bit 0: the next row certainly matches; bit 1: the previous
+                for at, to, b in ((slice(0, -1), slice(1, None), 0), (slice(-1, None), slice(0, 1), 0),  # wraps
+                                  (slice(1, None), slice(0, -1), 1), (slice(0, 1), slice(-1, None), 1)):
+                    hit = _certain(ax[j], tuple(x[at] for x in own), tuple(x[to] for x in own)).view(np.uint8)
+                    if b:
+                        both[at] |= hit << 1
+                    else:
+                        both[at] = hit
+                word |= both.astype(np.uint64) << np.uint64(2 * (j - g))
+            back = np.empty(n, dtype=np.uint64)
+            back[order] = word  # in row order
+            for j in range(g, min(g + 32, len(ax))):  # a loop over columns
+                out[j] |= ((back >> np.uint64(2 * (j - g))) & np.uint64(3)).astype(np.uint8) << np.uint8(2 * i)
     return out
+
+
+def _alive(bits: list, sets: list):
+    """Per column set (in ``sets``' order, each a tuple of columns): the rows no partner rules out there, those
+    whose columns' partner bits (:func:`_partner_bits`) share none; sets sharing all but their last column
+    share the AND of those columns' bits."""
+    n = len(bits[0]) if bits else 0
+    head, both, last = None, None, np.empty(n, dtype=np.uint8)
+    for S in sets:  # a loop over column sets
+        if S[:-1] != head:
+            head, both = S[:-1], np.full(n, 0xFF, dtype=np.uint8)
+            for j in head:  # a loop over the set's columns
+                both &= bits[j]
+        np.bitwise_and(both, bits[S[-1]], out=last)
+        yield np.flatnonzero(last == 0)
 
 
 def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -325,16 +393,11 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     cols = e.columns
     ax = _axes(e, rows, medians)
     n = len(rows)
-    masks = _partner_masks(ax, n) if n > 1 else []
+    bits = _partner_bits(ax, n) if n > 1 else [np.zeros(n, dtype=np.uint8) for _ in ax]
     budget = min(BUDGET, max(BUDGET_MIN, n))  # cells beyond the rows cost more than the rows they rule out
     sets = list(itertools.combinations(range(len(cols)), n_cols))
     cand_row, cand_set, found_row, found_set = [], [], [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for s, S in enumerate(sets):  # a loop over column sets (each a whole-array pass)
-        bits = _mask_type(len(cols))(sum(1 << j for j in S))
-        alive = np.ones(n, dtype=bool)
-        for m in masks:  # a loop over partners
-            alive &= (m & bits) != bits
-        left = np.flatnonzero(alive)
+    for s, (S, left) in enumerate(zip(sets, _alive(bits, sets))):  # a loop over column sets (each a whole-array pass)
         if len(left):
             sub = [ax[j] for j in S]
             low, high = _bounds(sub, n, left, budget)

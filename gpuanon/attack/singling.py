@@ -14,7 +14,6 @@ sizes differ); the baseline from random predicates over the release's cells (ano
 
 from __future__ import annotations
 
-import hashlib
 import math
 from functools import partial
 
@@ -33,6 +32,8 @@ PAIR_CAP = 64
 BATCH_MAX = 100_000
 #: cost of one random draw over that of one (row, column set) pair of the exact pass (Adult: 3.7 us a draw, 0.7 us a pair)
 DRAW_COST = 4
+#: most model evaluations of the correction's fit (SciPy's default for two parameters is 200)
+MAX_NFEV = 10_000
 
 
 def _random_columns(rng, n: int, n_cols_total: int, n_cols: int) -> np.ndarray:
@@ -57,16 +58,16 @@ def univariate_candidates(e: Encoded, rows) -> Predicates:
                 a += [-np.inf, np.nanmax(hi)]
                 b += [np.nanmin(lo), np.inf]
                 null += [False, False]
-            key = np.column_stack([np.where(miss, np.inf, lo), np.where(miss, np.inf, hi)])
-            first, cnt = unique_keys(key[:, :1] if _points(e, c) else key)  # points: both fields equal
+            first, cnt = _cell_counts(e, rows, c)
             rare = first[(cnt == 1) & ~miss[first]]
             q = Predicates.empty(e.columns, len(a) + len(rare))
             q.a[c.name] = np.concatenate([a, lo[rare]]).astype(np.float64)
             q.b[c.name] = np.concatenate([b, hi[rare]]).astype(np.float64)
             q.null[c.name] = np.concatenate([null, np.zeros(len(rare), dtype=bool)]).astype(bool)
         else:
-            cell = e.release.cell[c.name][rows]
-            vals, cnt = np.unique(cell, return_counts=True)
+            cnt = np.bincount(e.release.cell[c.name][rows])  # np.unique's counts (cell ids are small, >= 0)
+            vals = np.flatnonzero(cnt)
+            cnt = cnt[vals]
             q = Predicates.empty(e.columns, int((cnt == 1).sum()))
             q.p[c.name] = vals[cnt == 1]
         q.used[c.name][:] = True
@@ -79,18 +80,38 @@ def _points(e: Encoded, c) -> bool:
     return e.release.lo[c.name] is e.release.hi[c.name]
 
 
+def _memo(e: Encoded, name: str, rows, c, make):
+    """``make()`` kept in the release's memo per column and row list (the ``rows`` object itself: the same
+    distinct rows are asked by the candidates and both modes' baselines)."""
+    key = (name, c.name, id(rows))
+    hit = e.release.memo.get(key)
+    if hit is None or hit[0] is not rows:  # the object kept with its value: its id is not reused meanwhile
+        hit = e.release.memo[key] = (rows, make())
+    return hit[1]
+
+
+def _numeric_key(e: Encoded, rows, c) -> np.ndarray:
+    """A numeric column's release cells over ``rows`` as ``(lo, hi)`` pairs, missing as ``inf``."""
+    lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
+    return np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
+
+
+def _cell_counts(e: Encoded, rows, c) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column's distinct cells over ``rows``: :func:`unique_keys` of :func:`_numeric_key` (a point
+    column's on its one field), each one's first position and count."""
+    def make():
+        key = _numeric_key(e, rows, c)
+        return unique_keys(key[:, :1] if _points(e, c) else key)  # points: both fields equal
+    return _memo(e, "cell_counts", rows, c, make)
+
+
 def _distinct_cells(e: Encoded, rows, c) -> np.ndarray:
     """The distinct release cells of column ``c`` over ``rows`` in order: category ids, or numeric ``(lo, hi)``
-    pairs (missing as ``inf``, as ``np.unique(key, axis=0)``); kept in the release's memo (each mode asks)."""
-    memo = ("distinct_cells", c.name, len(rows), hashlib.blake2b(np.asarray(rows).tobytes()).hexdigest())
-    if memo not in e.release.memo:
-        if c.kind == "numeric":
-            lo, hi = e.release.lo[c.name][rows], e.release.hi[c.name][rows]
-            key = np.column_stack([np.where(np.isnan(lo), np.inf, lo), np.where(np.isnan(lo), np.inf, hi)])
-            e.release.memo[memo] = key[unique_keys(key[:, :1] if _points(e, c) else key)[0]]  # np.unique(key, axis=0)
-        else:
-            e.release.memo[memo] = np.flatnonzero(np.bincount(e.release.cell[c.name][rows]))  # np.unique (ids >= 0)
-    return e.release.memo[memo]
+    pairs (missing as ``inf``, as ``np.unique(key, axis=0)``)."""
+    if c.kind == "numeric":
+        return _memo(e, "distinct_cells", rows, c, lambda: _numeric_key(e, np.asarray(rows)[_cell_counts(e, rows, c)[0]], c))
+    return _memo(e, "distinct_cells", rows, c,  # np.unique (ids >= 0)
+                 lambda: np.flatnonzero(np.bincount(e.release.cell[c.name][rows])))
 
 
 def random_predicates(e: Encoded, rows, n: int, n_cols: int, rng) -> Predicates:
@@ -190,9 +211,43 @@ def generate(e: Encoded, rows, n: int, mode: str, n_cols: int, rng, patience: in
     return (Predicates.concat(got) if got else Predicates.empty(cols, 0)), have < n
 
 
+def _correction_counts(q: Predicates, e: Encoded, crow, rng) -> tuple[np.ndarray, np.ndarray]:
+    """anonymeter's subsamples of the control for the correction: 10 sizes from 1,000 to every row, 5 draws of
+    each, a draw a uniform draw without replacement of ``crow``; here the 5 draws of each size are the prefixes
+    of 5 random orders of ``crow`` (one permutation each, nested sizes). Returns the sizes and, per subsample,
+    how many predicates match exactly one of its rows."""
+    n = len(crow)
+    grid = np.linspace(min(1000, n), n, 10).astype(int)
+    orders = [rng.permutation(n) for _ in range(5)]  # drawn first: match_counts' own draws do not move them
+    full = row_index(e.columns, e.control, crow)
+    # the control rows each predicate matches (those matching few): a subsample's count from its two earliest
+    own, mrows, over = match_pairs(q, e.columns, e.control, full, PAIR_CAP)
+    q_over = q.take(np.flatnonzero(over))
+    whole = n == e.control.n  # every control row distinct: crow is 0 .. n - 1, a position its own row
+    succ = np.zeros((len(grid), len(orders)), dtype=np.int64)
+    rank = np.full(e.control.n, n, dtype=np.int64)  # a row's place in the order (n: not in crow, never drawn)
+    for r, order in enumerate(orders):  # a loop over the 5 draws
+        rank[order if whole else crow[order]] = np.arange(n)
+        pr = rank[mrows]
+        srt = np.lexsort((pr, own))  # per predicate, its rows by place
+        o, p = own[srt], pr[srt]
+        start = np.flatnonzero(np.concatenate([[True], o[1:] != o[:-1]])) if len(o) else np.zeros(0, dtype=np.int64)
+        first, second = np.full(q.n, n, dtype=np.int64), np.full(q.n, n, dtype=np.int64)
+        first[o[start]] = p[start]
+        two = start[(start + 1 < len(o)) & (o[np.minimum(start + 1, len(o) - 1)] == o[start])]
+        second[o[two]] = p[two + 1]
+        # a predicate matches one row of the first ``size`` when its earliest row is in them and its second not
+        succ[:, r] = np.searchsorted(np.sort(first), grid) - np.searchsorted(np.sort(second), grid)
+        for j, size in enumerate(grid if q_over.n else []):  # the others counted on each subsample
+            sub = subset_index(full, e.columns, rank < size)
+            succ[j, r] += int((match_counts(q_over, e.columns, e.control, rng, index=sub) == 1).sum())
+    return np.repeat(grid, len(orders)), succ.ravel()
+
+
 def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
-    """anonymeter's ``fit_correction_term``: successes on subsamples of the control, the model
-    ``norm * ((1 - w)^0 ... )`` of Cohen and Nissim fitted, its ratio at the original's and control's size."""
+    """anonymeter's ``fit_correction_term``: successes on subsamples of the control
+    (:func:`_correction_counts`), the model ``norm * ((1 - w)^0 ... )`` of Cohen and Nissim fitted, its ratio
+    at the original's and control's size."""
     from scipy.optimize import curve_fit  # noqa: PLC0415
 
     def integral(n, w_min, w_max):
@@ -201,31 +256,12 @@ def _fit_correction(q: Predicates, e: Encoded, crow, n_ori: int, rng) -> float:
     def model(x, w_eff, norm):
         return norm * integral(x, 0, w_eff)
 
-    sizes, succ = [], []
-    full = row_index(e.columns, e.control, crow)
-    # the control rows each predicate matches (those matching few): a subsample's count is how many it keeps
-    own, mrows, over = match_pairs(q, e.columns, e.control, full, PAIR_CAP)
-    q_over = q.take(np.flatnonzero(over))
-    whole = len(crow) == e.control.n  # every control row distinct: crow is 0 .. n - 1, a draw of it its own rows
-    for n_rows in np.linspace(min(1000, len(crow)), len(crow), 10).astype(int):  # 10 sizes x 5 draws
-        for _ in range(5):
-            keep = np.zeros(e.control.n, dtype=bool)
-            pick = rng.choice(len(crow), size=n_rows, replace=False)  # rng.choice(crow, ...)'s draw
-            keep[pick if whole else crow[pick]] = True
-            n_one = int((np.bincount(own[keep[mrows]], minlength=q.n)[~over] == 1).sum())
-            if q_over.n:  # the others counted on the subsample
-                sub = subset_index(full, e.columns, keep)
-                n_one += int((match_counts(q_over, e.columns, e.control, rng, index=sub) == 1).sum())
-            else:
-                # the draw of match_counts' sample (rng.permutation(n_rows)): the same seed, the same report; a
-                # shuffle of a 1-D array draws the same numbers whatever its dtype, and one byte a row swaps in cache
-                rng.shuffle(np.zeros(n_rows, dtype=np.int8))
-            succ.append(n_one)
-            sizes.append(n_rows)
-    sizes, succ = np.array(sizes, dtype=np.float64), np.array(succ, dtype=np.float64)
+    sizes, succ = _correction_counts(q, e, crow, rng)
+    sizes, succ = sizes.astype(np.float64), succ.astype(np.float64)
     w0 = 1 / sizes.max()
     p0 = (w0, 1 / integral(sizes.max(), 0, w0))
-    popt, _ = curve_fit(model, sizes, succ, bounds=(0, (1, np.inf)), p0=p0)
+    # max_nfev: room for a nearly flat fit (few successes); a fit that converges sooner is unchanged by it
+    popt, _ = curve_fit(model, sizes, succ, bounds=(0, (1, np.inf)), p0=p0, max_nfev=MAX_NFEV)
     return float(model(n_ori, *popt) / model(len(crow), *popt))
 
 
