@@ -25,7 +25,7 @@ BLOCK = 1 << 22
 #: rows of the first look (bit sets, :mod:`.bitsets`) that drops the predicates matching two of them
 SAMPLE = 1024
 #: candidates per predicate in the first round of exact counting (each round takes four times more)
-CHUNK = 64
+CHUNK = 16
 
 
 @dataclass
@@ -184,7 +184,10 @@ def _index(columns, table, rows) -> _Index:
             ix.info[c.name] = (int(wild.sum()), int(fin.sum()), float(width.max()) if width.size else 0.0)
         else:
             cell = table.cell[c.name][rows]
-            order = np.argsort(cell, kind="stable")
+            top = int(cell.max()) if len(cell) else 0
+            # 16-bit ids sort by radix (the same stable order)
+            order = np.argsort(cell.astype(np.int16) if 0 <= top < (1 << 15) and cell.min() >= 0 else cell,
+                               kind="stable")
             ix.perm[c.name] = rows[order]
             ix.key[c.name] = np.searchsorted(cell[order], np.arange(c.n_cats + 1))
             ix.info[c.name] = int(ix.key[c.name][-1])
