@@ -56,10 +56,16 @@ def conditions(q, c, qid) -> np.ndarray:
     return ~q.neg[c.name][qid] & (q.p[c.name][qid] < c.n_cats)
 
 
+def _small(n: int):
+    """The narrowest integer type holding ``0 .. n - 1``: 8- and 16-bit keys sort by radix, and gather fewer bytes."""
+    return np.uint8 if n <= (1 << 8) else np.int16 if n <= (1 << 15) else np.int32 if n < (1 << 31) else np.int64
+
+
 def _column(c, table, ix) -> tuple:
-    """Column ``c``'s rank and outer group per table row (over the index's rows), its number of ranks, its
-    distinct values (numeric; ``None``: the rank is the category) and its groups' upper edges (numeric;
-    ``None``: the group is the category); once per index and column, from the index's sorted rows."""
+    """Column ``c``'s outer group per table row (over the index's rows), its rank along the index's sorted
+    rows (``ix.perm[c]``), its number of ranks, its distinct values (numeric; ``None``: the rank is the
+    category) and its groups' upper edges (numeric; ``None``: the group is the category); once per index
+    and column, from the index's sorted rows."""
     if c.name not in ix.columns:
         perm = ix.perm[c.name]
         if c.kind == "numeric":
@@ -67,22 +73,22 @@ def _column(c, table, ix) -> tuple:
             new = np.concatenate([[True], v[1:] != v[:-1]]) if len(v) else np.zeros(0, dtype=bool)
             values = v[new]
             edges = np.unique(v[(np.arange(1, GROUPS) * len(v)) // GROUPS]) if len(v) else np.zeros(0)
-            rank, group = np.zeros(table.n, dtype=np.int64), np.zeros(table.n, dtype=np.int16)
-            rank[perm] = np.cumsum(new) - 1
+            group = np.zeros(table.n, dtype=_small(len(edges) + 1))
             group[perm] = np.searchsorted(edges, v, side="right")
-            ix.columns[c.name] = (rank, group, len(values), values, edges)
+            ranked = (np.cumsum(new) - 1).astype(_small(len(values)))
+            ix.columns[c.name] = (group, ranked, len(values), values, edges)
         else:
-            cell = table.cell[c.name]
-            small = np.int16 if c.n_cats < (1 << 15) else np.int64  # 16-bit keys sort by radix
-            ix.columns[c.name] = (cell, cell.astype(small), c.n_cats, None, None)
+            # every cell a point (eligible): in sorted order the categories run 0, 1, ... in blocks
+            ranked = np.repeat(np.arange(c.n_cats, dtype=_small(c.n_cats)), np.diff(ix.key[c.name]))
+            ix.columns[c.name] = (table.cell[c.name].astype(_small(c.n_cats)), ranked, c.n_cats, None, None)
     return ix.columns[c.name]
 
 
 def build(outer, inner, table, ix) -> PairIndex:
     """The pair index of columns ``outer`` and ``inner`` over the index's rows (both :func:`eligible`): the
     rows in the inner column's sorted order, sorted again (stably) by the outer group."""
-    _, group, _, _, edges = _column(outer, table, ix)
-    rank, _, n_ranks, values, _ = _column(inner, table, ix)
+    group, _, _, _, edges = _column(outer, table, ix)
+    _, ranked, n_ranks, values, _ = _column(inner, table, ix)
     pin = ix.perm[inner.name]
     g = group[pin]
     order = np.argsort(g, kind="stable")
@@ -91,7 +97,9 @@ def build(outer, inner, table, ix) -> PairIndex:
     n_groups = (len(edges) + 1) if edges is not None else outer.n_cats
     # 32-bit keys where every key and query bound fits: half the bytes to sort, gather and search
     small = np.int32 if (n_groups + 1) * n_ranks < (1 << 31) else np.int64
-    key = g[order].astype(small) * small(n_ranks) + rank[perm].astype(small)
+    # sorted by group: the groups in blocks; each group's rows keep the inner order (ranks gathered forwards)
+    blocks = np.repeat(np.arange(n_groups, dtype=small), np.bincount(g, minlength=n_groups)[:n_groups])
+    key = blocks * small(n_ranks) + ranked[order].astype(small)
     return PairIndex(perm, key, n_ranks, edges, values)
 
 

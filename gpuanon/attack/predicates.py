@@ -25,7 +25,7 @@ BLOCK = 1 << 22
 #: rows of the first look (bit sets, :mod:`.bitsets`) that drops the predicates matching two of them
 SAMPLE = 1024
 #: candidates per predicate in the first round of exact counting (each round takes four times more)
-CHUNK = 64
+CHUNK = 16
 
 
 @dataclass
@@ -169,6 +169,17 @@ class _Index:
     cols: list = field(default_factory=list)  # the columns it was built for
 
 
+def _sort_key(v: np.ndarray) -> np.ndarray:
+    """``v`` (finite) as 16-bit offsets from its minimum when it holds integers spanning fewer than 2^16 (the same
+    order and ties: a stable sort of either is the same, and 16-bit keys sort by radix), else ``v``."""
+    if not len(v):
+        return v
+    low, high = v.min(), v.max()
+    if high - low < (1 << 16) and np.array_equal(v, np.floor(v)):
+        return (v - low).astype(np.uint16)
+    return v
+
+
 def _index(columns, table, rows) -> _Index:
     ix = _Index(len(rows))
     for c in columns:  # a loop over columns
@@ -177,14 +188,17 @@ def _index(columns, table, rows) -> _Index:
             nan = np.isnan(lo)
             wild = ~nan & ~(np.isfinite(lo) & np.isfinite(hi))
             fin = ~nan & ~wild
-            order = np.argsort(lo[fin], kind="stable")
+            order = np.argsort(_sort_key(lo[fin]), kind="stable")
             ix.perm[c.name] = np.concatenate([rows[wild], rows[fin][order], rows[nan]])
             ix.key[c.name] = lo[fin][order]
             width = (hi - lo)[fin]
             ix.info[c.name] = (int(wild.sum()), int(fin.sum()), float(width.max()) if width.size else 0.0)
         else:
             cell = table.cell[c.name][rows]
-            order = np.argsort(cell, kind="stable")
+            top = int(cell.max()) if len(cell) else 0
+            # 16-bit ids sort by radix (the same stable order)
+            order = np.argsort(cell.astype(np.int16) if 0 <= top < (1 << 15) and cell.min() >= 0 else cell,
+                               kind="stable")
             ix.perm[c.name] = rows[order]
             ix.key[c.name] = np.searchsorted(cell[order], np.arange(c.n_cats + 1))
             ix.info[c.name] = int(ix.key[c.name][-1])
@@ -255,13 +269,14 @@ def _pair_matches(q: Predicates, used, table, own, st, ln, perm, exact) -> np.nd
         rows = pair_index.gather(perm, st[sl], lb, first)
         ok = np.ones(len(rows), dtype=bool)
         for j, c2 in enumerate(used):  # a loop over columns: the pairs of the entries whose predicate uses c2
-            ent = np.flatnonzero(q.used[c2.name][own[sl]] & (lb > 0) & (exact[0][sl] != j) & (exact[1][sl] != j))
-            if not len(ent):
+            ent = q.used[c2.name][own[sl]] & (exact[0][sl] != j) & (exact[1][sl] != j)
+            if not ent.any():
                 continue
-            le = lb[ent]
-            sel = np.repeat(first[ent] - (np.cumsum(le) - le), le) + np.arange(int(le.sum()))
-            sel = sel[ok[sel]]  # the pairs no earlier condition ruled out
-            ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
+            need = np.repeat(ent, lb)  # one byte per pair
+            need &= ok  # the pairs no earlier condition ruled out
+            sel = np.flatnonzero(need)
+            if len(sel):
+                ok[sel] = _condition(q, c2, table, owner[sel], rows[sel])
         out.append((owner[ok], rows[ok]))
     if not out:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
