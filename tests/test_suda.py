@@ -9,6 +9,7 @@ import json
 import math
 import pathlib
 from collections import Counter
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuanon.errors import InputError
+from gpuanon.risk import suda
 from gpuanon.risk.suda import MAX_LEVEL, suda2, suda2_frame
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "suda_sdcmicro.json.gz"
@@ -87,6 +89,26 @@ def test_equals_brute_force(case):
     res = suda2(np.array(rows), max_size=max_size, sampling_fraction=f)
     _agree(res, brute_force(rows, max_size, f))
     assert res.max_size == (len(rows[0]) if max_size is None else max_size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables())
+def test_bit_by_bit_ranks_equal_brute_force(case):
+    """The fallback for levels with too many subsets for a rank table (T - {c} ranked bit by bit)."""
+    rows, max_size, f = case
+    with mock.patch.object(suda, "MAX_RANK_TABLE", 0):
+        res = suda2(np.array(rows), max_size=max_size, sampling_fraction=f)
+    _agree(res, brute_force(rows, max_size, f))
+
+
+def test_drop_ranks_rank_each_subset_one_smaller():
+    """Ranks of t - {c} against ranks found by listing the (k - 1)-subsets in colex order."""
+    for m, k in ((5, 2), (6, 3), (7, 5)):
+        colex = lambda j: sorted(itertools.combinations(range(m), j), key=lambda t: t[::-1])  # noqa: E731
+        where = {t: i for i, t in enumerate(colex(k - 1))}
+        table = suda._drop_ranks(m, k)
+        for r, t in enumerate(colex(k)):
+            assert table[r].tolist() == [where[t[:j] + t[j + 1:]] for j in range(k - 1)]
 
 
 def test_hand_worked_table():

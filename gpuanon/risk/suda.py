@@ -19,11 +19,14 @@ superset). A class is searched below only when it holds a row unique on all M co
 smaller than that row's class on every S - {c} (where it is not, no superset of S is an MSU of its
 rows; MSUs are free and free sets are closed under subsets), which also skips a column that does not
 split the class. A record unique on S is an MSU when it is still grouped on every S - {c}: a look-up
-in a table of the previous level's kept class sizes, indexed by (row, rank of the subset).
+in a table of the previous level's kept class sizes, indexed by (row, rank of the subset), the ranks
+of every S - {c} read from a small table of all subsets of the level. A row enters S = P + {a, b}
+only where its class on the sibling P + {b} was kept (whole classes enter or none).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -37,6 +40,8 @@ from gpuanon.errors import InputError, shown
 #: C(M, k) x rows over the MSU sizes k searched (about 100 bytes of memory each at the peak; Adult's
 #: 32,561 rows: up to 13 QIs in full, 14 with MSU size 4).
 MAX_LEVEL = 60_000_000
+#: Look the ranks of T - {c} up in a table of every k-subset where there are at most this many.
+MAX_RANK_TABLE = 200_000
 #: sdcMicro's DIS-SUDA bands (``print.suda2``): == 0, (0, 0.1], ..., (0.6, 0.7], > 0.7.
 BANDS = ("0", "(0, 0.1]", "(0.1, 0.2]", "(0.2, 0.3]", "(0.3, 0.4]", "(0.4, 0.5]", "(0.5, 0.6]",
          "(0.6, 0.7]", "> 0.7")
@@ -179,6 +184,34 @@ def _larger_on_all(xp, table, mask, row, m, comb, stride, size):
     return ok
 
 
+def _drop_ranks(m, k):
+    """(C(m, k), k - 1) table: for the k-subset of rank t, the ranks of t - {c} for its columns c
+    below the highest, ascending (ranks as in :func:`_larger_on_all`)."""
+    sets = np.array(list(itertools.combinations(range(m), k)), dtype=np.int64).reshape(-1, k)
+    comb = np.array([[math.comb(c, j) for j in range(k + 1)] for c in range(m)], dtype=np.int64)
+    rank = comb[sets, np.arange(1, k + 1)].sum(axis=1)
+    out = np.empty((sets.shape[0], k - 1), dtype=np.int64)
+    for j in range(k - 1):
+        rest = np.delete(sets, j, axis=1)
+        out[rank, j] = comb[rest, np.arange(1, k)].sum(axis=1)
+    return out
+
+
+def _larger_on_rest(xp, ctx, table, rank, mask, row, k, size):
+    """:func:`_larger_on_all` for the k-subsets of ranks ``rank`` (masks ``mask``): through a table
+    of the ranks one smaller where every k-subset fits one, else bit by bit."""
+    m, stride = ctx["m"], math.comb(ctx["m"], k - 1)
+    if math.comb(m, k) > MAX_RANK_TABLE:
+        return _larger_on_all(xp, table, mask, row, m, ctx["comb"], stride, size)
+    if k not in ctx["drop"]:
+        ctx["drop"][k] = backend.to_device(_drop_ranks(m, k), xp)
+    drop, base = ctx["drop"][k], row * stride
+    ok = xp.ones(row.shape[0], dtype=bool)
+    for j in range(k - 1):
+        ok &= table[base + drop[rank, j]] > size
+    return ok
+
+
 def _size_type(total):
     """Narrowest unsigned type that holds class sizes up to ``total``."""
     return next(t for t in (np.uint16, np.uint32, np.uint64) if total <= np.iinfo(t).max)
@@ -238,12 +271,8 @@ def _search(xp, pat, weight, m, size):
     cols = [xp.ascontiguousarray(pat[:, c]) for c in range(m)]
     is_one = weight == 1
     kmax = backend.to_scalar(pat.max()) + 1
-    # rows unique on all M columns, numbered 0 .. U-1: the only rows that can have an MSU
-    u_row = xp.cumsum(is_one) - 1
-    width = max(backend.to_scalar(is_one.sum()), 1)
     total = backend.to_scalar(weight.sum())
-    ctx = {"xp": xp, "m": m, "g": g, "weight": weight, "is_one": is_one, "u_row": u_row,
-           "width": width, "kmax": kmax, "size_type": _size_type(total),
+    ctx = {"xp": xp, "m": m, "g": g, "weight": weight, "is_one": is_one, "kmax": kmax, "drop": {}, "size_type": _size_type(total),
            "row_bits": max(g - 1, 1).bit_length(),
            "comb": [backend.to_device(np.array([math.comb(c, j) for j in range(m + 1)],
                                                dtype=np.int64), xp) for c in range(m)],
@@ -262,7 +291,7 @@ def _search(xp, pat, weight, m, size):
         if int(grp["mask"].shape[0]) * m * kmax >= 2**62:
             raise InputError("SUDA2: too many categories for 64-bit keys; use fewer --qi "
                              "or a smaller --suda-max-size")
-        idx = [xp.flatnonzero(p_top < c) for c in range(m)]
+        idx = _extensions(xp, p_top, p_row, p_gid, grp, table, ctx, k)
         rows = xp.concatenate([p_row[i] for i in idx])
         keys = xp.concatenate([(p_gid[i] * m + c) * kmax + cols[c][p_row[i]]
                                for c, i in enumerate(idx)])
@@ -279,15 +308,11 @@ def _search(xp, pat, weight, m, size):
         t_row, t_pg, t_col = rows[cand], pair // m, pair % m
         t_mask = grp["mask"][t_pg] | (1 << t_col)
         ok = (missing_bits[t_row] & t_mask) == 0
-        if k > 1:
-            # first the cheap test T - {second highest column} (most candidates fail it), then all
-            c2 = grp["top"][t_pg]
-            sib = grp["rank"][t_pg] - ctx["comb_k"][k - 1][c2] + ctx["comb_k"][k - 1][t_col]
-            stride = math.comb(m, k - 1)
-            ok &= table[u_row[t_row] * stride + sib] > 0
+        if k > 1:  # T - {top} and T - {second highest} passed in _extensions
             keep = xp.flatnonzero(ok)
             t_mask, t_row = t_mask[keep], t_row[keep]
-            ok = _larger_on_all(xp, table, t_mask, u_row[t_row], m, ctx["comb"], stride, 1)
+            t_rank = grp["rank"][t_pg[keep]] + ctx["comb_k"][k][t_col[keep]]
+            ok = _larger_on_rest(xp, ctx, table, t_rank, t_mask, t_row, k, 1)
         _tally(xp, st, t_mask[ok], t_row[ok], k, fact[k], m, g)
         if k == size:
             break
@@ -295,6 +320,25 @@ def _search(xp, pat, weight, m, size):
         p_top = grp["top"][p_gid]
     by_size = st["by_size"] + [0] * (size - len(st["by_size"]))
     return st["score"], st["count"], st["min_size"], st["contrib"], by_size
+
+
+def _extensions(xp, p_top, p_row, p_gid, grp, table, ctx, k):
+    """Per column c, the entries (row, S) of level k - 1 to extend to T = S + {c}: c above S's top
+    column and the row's class on the sibling S - {top} + {c} kept (0 in ``table``: unique there, or
+    a class not searched below). A class of T is whole or absent: its rows share their classes on
+    every subset of T. Where the sibling's class is not kept, T is neither an MSU of the row (an MSU
+    is grouped and free on every subset one smaller) nor kept itself (kept sets are closed under
+    subsets), and the row makes no other row of T grouped (they would share that class)."""
+    xp, m = ctx["xp"], ctx["m"]
+    if k == 1:
+        return [xp.flatnonzero(p_top < c) for c in range(m)]
+    comb_k = ctx["comb_k"][k - 1]
+    base = p_row * math.comb(m, k - 1) + grp["rank"][p_gid] - comb_k[p_top]
+    out = []
+    for c in range(m):
+        i = xp.flatnonzero(p_top < c)
+        out.append(i[table[base[i] + math.comb(c, k - 1)] > 0])
+    return out
 
 
 def _tally(xp, st, t_mask, t_row, k, weight, m, g):
@@ -317,7 +361,7 @@ def _next_level(ctx, grp, table, ks, rows, start, k):
     rows (one unique on it is unique without c), and so neither is any superset of a subset whose
     class was dropped: MSUs are free sets, and free sets are closed under subsets. Also the table
     of the kept classes' sizes by (subset rank, unique row) for the next level's look-ups."""
-    xp, m, kmax, width, is_one = ctx["xp"], ctx["m"], ctx["kmax"], ctx["width"], ctx["is_one"]
+    xp, m, kmax, is_one = ctx["xp"], ctx["m"], ctx["kmax"], ctx["is_one"]
     rid = xp.cumsum(start) - 1
     starts = xp.flatnonzero(start)
     n_runs = int(starts.shape[0])
@@ -333,8 +377,8 @@ def _next_level(ctx, grp, table, ks, rows, start, k):
     if k > 1:
         sel = xp.flatnonzero(keep_run)
         mask = grp["mask"][run_pg[sel]] | (1 << run_col[sel])
-        keep_run[sel] = _larger_on_all(xp, table, mask, ctx["u_row"][rep[sel]], m, ctx["comb"],
-                                       math.comb(m, k - 1), run_size[sel])
+        rank = grp["rank"][run_pg[sel]] + ctx["comb_k"][k][run_col[sel]]
+        keep_run[sel] = _larger_on_rest(xp, ctx, table, rank, mask, rep[sel], k, run_size[sel])
     kr = xp.flatnonzero(keep_run)
     kept = xp.flatnonzero(keep_run[rid])
     pg, col = run_pg[kr], run_col[kr]
@@ -342,11 +386,9 @@ def _next_level(ctx, grp, table, ks, rows, start, k):
            "rank": grp["rank"][pg] + ctx["comb_k"][k][col], "size": run_size[kr]}
     p_row = rows[kept]
     p_gid = (xp.cumsum(keep_run) - 1)[rid[kept]]
-    mark = xp.flatnonzero(is_one[p_row])
     # one row's entries side by side (its look-ups are close), sizes in the narrowest type
-    table = xp.zeros(math.comb(m, k) * width, dtype=ctx["size_type"])
-    at = p_gid[mark]
-    table[ctx["u_row"][p_row[mark]] * math.comb(m, k) + nxt["rank"][at]] = nxt["size"][at]
+    table = xp.zeros(math.comb(m, k) * ctx["g"], dtype=ctx["size_type"])
+    table[p_row * math.comb(m, k) + nxt["rank"][p_gid]] = nxt["size"][p_gid]
     return p_row, p_gid, nxt, table
 
 
