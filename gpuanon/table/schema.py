@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import SchemaError
 from .exact import is_decimal, is_time
+from .values import factorize
 
 log = logging.getLogger("gpuanon")
 
@@ -58,7 +59,7 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dic
         n, n_missing, n_distinct = facts.n, facts.n_missing, facts.n_distinct
     elif s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
         n = len(s)
-        codes, uniq = pd.factorize(s, use_na_sentinel=True)
+        codes, uniq = factorize(s, use_na_sentinel=True)
         n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
         if factorized is not None and not n_missing:
             factorized[c] = (codes, uniq)
