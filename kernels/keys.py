@@ -25,6 +25,15 @@ _SIGN = np.uint32(0x80000000)
 def float32_keys(x, xp=np):
     """Keys of a float32 array (NaN -> :data:`MISSING`)."""
     x = xp.asarray(x, dtype=xp.float32) + xp.float32(0.0)  # -0.0 -> +0.0
+    if xp is np:  # the CPU: the same keys in fewer passes (a negative value's bits flipped, else the sign set)
+        bits = x.view(np.uint32)
+        keys = np.right_shift(x.view(np.int32), 31).view(np.uint32)  # all ones where negative, else 0
+        keys |= _SIGN
+        keys ^= bits
+        nan = np.isnan(x)
+        if nan.any():
+            keys[nan] = MISSING
+        return keys
     bits = x.view(xp.uint32)
     neg = (bits & _SIGN) != 0
     keys = xp.where(neg, ~bits, bits | _SIGN)
