@@ -110,6 +110,14 @@ def _whole_numbers(s: pd.Series) -> bool:
     return bool(np.all(np.isfinite(v) & (v == np.floor(v))))
 
 
+def _as_floats(s: pd.Series) -> np.ndarray:
+    """A numeric QI's values as floats, missing as NaN: a NumPy float column as it is (no copy),
+    another through ``pd.to_numeric`` as float64 (a value it cannot read as NaN)."""
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
+        return s.to_numpy()
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def _plain_integer(s: pd.Series) -> bool:
     """Whether ``s`` has an integer dtype (NumPy's or pandas' nullable one; not bool): its values are
     whole and finite by their type."""
@@ -291,8 +299,7 @@ class Schema:
             else:
                 kinds[c] = "categorical"
             if kinds[c] == "numeric" and not is_time(df[c]) and not _plain_integer(df[c]):  # integers hold no inf
-                v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-                if np.isinf(v).any():
+                if np.isinf(_as_floats(df[c])).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
             _qi_warnings(df, c, kinds[c], c in numeric, factorized)
