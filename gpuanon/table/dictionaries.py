@@ -228,7 +228,10 @@ def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
     if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         s = pd.to_numeric(s, errors="coerce")
     integer = pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)
-    arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
+    if isinstance(s.dtype, np.dtype) and s.dtype in (np.float32, np.float64):
+        arr = s.to_numpy()  # missing is NaN already: the values as they are (read, never written)
+    else:
+        arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
     miss = np.isnan(arr)
     if check:
         _check_numeric(name, raw, s, arr, miss)
