@@ -20,10 +20,21 @@ from .host import scalar
 
 MISSING = np.uint32(0xFFFFFFFF)
 _SIGN = np.uint32(0x80000000)
+_NEG_ZERO = np.uint32(0x7FFFFFFF)  # the key -0.0's bits map to (only they)
 
 
 def float32_keys(x, xp=np):
     """Keys of a float32 array (NaN -> :data:`MISSING`)."""
+    if xp is np:  # the CPU: the same keys in fewer passes (a negative value's bits flipped, else the sign set)
+        x = np.asarray(x, dtype=np.float32)  # read only
+        keys = np.right_shift(x.view(np.int32), 31).view(np.uint32)  # all ones where negative, else 0
+        keys |= _SIGN
+        keys ^= x.view(np.uint32)
+        keys[keys == _NEG_ZERO] = _SIGN  # -0.0 as +0.0
+        nan = np.isnan(x)
+        if nan.any():
+            keys[nan] = MISSING
+        return keys
     x = xp.asarray(x, dtype=xp.float32) + xp.float32(0.0)  # -0.0 -> +0.0
     bits = x.view(xp.uint32)
     neg = (bits & _SIGN) != 0

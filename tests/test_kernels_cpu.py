@@ -148,3 +148,26 @@ def test_kernel_finishing_small_children_early_matches_the_reference(k, monkeypa
     lab, n_parts, _ = _kernel_labels(table, Criteria(k), False)
     p = {"l": 0, "l_kind": "distinct", "c": 1.0, "t": None, "t_distance": "equal", "relaxed": False}
     assert sum(finished) > 0 and np.array_equal(lab, _reference_labels(values, is_cat, n_cat, grange, k, sa_codes, q, p))
+
+
+def test_float32_keys_by_hand_and_as_the_generic_formulation():
+    """The CPU's float32 keys against the IEEE rule by hand (a negative value's bits flipped, else
+    the sign bit set; -0.0 as +0.0; NaN the missing key) and against the formulation other
+    namespaces take (the same function through a namespace that is not NumPy itself)."""
+    import types
+
+    from kernels.keys import MISSING, float32_keys
+
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1e-40, -1e-40,
+                        3.4e38, -3.4e38, 1.0, -1.0, 0.5, -0.5], dtype=np.float32)
+    x = np.concatenate([special, np.random.default_rng(0).standard_normal(5000).astype(np.float32)])
+    keys = float32_keys(x)
+    bits = [int(b) for b in (x + np.float32(0.0)).view(np.uint32)]
+    want = [int(MISSING) if v != v else (~b & 0xFFFFFFFF) if b >> 31 else b | 0x80000000 for v, b in zip(x, bits)]
+    assert keys.dtype == np.uint32 and keys.tolist() == want
+    assert keys[0] == keys[1] and keys[4] == keys[5] == MISSING
+    order = np.argsort(x[~np.isnan(x)], kind="stable")
+    assert np.all(np.diff(keys[~np.isnan(x)][order].astype(np.int64)) >= 0)  # unsigned order is numeric order
+    generic = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
+    for arr in (x, x[:0], np.full(3, np.nan, np.float32), x.astype(np.float64)):
+        np.testing.assert_array_equal(float32_keys(arr), float32_keys(arr, generic))

@@ -48,7 +48,7 @@ from kernels.keys import MISSING, float32_keys, rank_keys
 from ..backend import get_namespace, to_device, to_host
 from ..errors import SchemaError
 from .exact import Exact, combine_exact, exact_of
-from .values import category_order, is_na, jsonable, value_order
+from .values import category_order, factorize, is_na, jsonable, value_order
 
 
 @dataclass
@@ -191,9 +191,11 @@ def _factorize(s: pd.Series):
     """``(codes, distinct values)`` in order of first appearance, a missing value one of them. A text
     column is hashed without the missing-value pass first (the same codes when none is missing)."""
     if s.dtype == object:
-        codes, uniques = pd.factorize(s, sort=False, use_na_sentinel=True)
+        codes, uniques = factorize(s, use_na_sentinel=True)
         if not codes.shape[0] or int(codes.min()) >= 0:
             return codes.astype(np.int64, copy=False), list(uniques)
+        codes, uniques = factorize(s, use_na_sentinel=False)
+        return codes.astype(np.int64, copy=False), list(uniques)
     codes, uniques = pd.factorize(s, sort=False, use_na_sentinel=False)
     return codes.astype(np.int64, copy=False), list(uniques)
 
@@ -226,7 +228,10 @@ def _profile_numeric(name, s: pd.Series, xp, chunk: Chunk, j: int, check: bool):
     if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         s = pd.to_numeric(s, errors="coerce")
     integer = pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s)
-    arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
+    if isinstance(s.dtype, np.dtype) and s.dtype in (np.float32, np.float64):
+        arr = s.to_numpy()  # missing is NaN already: the values as they are (read, never written)
+    else:
+        arr = s.to_numpy(dtype=np.float32 if s.dtype == np.float32 else np.float64, na_value=np.nan)
     miss = np.isnan(arr)
     if check:
         _check_numeric(name, raw, s, arr, miss)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import SchemaError
 from .exact import is_decimal, is_time
+from .values import factorize
 
 log = logging.getLogger("gpuanon")
 
@@ -58,7 +59,7 @@ def _qi_warnings(df: pd.DataFrame, c, kind: str, declared: bool, factorized: dic
         n, n_missing, n_distinct = facts.n, facts.n_missing, facts.n_distinct
     elif s.dtype == object:  # one hash pass counts the missing and the distinct values (isna's test of missing)
         n = len(s)
-        codes, uniq = pd.factorize(s, use_na_sentinel=True)
+        codes, uniq = factorize(s, use_na_sentinel=True)
         n_missing, n_distinct = int(np.count_nonzero(codes < 0)), len(uniq)
         if factorized is not None and not n_missing:
             factorized[c] = (codes, uniq)
@@ -107,6 +108,14 @@ def _whole_numbers(s: pd.Series) -> bool:
     v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     v = v[~np.isnan(v)]
     return bool(np.all(np.isfinite(v) & (v == np.floor(v))))
+
+
+def _as_floats(s: pd.Series) -> np.ndarray:
+    """A numeric QI's values as floats, missing as NaN: a NumPy float column as it is (no copy),
+    another through ``pd.to_numeric`` as float64 (a value it cannot read as NaN)."""
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
+        return s.to_numpy()
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _plain_integer(s: pd.Series) -> bool:
@@ -290,8 +299,7 @@ class Schema:
             else:
                 kinds[c] = "categorical"
             if kinds[c] == "numeric" and not is_time(df[c]) and not _plain_integer(df[c]):  # integers hold no inf
-                v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-                if np.isinf(v).any():
+                if np.isinf(_as_floats(df[c])).any():
                     raise SchemaError(f"quasi-identifier '{c}' holds infinite values; replace them (or "
                                       f"mark them missing) or declare the column categorical")
             _qi_warnings(df, c, kinds[c], c in numeric, factorized)
