@@ -285,7 +285,7 @@ def scatter_sum(idx, weights, length: int, xp):
     return out
 
 
-def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None):
+def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None, bins=None):
     """Mass of the classes' rows on a numeric domain: ``(n_bins, n_targets)`` float64.
 
     Class ``c`` covers distinct values ``a[c] .. b[c] - 1`` (``b > a``); its rows spread over the
@@ -294,8 +294,10 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     array over the bins, summed once). One pass of two bincounts per target value (a loop over
     target values, not classes). ``rows``: the rows before ``a`` and before ``b`` when the caller
     has them (else they are gathered from ``domain.cum``; a domain without ``cum`` needs them).
+    ``bins``: the bins of each interval's first and last value when the caller has them (then
+    ``a`` and ``b`` are not read).
     """
-    xp = xp or get_namespace(a)
+    xp = xp or get_namespace(class_target_hist)
     th = xp.asarray(class_target_hist)
     nb = domain.n_bins
     nt = th.shape[1]
@@ -304,7 +306,7 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
         return q
     cum, sc = domain.cum, domain.start_cum  # rows before every value, and before every bin
     ca, cb = (cum[a], cum[b]) if rows is None else (xp.asarray(rows[0]), xp.asarray(rows[1]))
-    ba, bb = domain.bin_of(a), domain.bin_of(b - 1)
+    ba, bb = (domain.bin_of(a), domain.bin_of(b - 1)) if bins is None else bins
     inside = ba != bb  # classes reaching over more than one bin
     s = (cb - ca).astype(xp.float64)
     # rows of the interval in its first bin (all of them when it stays in one bin) and in its last
