@@ -66,14 +66,14 @@ def sorted_rows(key_col, min_values: int):
 
 def _value_index(sr: SortedRows, rows):
     """The distinct-value index of sorted rows ``rows``: the rows minus the repeats at or before them."""
-    ends = np.cumsum(sr.rep_counts - 1)  # repeats up to each repeated value's run
-    starts = sr.rep_start
-    # the repeats among rows 1 .. r: of every run starting before r, up to r - start of its rows
-    k = np.searchsorted(starts, rows, side="left")  # runs starting before row r
-    before = np.where(k > 0, ends[np.maximum(k, 1) - 1], 0)
-    last = np.maximum(k, 1) - 1
-    over = np.where(k > 0, np.maximum(starts[last] + sr.rep_counts[last] - 1 - rows, 0), 0)
-    return rows - (before - over)
+    if sr.rep_vals.shape[0] == 0:
+        return rows.copy()
+    ends = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sr.rep_counts - 1)])  # repeats before each run
+    # the repeats among rows 1 .. r: all of every run starting before r but the last, whose rows may go past r
+    k = np.searchsorted(sr.rep_start, rows, side="left")  # runs starting before row r
+    last = np.maximum(k - 1, 0)
+    past = np.where(k > 0, np.maximum(sr.rep_start[last] + sr.rep_counts[last] - 1 - rows, 0), 0)
+    return rows - (ends[k] - past)
 
 
 def row_domain(sr: SortedRows, n_bins: int = N_BINS) -> NumericDomain:
