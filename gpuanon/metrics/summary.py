@@ -308,7 +308,9 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
         g = xp.asarray(col.generalized_ids()).astype(xp.int64)
         if col.gen_id is None and col.gen_key is not None:
             made[i] = g  # ids made from the keys: kept for the merged classes (the same ids as before)
-        if gid is None:
+        if gid is None and xp is np and col.kind == "numeric" and col.gen_id is None and g.shape[0]:
+            gid, n_ec = g, g.max() + 1  # ids just made by a dense ranking: already dense
+        elif gid is None:
             gid, n_ec = dense_ids_x(g)
         else:
             gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
