@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from gpuanon import Mondrian
+from gpuanon import backend as B
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.metrics import (
     compute_metrics,
@@ -733,11 +734,16 @@ def test_sorted_rows_path_equals_value_path(fmt, n_targets, monkeypatch):
 
     monkeypatch.setattr(summary_mod, "sorted_rows", spy)
 
+    logs = []
+
     def run(limit):
         monkeypatch.setattr(summary_mod, "CACHE_LIMIT", limit)
         m.table_.column_stats.clear()
-        s = summary_from_labels(m.table_, m.labels_)
-        return s, compute_metrics(s, k=4)
+        with B.count_transfers(simulate=True) as log, B.stage("metrics"):
+            s = summary_from_labels(m.table_, m.labels_)
+            met = compute_metrics(s, k=4)
+        logs.append(log.to_dict())
+        return s, met
 
     s0, want = run(1 << 16)
     assert taken == [False] * 4
@@ -745,6 +751,8 @@ def test_sorted_rows_path_equals_value_path(fmt, n_targets, monkeypatch):
     s1, got = run(0)
     assert sorted(taken) == [False, True, True, True]  # column d: few values, the value-space path
     assert got == want
+    # the counted reads say what a device would read: the same whichever path the CPU took
+    assert logs[1] == logs[0] and logs[0]["stages"]["metrics"]["to_host"]["calls"] > 0, logs
     for c0, c1 in zip(s0.columns, s1.columns):
         for f in ("lo", "hi", "gt_h", "u_before", "h_bits", "domain_counts", "joint_before", "joint_after"):
             x, y = getattr(c0, f), getattr(c1, f)

@@ -20,6 +20,8 @@ import numpy as np
 
 from kernels.keys import MISSING
 
+from ..backend import to_scalar
+
 from .columns import ColumnStats, finalize_column_stats
 from .entropy import N_BINS, NumericDomain
 from .formulas import entropy_bits_x, entropy_bits_n, xlog2x_counts, xlogx_sum
@@ -81,7 +83,9 @@ def row_domain(sr: SortedRows, n_bins: int = N_BINS) -> NumericDomain:
     values from its sorted rows: the bins' first value indices and their rows before (``start_cum``;
     no ``cum``)."""
     srt, n, v = sr.srt, int(sr.srt.shape[0]), sr.n_values
-    has_missing = bool(srt[-1] == MISSING)
+    # the last sorted key is the last distinct value: the same counted read as the value-space path's
+    # (the report's transfers say what a device would read, whichever path the CPU takes)
+    has_missing = int(to_scalar(srt[-1])) == MISSING
     n_present = int(np.searchsorted(srt, np.asarray(MISSING, dtype=srt.dtype), side="left")) if has_missing else n
     vp = v - int(has_missing)
     q = (np.arange(n_bins, dtype=np.int64) * n_present) // n_bins  # row positions of the quantiles
