@@ -145,10 +145,14 @@ def row_positions(sr: SortedRows, start_cum, kmin, kmax):
     """Per class ``[kmin, kmax]``: rows before ``kmin`` and up to ``kmax`` (``ca``, ``cb``), values
     seen more than once below ``kmin`` and up to ``kmax`` (``ia``, ``ib``), and the bins of the
     interval's first and last rows (``ba``, ``bb``). Each bound is sorted with its class (one 64-bit
-    sort), searched in sorted order and put back."""
+    sort), searched in sorted order and put back: the three numbers packed in one 64-bit word when
+    they fit (one scatter instead of three)."""
     m = int(kmin.shape[0])
     out = {}
     low = np.uint64(0xFFFFFFFF)
+    rb = max(int(sr.srt.shape[0]).bit_length(), 1)  # rows and repeated-value positions are at most n
+    bb = max(int(start_cum.shape[0]).bit_length(), 1)  # a bin + 1 is at most n_bins + 1
+    packed = 2 * rb + bb <= 64
     for bound, side in ((kmin, "left"), (kmax, "right")):  # the two bounds
         key = bound.astype(np.uint64) << np.uint64(32)
         key |= np.arange(m, dtype=np.uint64)
@@ -160,6 +164,20 @@ def row_positions(sr: SortedRows, start_cum, kmin, kmax):
         reps = np.searchsorted(sr.rep_vals, needles, side=side)
         # the bin of the first row (kmin: the last bin starting at or before it) or of the last row
         bins = np.searchsorted(start_cum, rows, side="right" if side == "left" else "left") - 1
+        if packed:
+            word = rows.astype(np.uint64) << np.uint64(rb + bb)
+            word |= reps.astype(np.uint64) << np.uint64(bb)
+            word |= (bins + 1).astype(np.uint64)
+            del rows, reps, bins
+            o = np.empty(m, dtype=np.uint64)
+            o[at] = word
+            del word
+            out["c" + side[0]] = (o >> np.uint64(rb + bb)).astype(np.int64)
+            out["i" + side[0]] = ((o >> np.uint64(bb)) & np.uint64((1 << rb) - 1)).astype(np.int64)
+            b = (o & np.uint64((1 << bb) - 1)).astype(np.int64)
+            b -= 1
+            out["b" + side[0]] = b
+            continue
         for name, arr in (("c", rows), ("i", reps), ("b", bins)):  # three arrays put back
             o = np.empty(m, dtype=np.int64)
             o[at] = arr
