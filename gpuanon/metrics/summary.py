@@ -34,6 +34,10 @@ from .sorted_rows import row_column_stats, row_interval_entropy, row_positions, 
 #: are too few to matter)
 TRIM_ROWS = 1 << 20
 
+#: rows below which the CPU runs the columns one after another: at Adult's 30k rows (and 100k) the
+#: thread pool's start and hand-offs cost more CPU and wall time than the overlap saves
+SERIAL_ROWS = 1 << 17
+
 #: distinct values up to which a column's statistics are kept in ``Table.column_stats`` (and read
 #: in value space); a CPU column of more is read off its sorted rows (:mod:`gpuanon.metrics.sorted_rows`)
 CACHE_LIMIT = 1 << 16
@@ -251,11 +255,11 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
 
 
 def run_columns(table, column) -> list:
-    """``column(j)`` of every column: on the CPU in threads (NumPy's sorts release the GIL), each
-    column's freed temporaries handed back to the system before the next."""
+    """``column(j)`` of every column: on the CPU from :data:`SERIAL_ROWS` rows in threads (NumPy's
+    sorts release the GIL), each column's freed temporaries handed back to the system before the next."""
     xp = table.xp
     workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
-    if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
+    if xp is np and len(table.columns) > 1 and workers > 1 and table.n_rows >= SERIAL_ROWS:  # numpy sorts release the GIL
 
         def column_trimmed(j: int) -> ColumnSummary:
             try:
