@@ -188,13 +188,20 @@ def row_positions(sr: SortedRows, start_cum, kmin, kmax):
 
 
 def row_interval_entropy(sr: SortedRows, ca, cb, ia, ib):
-    """:func:`~gpuanon.metrics.formulas.interval_entropy_at` from rows and repeated-value positions."""
-    c_int = sr.rep_counts
-    c = c_int.astype(np.float64)
-    zero = np.zeros(1, dtype=np.float64)
-    clog = np.concatenate([zero, np.cumsum(xlog2x_counts(c_int, np))])
+    """:func:`~gpuanon.metrics.formulas.interval_entropy_at` from rows and repeated-value positions
+    (the same operations on the same numbers, in place where they can be)."""
+    clog = np.empty(sr.rep_counts.shape[0] + 1, dtype=np.float64)
+    clog[0] = 0.0
+    np.cumsum(xlog2x_counts(sr.rep_counts, np), out=clog[1:])
     s = (cb - ca).astype(np.float64)  # rows with a value in [lo, hi] (exact integers)
-    e = clog[ib] - clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
-    del c
-    safe = np.where(s > 0, s, 1.0)
-    return np.maximum(np.where(s > 0, np.log2(safe) - e / safe, 0.0), 0.0)
+    pos = s > 0
+    safe = np.where(pos, s, 1.0)
+    del s
+    e = clog[ib]
+    e -= clog[ia]  # sum of c log2 c over those values (1 log 1 = 0)
+    e /= safe
+    h = np.log2(safe)
+    h -= e
+    del e, safe
+    h[~pos] = 0.0
+    return np.maximum(h, 0.0, out=h)
