@@ -207,13 +207,16 @@ def _dense_ids_64(a):
     key = a << np.uint64(32)
     key |= pos
     key.sort()
-    o1 = (key & low).astype(np.intp)  # positions by the low half
+    key &= low
+    o1 = key.view(np.int64)  # positions by the low half (below 2**32: as intp)
     key = a[o1]
     key >>= np.uint64(32)
     key <<= np.uint64(32)
     key |= pos
     key.sort()
-    order = o1[(key & low).astype(np.intp)]  # positions by the value (ties: by position)
+    key &= low
+    order = o1[key.view(np.int64)]  # positions by the value (ties: by position)
+    del key
     srt = a[order]
     new = np.empty(m, dtype=bool)
     new[0] = True

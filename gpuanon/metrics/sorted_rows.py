@@ -154,27 +154,35 @@ def row_positions(sr: SortedRows, start_cum, kmin, kmax):
     bb = max(int(start_cum.shape[0]).bit_length(), 1)  # a bin + 1 is at most n_bins + 1
     packed = 2 * rb + bb <= 64
     for bound, side in ((kmin, "left"), (kmax, "right")):  # the two bounds
-        key = bound.astype(np.uint64) << np.uint64(32)
+        key = bound.astype(np.uint64)
+        key <<= np.uint64(32)
         key |= np.arange(m, dtype=np.uint64)
         key.sort()
-        at = (key & low).astype(np.intp)
         needles = (key >> np.uint64(32)).astype(sr.srt.dtype)
+        key &= low
+        at = key.view(np.int64)  # the classes in bound order (below 2**32: the same as intp)
         del key
         rows = np.searchsorted(sr.srt, needles, side=side)
         reps = np.searchsorted(sr.rep_vals, needles, side=side)
         # the bin of the first row (kmin: the last bin starting at or before it) or of the last row
         bins = np.searchsorted(start_cum, rows, side="right" if side == "left" else "left") - 1
         if packed:
-            word = rows.astype(np.uint64) << np.uint64(rb + bb)
-            word |= reps.astype(np.uint64) << np.uint64(bb)
-            word |= (bins + 1).astype(np.uint64)
+            word = rows.view(np.uint64)  # rows, positions and bins + 1 are at least 0
+            word <<= np.uint64(rb + bb)
+            reps <<= bb
+            word |= reps.view(np.uint64)
+            bins += 1
+            word |= bins.view(np.uint64)
             del rows, reps, bins
             o = np.empty(m, dtype=np.uint64)
             o[at] = word
             del word
-            out["c" + side[0]] = (o >> np.uint64(rb + bb)).astype(np.int64)
-            out["i" + side[0]] = ((o >> np.uint64(bb)) & np.uint64((1 << rb) - 1)).astype(np.int64)
-            b = (o & np.uint64((1 << bb) - 1)).astype(np.int64)
+            out["c" + side[0]] = (o >> np.uint64(rb + bb)).view(np.int64)
+            i = o >> np.uint64(bb)
+            i &= np.uint64((1 << rb) - 1)
+            out["i" + side[0]] = i.view(np.int64)
+            o &= np.uint64((1 << bb) - 1)
+            b = o.view(np.int64)
             b -= 1
             out["b" + side[0]] = b
             continue
