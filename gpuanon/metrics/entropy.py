@@ -107,6 +107,8 @@ def entr(x, xp):
 def uncertainty_x(joint):
     """:func:`uncertainty_from_joint` as a 0-d array on the table's device (no copy)."""
     xp = get_namespace(joint)
+    if xp is np:
+        return _host_uncertainty(joint)
     q = xp.maximum(xp.asarray(joint).astype(xp.float64), 0.0)  # float sums can leave -1e-17
     if q.size == 0:
         return xp.zeros((), dtype=xp.float64)
@@ -117,6 +119,26 @@ def uncertainty_x(joint):
     h_xt = entr(p, xp).sum()
     u = xp.clip((h_t + h_x - h_xt) / xp.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
     return xp.where((h_t > 1e-15) & (n > 0), u, 0.0)
+
+
+def _host_uncertainty(joint):
+    """:func:`uncertainty_x` on the CPU: the same operations in place on one copy of the table
+    (two target values: each row's sum is its first entry plus its second, as the row's reduction
+    adds them, without a reduction per row)."""
+    q = np.asarray(joint).astype(np.float64)
+    np.maximum(q, 0.0, out=q)  # float sums can leave -1e-17
+    if q.size == 0:
+        return np.zeros((), dtype=np.float64)
+    n = q.sum()
+    q /= np.where(n > 0, n, 1.0)
+    h_t = entr(q.sum(axis=0), np).sum()
+    h_x = entr(q[:, 0] + q[:, 1] if q.ndim == 2 and q.shape[1] == 2 else q.sum(axis=1), np).sum()
+    if _small_host(q, np):
+        h_xt = entr(q, np).sum()
+    else:
+        h_xt = special(np).entr(q, out=q).sum()
+    u = np.clip((h_t + h_x - h_xt) / np.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
+    return np.where((h_t > 1e-15) & (n > 0), u, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
