@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from gpuanon import Mondrian
+from gpuanon import backend as B
 from gpuanon.datasets import ADULT_QUASI_IDENTIFIERS, load_adult
 from gpuanon.metrics import (
     compute_metrics,
@@ -207,6 +208,9 @@ def _distinct(original_col, kind):
 def _bounds(cell):
     if isinstance(cell, tuple):
         return cell
+    if isinstance(cell, str) and cell.startswith("["):  # "[lo, hi]" (a bound may be negative)
+        lo, hi = cell[1:-1].split(",")
+        return float(lo), float(hi)
     if isinstance(cell, str) and "-" in cell[1:]:
         lo, hi = cell.split("-")
         return float(lo), float(hi)
@@ -691,3 +695,69 @@ def test_class_size_histogram_bins_have_equal_width():
     assert sum(h["counts"]) == 50 and h["edges"][0] <= 10 and h["edges"][-1] > 59
     widths = np.diff(h["edges"])
     assert (widths[:-1] == widths[0]).all(), h["edges"]
+
+
+def _many_values_frame(n=1500, seed=3):
+    """Columns of mostly distinct values (a few repeats, a heavy value, missing values) and one of
+    few values, a 3-valued target."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n).round(3)  # mostly distinct, some repeats
+    a[rng.random(n) < 0.03] = np.nan
+    b = np.where(rng.random(n) < 0.1, 0.5, rng.normal(size=n))  # a heavy value
+    c = rng.integers(0, 10**6, n)
+    d = rng.integers(0, 5, n).astype(float)  # few values
+    return pd.DataFrame({"a": a, "b": b, "c": c, "d": d, "y": rng.choice(["p", "q", "r"], n)})
+
+
+@pytest.mark.parametrize("fmt", ["range", "minmax"])
+@pytest.mark.parametrize("n_targets", [3, 2, 0])
+def test_sorted_rows_path_equals_value_path(fmt, n_targets, monkeypatch):
+    # the CPU reads a column of many distinct values off its sorted rows (gpuanon.metrics.sorted_rows):
+    # forced here on a small table, every summary array and metric equals the value-space path's
+    # exactly, and the plain loops' metrics
+    import gpuanon.metrics.summary as summary_mod
+
+    df = _many_values_frame()
+    if n_targets == 2:
+        df["y"] = df["y"].replace("r", "q")
+    qis = ["a", "b", "c", "d"]
+    m = Mondrian(k=4, quasi_identifiers=qis, target="y" if n_targets else None, output_format=fmt,
+                 backend="cpu", progress=False, max_suppression=0.5)
+    out = m.fit_transform(df)
+    taken = []
+    real = summary_mod.sorted_rows
+
+    def spy(keys, limit):
+        srt, sr = real(keys, limit)
+        taken.append(sr is not None)
+        return srt, sr
+
+    monkeypatch.setattr(summary_mod, "sorted_rows", spy)
+
+    logs = []
+
+    def run(limit):
+        monkeypatch.setattr(summary_mod, "CACHE_LIMIT", limit)
+        m.table_.column_stats.clear()
+        with B.count_transfers(simulate=True) as log, B.stage("metrics"):
+            s = summary_from_labels(m.table_, m.labels_)
+            met = compute_metrics(s, k=4)
+        logs.append(log.to_dict())
+        return s, met
+
+    s0, want = run(1 << 16)
+    assert taken == [False] * 4
+    taken.clear()
+    s1, got = run(0)
+    assert sorted(taken) == [False, True, True, True]  # column d: few values, the value-space path
+    assert got == want
+    # the counted reads say what a device would read: the same whichever path the CPU took
+    assert logs[1] == logs[0] and logs[0]["stages"]["metrics"]["to_host"]["calls"] > 0, logs
+    for c0, c1 in zip(s0.columns, s1.columns):
+        for f in ("lo", "hi", "gt_h", "u_before", "h_bits", "domain_counts", "joint_before", "joint_after"):
+            x, y = getattr(c0, f), getattr(c1, f)
+            assert (x is None) == (y is None), (c0.name, f)
+            if x is not None:
+                assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), (c0.name, f)
+    if fmt == "range" and n_targets:
+        assert_close(got, reference_metrics(out, df, qis, m.schema_.kinds, "y", k=4))

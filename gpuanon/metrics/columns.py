@@ -250,11 +250,12 @@ def column_domain(vals, counts, has_missing: bool, numeric: bool, has_target: bo
     return h_x, dom, None
 
 
-def finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp, rep=None) -> ColumnStats:
+def finalize_column_stats(vals, counts, h_x, dom, joint, s2, h_t, xp, rep=None, n_rows=None, xs=None) -> ColumnStats:
     """Finalize, second half: ``U(T | X)`` from ``s2 = sum_{x,t} n_xt log n_xt`` and ``H(T)``,
-    and the column's :class:`ColumnStats` (``joint``: rows per domain bin and target value)."""
-    n = counts.sum().astype(xp.float64)
-    h_t_x = (xlogx_sum(counts, xp, rep) - s2) / xp.where(n > 0, n, 1.0)
+    and the column's :class:`ColumnStats` (``joint``: rows per domain bin and target value).
+    ``n_rows`` (float64) and ``xs`` (``sum_x n_x log n_x``): when known, in place of ``counts``."""
+    n = counts.sum().astype(xp.float64) if n_rows is None else n_rows
+    h_t_x = ((xlogx_sum(counts, xp, rep) if xs is None else xs) - s2) / xp.where(n > 0, n, 1.0)
     u = xp.where((h_t > 0) & (n > 0), xp.clip((h_t - h_t_x) / xp.where(h_t > 0, h_t, 1.0), 0.0, 1.0), 0.0)
     return ColumnStats(vals, counts, u, h_x, dom, joint, rep)
 

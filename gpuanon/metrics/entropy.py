@@ -107,6 +107,8 @@ def entr(x, xp):
 def uncertainty_x(joint):
     """:func:`uncertainty_from_joint` as a 0-d array on the table's device (no copy)."""
     xp = get_namespace(joint)
+    if xp is np:
+        return _host_uncertainty(joint)
     q = xp.maximum(xp.asarray(joint).astype(xp.float64), 0.0)  # float sums can leave -1e-17
     if q.size == 0:
         return xp.zeros((), dtype=xp.float64)
@@ -117,6 +119,26 @@ def uncertainty_x(joint):
     h_xt = entr(p, xp).sum()
     u = xp.clip((h_t + h_x - h_xt) / xp.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
     return xp.where((h_t > 1e-15) & (n > 0), u, 0.0)
+
+
+def _host_uncertainty(joint):
+    """:func:`uncertainty_x` on the CPU: the same operations in place on one copy of the table
+    (two target values: each row's sum is its first entry plus its second, as the row's reduction
+    adds them, without a reduction per row)."""
+    q = np.asarray(joint).astype(np.float64)
+    np.maximum(q, 0.0, out=q)  # float sums can leave -1e-17
+    if q.size == 0:
+        return np.zeros((), dtype=np.float64)
+    n = q.sum()
+    q /= np.where(n > 0, n, 1.0)
+    h_t = entr(q.sum(axis=0), np).sum()
+    h_x = entr(q[:, 0] + q[:, 1] if q.ndim == 2 and q.shape[1] == 2 else q.sum(axis=1), np).sum()
+    if _small_host(q, np):
+        h_xt = entr(q, np).sum()
+    else:
+        h_xt = special(np).entr(q, out=q).sum()
+    u = np.clip((h_t + h_x - h_xt) / np.where(h_t > 1e-15, h_t, 1.0), 0.0, 1.0)
+    return np.where((h_t > 1e-15) & (n > 0), u, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +307,7 @@ def scatter_sum(idx, weights, length: int, xp):
     return out
 
 
-def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None):
+def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows=None, bins=None):
     """Mass of the classes' rows on a numeric domain: ``(n_bins, n_targets)`` float64.
 
     Class ``c`` covers distinct values ``a[c] .. b[c] - 1`` (``b > a``); its rows spread over the
@@ -294,8 +316,10 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     array over the bins, summed once). One pass of two bincounts per target value (a loop over
     target values, not classes). ``rows``: the rows before ``a`` and before ``b`` when the caller
     has them (else they are gathered from ``domain.cum``; a domain without ``cum`` needs them).
+    ``bins``: the bins of each interval's first and last value when the caller has them (then
+    ``a`` and ``b`` are not read).
     """
-    xp = xp or get_namespace(a)
+    xp = xp or get_namespace(class_target_hist)
     th = xp.asarray(class_target_hist)
     nb = domain.n_bins
     nt = th.shape[1]
@@ -304,7 +328,7 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
         return q
     cum, sc = domain.cum, domain.start_cum  # rows before every value, and before every bin
     ca, cb = (cum[a], cum[b]) if rows is None else (xp.asarray(rows[0]), xp.asarray(rows[1]))
-    ba, bb = domain.bin_of(a), domain.bin_of(b - 1)
+    ba, bb = (domain.bin_of(a), domain.bin_of(b - 1)) if bins is None else bins
     inside = ba != bb  # classes reaching over more than one bin
     s = (cb - ca).astype(xp.float64)
     # rows of the interval in its first bin (all of them when it stays in one bin) and in its last
@@ -313,8 +337,11 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
     ends = xp.concatenate([ba, bb])
     edges = xp.concatenate([xp.minimum(ba + 1, nb), bb])
     inv_s = 1.0 / xp.where(s > 0, s, 1.0)
-    fl = xp.concatenate([first, last])
     full = domain.bin_counts.astype(xp.float64)
+    if xp is np:
+        _host_interval_sums(q, th, inv_s, inside, (ends, first, last), edges, full)
+        return np.maximum(q, 0.0, out=q)
+    fl = xp.concatenate([first, last])
     for t in range(nt):  # a loop over target values
         c_t = th[:, t].astype(xp.float64) * inv_s  # the class's rows of target t per row of its interval
         c2 = xp.concatenate([c_t, c_t])
@@ -323,6 +350,26 @@ def interval_joint(a, b, domain: NumericDomain, class_target_hist, xp=None, rows
         d = scatter_sum(edges, xp.concatenate([inner, -inner]), nb + 1, xp)
         q[:, t] += xp.cumsum(d)[:nb] * full
     return xp.maximum(q, 0.0)  # the difference array's running sum leaves -1e-17 where it cancels
+
+
+def _host_interval_sums(q, th, inv_s, inside, ends_fl, edges, full) -> None:
+    """:func:`interval_joint`'s loop on the CPU: the same products and bincounts (so the same
+    bits: ``-inner`` negates zeros to ``-0.0`` as the concatenation does), written into one reused
+    buffer instead of five temporaries per target value."""
+    ends, first, last = ends_fl
+    m, nb = int(inv_s.shape[0]), int(q.shape[0])
+    w = np.empty(2 * m, dtype=np.float64)
+    for t in range(th.shape[1]):  # a loop over target values
+        c_t = th[:, t].astype(np.float64)
+        c_t *= inv_s  # the class's rows of target t per row of its interval
+        np.multiply(c_t, first, out=w[:m])
+        np.multiply(c_t, last, out=w[m:])
+        q[:, t] = np.bincount(ends, weights=w, minlength=nb)
+        w[:m] = 0.0
+        np.copyto(w[:m], c_t, where=inside)
+        np.negative(w[:m], out=w[m:])
+        d = np.bincount(edges, weights=w, minlength=nb + 1)
+        q[:, t] += np.cumsum(d)[:nb] * full
 
 
 def set_joint(set_id, sets, counts, class_target_hist, xp=None):

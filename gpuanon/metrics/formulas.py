@@ -57,9 +57,13 @@ def entropy_bits_x(counts, xp=None, rep=None):
     (``rep``: as for :func:`xlogx_sum`)."""
     xp = xp or get_namespace(counts)
     c = xp.asarray(counts)
-    n = c.sum().astype(xp.float64)
+    return entropy_bits_n(c.sum().astype(xp.float64), xlogx_sum(c, xp, rep), xp)
+
+
+def entropy_bits_n(n, xs, xp):
+    """:func:`entropy_bits_x` from the number of rows ``n`` (float64) and ``xs = sum c log2 c``."""
     safe = xp.where(n > 0, n, 1.0)
-    return xp.where(n > 0, xp.maximum(0.0, xp.log2(safe) - xlogx_sum(c, xp, rep) / safe), 0.0)
+    return xp.where(n > 0, xp.maximum(0.0, xp.log2(safe) - xs / safe), 0.0)
 
 
 def entropy_bits(counts) -> float:
@@ -203,13 +207,16 @@ def _dense_ids_64(a):
     key = a << np.uint64(32)
     key |= pos
     key.sort()
-    o1 = (key & low).astype(np.intp)  # positions by the low half
+    key &= low
+    o1 = key.view(np.int64)  # positions by the low half (below 2**32: as intp)
     key = a[o1]
     key >>= np.uint64(32)
     key <<= np.uint64(32)
     key |= pos
     key.sort()
-    order = o1[(key & low).astype(np.intp)]  # positions by the value (ties: by position)
+    key &= low
+    order = o1[key.view(np.int64)]  # positions by the value (ties: by position)
+    del key
     srt = a[order]
     new = np.empty(m, dtype=bool)
     new[0] = True

@@ -26,12 +26,24 @@ from .columns import before_stats
 from .entropy import (hierarchy_joint, interval_joint, interval_positions, set_joint, suppressed_joint,
                       uncertainty_from_joint)
 from .formulas import dense_ids, dense_ids_x, interval_entropy_at
-from .runs import device_runs_many, release_buffers, trim_heap
+from .runs import device_runs_many, release_buffers, runs, trim_heap
+from .sorted_rows import row_column_stats, row_interval_entropy, row_positions, sorted_rows
 
 
 #: rows from which the CPU hands each column's freed temporaries back to the system (a small table's
 #: are too few to matter)
 TRIM_ROWS = 1 << 20
+
+#: rows below which the CPU runs the columns one after another: at Adult's 30k rows (and 100k) the
+#: thread pool's start and hand-offs cost more CPU and wall time than the overlap saves
+SERIAL_ROWS = 1 << 17
+
+#: distinct values up to which a column's statistics are kept in ``Table.column_stats`` (and read
+#: in value space); a CPU column of more is read off its sorted rows (:mod:`gpuanon.metrics.sorted_rows`)
+CACHE_LIMIT = 1 << 16
+
+#: key types the CPU reads off the sorted rows (each key sorted with its class in 64 bits)
+SMALL_KEYS = (np.uint32, np.uint16, np.uint8)
 
 
 @dataclass
@@ -176,6 +188,8 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
 
     def column(j: int) -> ColumnSummary:
         c = table.columns[j]
+        if c.kind == "numeric" and c.name not in table.hierarchies:
+            return numeric(j, c)
         st = before_stats(table, j, tcounts, counted=counted.pop(j, None), target_rows=tc_host)
         bound = table.hierarchies.get(c.name)
         if bound is not None:
@@ -189,10 +203,25 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
             sets = lv[:, used_level].T == used[:, None]  # leaves (codes) under each used node
             return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp),
                                levels=level.astype(xp.int64), height=int(bound.hierarchy.height))
-        if c.kind == "categorical":
-            set_id, sets = category_sets(stats, j, c.n_categories)
-            return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
+        set_id, sets = category_sets(stats, j, c.n_categories)
+        return categorical(c, st, set_id, sets, lambda full: set_joint(set_id, sets, full, thist, xp))
+
+    def numeric(j: int, c) -> ColumnSummary:
         kmin, kmax = stats.key_minmax(j)
+        pos = None if positions is None else positions.get(j)
+        sr, got, bins = None, counted.pop(j, None), None
+        if xp is np and pos is None and j not in table.column_stats and table.keys[j].dtype in SMALL_KEYS:
+            srt, sr = sorted_rows(table.keys[j], CACHE_LIMIT)  # the CPU: statistics off the sorted rows
+            if sr is None:  # few values: the value-space path, its runs read off the same sort
+                vals, cnt = runs(srt, np)
+                got = (vals, cnt, np.flatnonzero(cnt > 1), None, None)
+        if sr is not None:
+            st = row_column_stats(table.keys[j], sr, table.target, max(nt, 1), tcounts)
+            ca, cb, ia, ib, ba, bb = row_positions(sr, st.domain.start_cum, kmin.astype(sr.srt.dtype),
+                                                   kmax.astype(sr.srt.dtype))
+            gt_h, pa, pb, bins = row_interval_entropy(sr, ca, cb, ia, ib), None, None, (ba, bb)
+        else:
+            st = before_stats(table, j, tcounts, counted=got, target_rows=tc_host)
         lo, hi = table.numeric_values(j, kmin), table.numeric_values(j, kmax)
         f32 = xp is np and isinstance(c.info, str)
         if f32:  # float32 values held as float32 (exactly): half the bytes; their keys are made from
@@ -200,17 +229,16 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         if xp is np and table.column_stats.get(j) is not st:  # the CPU passes the rows below: the
             st.domain.cum = None  # column-long running count of a column not kept is not needed
         # keys are order-preserving: search in key space (a missing class covers the MISSING key only)
-        pos = None if positions is None else positions.get(j)
-        if pos is None:
+        if sr is None and pos is None:
             pa, pb = interval_positions(st.vals, kmin.astype(st.vals.dtype), kmax.astype(st.vals.dtype), xp)
             gt_h, ca, cb = interval_entropy_at(st.counts, pa, pb, rows=True, rep=st.rep)
-        else:
+        elif sr is None:
             pa, pb, ca, cb, gt_h = pos
         joint_after = None
         if thist is not None and st.joint_before is not None:
             # on the CPU: no gathers from a column-long cumsum (and none exists for positions given)
             rows_ab = (ca, cb) if xp is np or pos is not None else None
-            joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab)
+            joint_after = interval_joint(pa, pb, st.domain, thist, xp, rows=rows_ab, bins=bins)
         gen_key = None if f32 else (kmin.astype(xp.uint64) << xp.uint64(32)) | kmax.astype(xp.uint64)
         # the CPU keeps the keys only (the ids, the same, are made from them when read: a class's
         # int64 less on every column held until the metrics are done)
@@ -221,8 +249,17 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
                              domain_counts=st.domain.bin_counts, joint_before=st.joint_before,
                              joint_after=joint_after, binned=st.domain.binned)
 
+    cols = run_columns(table, column)
+    n_in = int(table.n_rows)
+    return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
+
+
+def run_columns(table, column) -> list:
+    """``column(j)`` of every column: on the CPU from :data:`SERIAL_ROWS` rows in threads (NumPy's
+    sorts release the GIL), each column's freed temporaries handed back to the system before the next."""
+    xp = table.xp
     workers = int(os.environ.get("GPUANON_THREADS", 0)) or (os.cpu_count() or 1)
-    if xp is np and len(table.columns) > 1 and workers > 1:  # numpy sorts release the GIL
+    if xp is np and len(table.columns) > 1 and workers > 1 and table.n_rows >= SERIAL_ROWS:  # numpy sorts release the GIL
 
         def column_trimmed(j: int) -> ColumnSummary:
             try:
@@ -238,8 +275,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         release_buffers()
         if xp is np and table.n_rows >= TRIM_ROWS:
             trim_heap()
-    n_in = int(table.n_rows)
-    return merge_equal_classes(ClassSummary(stats.sizes, thist, cols, n_in, n_in - stats.n_kept, tcounts))
+    return cols
 
 
 def exact_widths(exact, kmin, kmax, xp):
@@ -276,7 +312,9 @@ def merge_equal_classes(summary: ClassSummary) -> ClassSummary:
         g = xp.asarray(col.generalized_ids()).astype(xp.int64)
         if col.gen_id is None and col.gen_key is not None:
             made[i] = g  # ids made from the keys: kept for the merged classes (the same ids as before)
-        if gid is None:
+        if gid is None and xp is np and col.kind == "numeric" and col.gen_id is None and g.shape[0]:
+            gid, n_ec = g, g.max() + 1  # ids just made by a dense ranking: already dense
+        elif gid is None:
             gid, n_ec = dense_ids_x(g)
         else:
             gid, n_ec = dense_ids_x(gid * (g.max() + 1) + g)
