@@ -20,6 +20,7 @@ from ..table.cells import category_sets, cell_key, hierarchy_node_members, parse
 from ..errors import InputError, shown
 from ..release.verify import splitmix64
 from ..table.exact import float_values
+from ..table.values import factorize
 
 
 @dataclass
@@ -161,9 +162,9 @@ def _is_numeric(s: pd.Series) -> bool:
 def _categorical(name: str, rel: pd.Series, points: list, hierarchy) -> tuple[Column, np.ndarray, list]:
     """The column, the release's cell ids and each point table's category codes."""
     both = pd.concat([p.astype(object) for p in points], ignore_index=True)
-    codes_all, cats = pd.factorize(both, use_na_sentinel=False)
+    codes_all, cats = factorize(both, use_na_sentinel=False)  # pandas' codes, repeated objects hashed once
     index = {cell_key(v): i for i, v in enumerate(cats)}
-    rcodes, rcells = pd.factorize(rel.astype(object), use_na_sentinel=False)
+    rcodes, rcells = factorize(rel.astype(object), use_na_sentinel=False)
     try:
         sets = category_sets(list(rcells), index, hierarchy_node_members(hierarchy, index), name, add_unknown=True)
     except ValueError as exc:
