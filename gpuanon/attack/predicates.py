@@ -19,6 +19,7 @@ import numpy as np
 
 from . import pairs as pair_index
 from .bitsets import sample_counts
+from .cells import same_cells
 
 #: cells of one (predicates x rows) block
 BLOCK = 1 << 22
@@ -394,7 +395,7 @@ def row_index(columns, table, rows=None) -> _Index:
         source = ix.source() if ix is not None else None
         same = source is not None and len(ix.cols) == len(columns) and all(
             a is b for a, b in zip(ix.cols, columns))  # the same encoding's columns (their categories)
-        if not same or not pair_index.same_cells(columns, table, source):
+        if not same or not same_cells(columns, table, source):
             ix = _index(columns, table, rows)
             ix.rows, ix.source, ix.cols = rows, weakref.ref(table), list(columns)
             _SHARED[key] = ix
