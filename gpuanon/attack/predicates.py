@@ -21,8 +21,9 @@ from . import pairs as pair_index
 from .bitsets import sample_counts
 from .cells import same_cells
 
-#: cells of one (predicates x rows) block
-BLOCK = 1 << 22
+#: (predicate, row) pairs checked at once (:func:`_pair_matches`; 8 MB per int64 array: measured 8-14 % faster than
+#: 4M pairs on the checks of a 1M-row release's singling out)
+BLOCK = 1 << 20
 #: rows of the first look (bit sets, :mod:`.bitsets`) that drops the predicates matching two of them
 SAMPLE = 1024
 #: candidates per predicate in the first round of exact counting (each round takes four times more)
