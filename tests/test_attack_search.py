@@ -74,6 +74,25 @@ def test_distinct_rows_by_hash_are_numpys_first_rows(seed, collide, monkeypatch)
         assert cells.unique_rows(t, e.columns) is got  # once per table and columns
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_distinct_rows_taken_from_an_equal_table_only(seed):
+    """unique_rows(t, like=u) takes u's distinct rows only when u holds t's cells bit for bit (a raw release of
+    the original); otherwise t's own, either way np.unique's first positions over t's cells."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.integers(0, 3, 80).astype(float), "b": rng.choice(["x", "y"], 80)})
+    df.loc[rng.random(80) < 0.1, "a"] = np.nan
+    other = df.copy()
+    other.loc[0, "b"] = "y" if other.loc[0, "b"] == "x" else "x"  # one cell differs
+    for rel, shared in ((df.copy(), True), (other, False)):
+        e = cells.encode(rel, df, None, ["a", "b"])
+        mine = cells.unique_rows(e.release, e.columns)
+        got = cells.unique_rows(e.original, e.columns, like=e.release)
+        key = np.column_stack([np.where(np.isnan(e.original.lo["a"]), np.inf, e.original.lo["a"]),
+                               e.original.cell["b"]])
+        assert np.array_equal(got, np.sort(np.unique(key, axis=0, return_index=True)[1]))
+        assert (got is mine) == shared
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_pruned_nearest_row_is_the_brute_force_first_nearest(seed, monkeypatch):
     monkeypatch.setattr(search, "PAIRS", 7)  # several chunks

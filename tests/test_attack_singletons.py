@@ -128,3 +128,25 @@ def test_sort_words_sort_as_lexsort_and_give_back_each_code(bits):
     for j, (k, shift, nb) in where.items():
         got = (words[k] >> np.uint64(shift)) & np.uint64((1 << nb) - 1)
         assert np.array_equal(got, codes[j].astype(np.uint64))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # inf - inf in the index's cell widths
+@pytest.mark.parametrize("seed", range(4))
+def test_point_bins_from_the_row_index_are_np_uniques(seed):
+    """A point column's distinct finite values read off the release's row index (sorted) give the same bins as
+    np.unique over the rows: ties, missing, infinite and signed zero values, duplicate rows."""
+    from gpuanon.attack.predicates import row_index
+    rng = np.random.default_rng(seed)
+    n = 200
+    v = rng.choice([-0.0, 0.0, 1.5, 2.0, np.inf, -np.inf, np.nan, 7.0], n)
+    df = pd.DataFrame({"v": v, "w": rng.integers(0, 50, n).astype(float), "b": rng.choice(["x", "y"], n)})
+    e = cells.encode(df, df, None, ["v", "w", "b"])
+    rows = cells.unique_rows(e.release, e.columns)
+    if seed % 2:
+        rows = np.concatenate([rows, rows[:7]])
+    med = singletons.medians(e, rows)
+    plain = singletons._axes(e, rows, med)
+    fast = singletons._axes(e, rows, med, row_index(e.columns, e.release, rows))
+    for a, b in zip(plain, fast):
+        if isinstance(a, singletons._Numeric):
+            assert a.fine == b.fine and np.array_equal(a.lo, b.lo) and np.array_equal(a.hi, b.hi)

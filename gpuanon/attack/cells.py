@@ -20,6 +20,7 @@ from ..table.cells import category_sets, cell_key, hierarchy_node_members, parse
 from ..errors import InputError, shown
 from ..release.verify import splitmix64
 from ..table.exact import float_values
+from ..table.values import factorize
 
 
 @dataclass
@@ -161,9 +162,9 @@ def _is_numeric(s: pd.Series) -> bool:
 def _categorical(name: str, rel: pd.Series, points: list, hierarchy) -> tuple[Column, np.ndarray, list]:
     """The column, the release's cell ids and each point table's category codes."""
     both = pd.concat([p.astype(object) for p in points], ignore_index=True)
-    codes_all, cats = pd.factorize(both, use_na_sentinel=False)
+    codes_all, cats = factorize(both, use_na_sentinel=False)  # pandas' codes, repeated objects hashed once
     index = {cell_key(v): i for i, v in enumerate(cats)}
-    rcodes, rcells = pd.factorize(rel.astype(object), use_na_sentinel=False)
+    rcodes, rcells = factorize(rel.astype(object), use_na_sentinel=False)
     try:
         sets = category_sets(list(rcells), index, hierarchy_node_members(hierarchy, index), name, add_unknown=True)
     except ValueError as exc:
@@ -227,13 +228,32 @@ def encode(release: pd.DataFrame, original: pd.DataFrame, control: pd.DataFrame 
     return Encoded(cols, rel_t, ori_t, con_t)
 
 
-def unique_rows(t: Table, columns) -> np.ndarray:
+def unique_rows(t: Table, columns, like: Table | None = None) -> np.ndarray:
     """Positions of the first of each set of equal rows, in table order (anonymeter drops duplicates);
-    computed once per table and column list."""
+    computed once per table and column list, or taken from ``like`` when it holds the same cells (e.g. a
+    release that is the original, unchanged)."""
     memo_key = ("unique_rows", tuple(c.name for c in columns))
     if memo_key not in t.memo:
-        t.memo[memo_key] = _first_of_equal(t, columns)
+        shared = like is not None and memo_key in like.memo and same_cells(columns, t, like)
+        t.memo[memo_key] = like.memo[memo_key] if shared else _first_of_equal(t, columns)
     return t.memo[memo_key]
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint8)
+
+
+def same_cells(columns, t, u) -> bool:
+    """Whether tables ``t`` and ``u`` hold bit for bit the same cells in ``columns``."""
+    if t.n != u.n:
+        return False
+    for c in columns:  # a loop over columns
+        pairs = [(t.cell[c.name], u.cell[c.name])] if c.kind != "numeric" else \
+            [(t.lo[c.name], u.lo[c.name]), (t.hi[c.name], u.hi[c.name])]
+        for x, y in pairs:  # at most two arrays per column
+            if x is not y and (x.dtype != y.dtype or not np.array_equal(_bits(x), _bits(y))):
+                return False
+    return True
 
 
 def _fields(t: Table, columns) -> list:

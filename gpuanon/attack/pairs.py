@@ -180,20 +180,3 @@ def gather(perm: list, st, lb, first) -> np.ndarray:
             rel = st[e0:e1] - k[e0] * n - first[e0:e1]
             rows[p0:p1] = perm[k[e0]][np.repeat(rel, lb[e0:e1]) + np.arange(p0, p1)]
     return rows
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x).view(np.uint8)
-
-
-def same_cells(columns, t, u) -> bool:
-    """Whether tables ``t`` and ``u`` hold bit for bit the same cells in ``columns``."""
-    if t.n != u.n:
-        return False
-    for c in columns:  # a loop over columns
-        pairs = [(t.cell[c.name], u.cell[c.name])] if c.kind != "numeric" else \
-            [(t.lo[c.name], u.lo[c.name]), (t.hi[c.name], u.hi[c.name])]
-        for x, y in pairs:  # at most two arrays per column
-            if x is not y and (x.dtype != y.dtype or not np.array_equal(_bits(x), _bits(y))):
-                return False
-    return True

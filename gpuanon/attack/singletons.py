@@ -84,9 +84,12 @@ class _Numeric:
 
     kind = "numeric"
 
-    def __init__(self, lo, hi, median):
+    def __init__(self, lo, hi, median, sorted_lo=None):
         points = lo is hi or np.array_equal(lo, hi, equal_nan=True)  # raw values: each end found once
-        vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
+        if points and sorted_lo is not None:  # the finite values already sorted (a row index): their distinct ones
+            vals = sorted_lo[np.concatenate([[True], sorted_lo[1:] != sorted_lo[:-1]])] if len(sorted_lo) else sorted_lo
+        else:
+            vals = np.unique(lo[np.isfinite(lo)] if points else np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
         miss, star = np.isnan(lo), np.isinf(lo) & np.isinf(hi)
         self.lo = np.where(miss, 0, _bin_of(vals, lo))
         self.hi = self.lo if points else np.where(miss, 0, _bin_of(vals, hi))
@@ -144,14 +147,15 @@ class _Numeric:
         return lv
 
 
-def _axes(e, rows, medians: dict) -> list:
-    """Per column: a :class:`_Numeric`, or a categorical column's cells over ``rows`` (dict)."""
+def _axes(e, rows, medians: dict, ix=None) -> list:
+    """Per column: a :class:`_Numeric`, or a categorical column's cells over ``rows`` (dict); ``ix``: the release's
+    row index over ``rows`` (:func:`row_index`), whose sorted bounded ``lo`` are a point column's finite values."""
     out = []
     for c in e.columns:  # a loop over columns
         if c.kind == "numeric":
             lo = e.release.lo[c.name][rows]  # a point column's one array kept one (its bins found once)
             hi = lo if e.release.hi[c.name] is e.release.lo[c.name] else e.release.hi[c.name][rows]
-            out.append(_Numeric(lo, hi, medians[c.name]))
+            out.append(_Numeric(lo, hi, medians[c.name], None if ix is None else ix.key[c.name]))
         else:
             cell = e.release.cell[c.name][rows]
             out.append({"kind": "categorical", "size": c.n_cats + len(c.sets), "cell": cell,
@@ -391,7 +395,8 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     positions in ``rows`` and the sets as a bool ``(pairs, columns)`` matrix. ``rng`` draws the samples of
     match_counts (the pairs do not depend on it)."""
     cols = e.columns
-    ax = _axes(e, rows, medians)
+    ix = row_index(cols, e.release, rows)
+    ax = _axes(e, rows, medians, ix)
     n = len(rows)
     bits = _partner_bits(ax, n) if n > 1 else [np.zeros(n, dtype=np.uint8) for _ in ax]
     budget = min(BUDGET, max(BUDGET_MIN, n))  # cells beyond the rows cost more than the rows they rule out
@@ -413,7 +418,6 @@ def successes(e, rows, n_cols: int, medians: dict, rng) -> tuple[np.ndarray, np.
     for s, S in enumerate(sets):  # a loop over column sets
         member[s, list(S)] = True
     ok = np.zeros(len(cand_row), dtype=bool)
-    ix = row_index(cols, e.release, rows)
     for start in range(0, len(cand_row), VERIFY_BATCH):  # batches of candidates, counted exactly
         sl = slice(start, start + VERIFY_BATCH)
         q = from_records(e, rows[cand_row[sl]], member[cand_set[sl]], medians)

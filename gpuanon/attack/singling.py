@@ -272,7 +272,7 @@ def singling_out(e: Encoded, n_attacks: int, mode: str = "multivariate", n_cols:
     rng = np.random.default_rng(seed)
     count = match_counts if dev is None else partial(device_match.match_counts, dev)
     rrow = unique_rows(e.release, e.columns)
-    orow = unique_rows(e.original, e.columns)
+    orow = unique_rows(e.original, e.columns, like=e.release)
     q, exhausted = generate(e, rrow, n_attacks, mode, n_cols, rng)
     win = count(q, e.columns, e.original, rng, orow) == 1
     base = random_predicates(e, rrow, n_attacks, 1 if mode == "univariate" else min(n_cols, len(e.columns)), rng)
