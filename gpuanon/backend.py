@@ -321,21 +321,18 @@ def gpu_usable() -> bool:
 @lru_cache(maxsize=1)
 def host_sort_is_slow() -> bool:
     """Whether NumPy sorts 32- and 64-bit keys on this host with x86-simd-sort's AVX-512 path on an
-    AMD Zen 4 core (family 25 with AVX-512), whose compress-store to memory is microcoded: about 40 ns
-    a uint32 key at 10.5M rows against about 5 on its AVX2 path (``NPY_DISABLE_CPU_FEATURES``, set
-    before NumPy is imported, selects that). A CPU formulation that trades a sort for passes over the
-    rows pays off only here. False when unknown."""
+    AMD Zen 4 core (:func:`gpuanon.cpu.amd_zen4`), whose compress-store to memory is microcoded: about
+    40 ns a uint32 key at 10.5M rows against about 5 on its AVX2 path (the ``gpuanon`` command selects
+    that path there, :func:`gpuanon.cpu.prefer_avx2_sort`; a process that imported NumPy first keeps
+    AVX-512). A CPU formulation that trades a sort for passes over the rows pays off only here.
+    False when unknown."""
+    from .cpu import amd_zen4
+
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as feats
-        if not feats.get("AVX512_SKX"):
-            return False
-        with open("/proc/cpuinfo") as f:
-            head = f.read(4096)
-    except (ImportError, OSError):
+    except ImportError:
         return False
-    fields = dict(line.split(":", 1) for line in head.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
-    return fields.get("vendor_id") == "AuthenticAMD" and fields.get("cpu family") == "25"
+    return bool(feats.get("AVX512_SKX")) and amd_zen4()
 
 
 def is_device_frame(obj: Any) -> bool:
