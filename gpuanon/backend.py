@@ -318,23 +318,6 @@ def gpu_usable() -> bool:
 # cuDF frames: read, built and written on the device; every trip to the host counted
 # ---------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=1)
-def host_sort_is_slow() -> bool:
-    """Whether NumPy sorts 32- and 64-bit keys on this host with x86-simd-sort's AVX-512 path on an
-    AMD Zen 4 core (:func:`gpuanon.cpu.amd_zen4`), whose compress-store to memory is microcoded: about
-    40 ns a uint32 key at 10.5M rows against about 5 on its AVX2 path (the ``gpuanon`` command selects
-    that path there, :func:`gpuanon.cpu.prefer_avx2_sort`; a process that imported NumPy first keeps
-    AVX-512). A CPU formulation that trades a sort for passes over the rows pays off only here.
-    False when unknown."""
-    from .cpu import amd_zen4
-
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as feats
-    except ImportError:
-        return False
-    return bool(feats.get("AVX512_SKX")) and amd_zen4()
-
-
 def is_device_frame(obj: Any) -> bool:
     """True for a cuDF DataFrame or Series (without importing cuDF), or the tests' cuDF double's."""
     return type(obj).__module__.split(".")[0] in ("cudf", "cudf_double")

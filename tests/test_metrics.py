@@ -727,7 +727,7 @@ def test_sorted_by_target_is_the_sort():
 
 @pytest.mark.parametrize("n_targets", [3, 2])
 def test_sorted_rows_split_by_target_same_metrics(n_targets, monkeypatch):
-    # where NumPy's sort is slow (backend.host_sort_is_slow) the sorted-rows path sorts each target
+    # where NumPy's sort is slow (gpuanon.cpu.host_sort_is_slow) the sorted-rows path sorts each target
     # value's rows and merges them; elsewhere it sorts the column and the target's rows again: the
     # same summary arrays and metrics either way, whichever this host takes
     import gpuanon.metrics.sorted_rows as sorted_rows_mod

@@ -20,7 +20,8 @@ import numpy as np
 
 from kernels.keys import MISSING
 
-from ..backend import host_sort_is_slow, to_scalar
+from ..backend import to_scalar
+from ..cpu import host_sort_is_slow
 
 from .columns import ColumnStats, finalize_column_stats
 from .entropy import N_BINS, NumericDomain
@@ -45,7 +46,7 @@ def sorted_rows(key_col, min_values: int, target=None, nt: int = 1):
     path is the cheaper, and its runs are read off the same sort).
 
     With a ``target`` of ``nt > 1`` values, where NumPy's sort is slow
-    (:func:`~gpuanon.backend.host_sort_is_slow`), the rows of each target value are sorted and the
+    (:func:`~gpuanon.cpu.host_sort_is_slow`), the rows of each target value are sorted and the
     column merged from them (:func:`~gpuanon.metrics.runs.sorted_by_target`; at 10.5M x 28 about
     4.8 CPU s less there, 12 %): :func:`row_column_stats` searches them, so no row is sorted twice.
     Where the sort is fast the merge and the extra pass cost more than the half sort saved (a third
