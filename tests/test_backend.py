@@ -120,3 +120,27 @@ def test_frames_on_a_machine_without_cudf():
     if B.cudf_module() is None:
         with pytest.raises(BackendError, match="cuDF is not usable"):
             B.frame_to_device(df)
+
+
+def test_command_prefers_numpy_avx2_sort_on_zen4():
+    # the `gpuanon` command, before NumPy is imported, selects NumPy's AVX2 paths on AMD Zen 4 (its
+    # AVX-512 sort is microcoded there: gpuanon.cpu) and nowhere else; a variable the user set stays
+    import os
+    import subprocess
+    import sys
+
+    from gpuanon.cpu import AVX512_FEATURES, amd_zen4
+
+    code = ("import os, sys\nfrom gpuanon.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+            "    pass\nimport numpy\nfrom numpy._core._multiarray_umath import __cpu_features__ as f\n"
+            "print(repr(os.environ.get('NPY_DISABLE_CPU_FEATURES')), bool(f.get('AVX512F')), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
+    for given in (None, ""):
+        if given is not None:
+            env["NPY_DISABLE_CPU_FEATURES"] = given
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        value, avx512 = r.stderr.strip().splitlines()[-1].rsplit(" ", 1)
+        if given is None and amd_zen4():
+            assert value == repr(AVX512_FEATURES) and avx512 == "False", r.stderr
+        else:
+            assert value == repr(given), r.stderr

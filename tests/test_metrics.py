@@ -709,6 +709,52 @@ def _many_values_frame(n=1500, seed=3):
     return pd.DataFrame({"a": a, "b": b, "c": c, "d": d, "y": rng.choice(["p", "q", "r"], n)})
 
 
+def test_sorted_by_target_is_the_sort():
+    # the rows of each target value sorted, and the column merged from them: np.sort's keys (a
+    # target code outside 0 .. nt - 1: the column sorted whole)
+    from gpuanon.metrics.runs import release_buffers, sorted_by_target
+
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 1000, 5000).astype(np.uint32)  # many repeats
+    target = rng.integers(0, 3, 5000).astype(np.int32)
+    for nt, tg in ((3, target), (2, np.minimum(target, 1)), (2, target)):
+        srt, parts = sorted_by_target(keys, tg, nt)
+        assert np.array_equal(srt, np.sort(keys))
+        for t in range(nt):
+            assert np.array_equal(parts[t], np.sort(keys[tg == t]))
+    release_buffers()
+
+
+@pytest.mark.parametrize("n_targets", [3, 2])
+def test_sorted_rows_split_by_target_same_metrics(n_targets, monkeypatch):
+    # where NumPy's sort is slow (gpuanon.cpu.host_sort_is_slow) the sorted-rows path sorts each target
+    # value's rows and merges them; elsewhere it sorts the column and the target's rows again: the
+    # same summary arrays and metrics either way, whichever this host takes
+    import gpuanon.metrics.sorted_rows as sorted_rows_mod
+    import gpuanon.metrics.summary as summary_mod
+
+    df = _many_values_frame()
+    if n_targets == 2:
+        df["y"] = df["y"].replace("r", "q")
+    m = Mondrian(k=4, quasi_identifiers=["a", "b", "c", "d"], target="y", output_format="minmax",
+                 backend="cpu", progress=False, max_suppression=0.5)
+    m.fit(df)
+    monkeypatch.setattr(summary_mod, "CACHE_LIMIT", 0)
+    got = []
+    for slow in (True, False):
+        monkeypatch.setattr(sorted_rows_mod, "host_sort_is_slow", lambda slow=slow: slow)
+        m.table_.column_stats.clear()
+        s = summary_from_labels(m.table_, m.labels_)
+        got.append((s, compute_metrics(s, k=4)))
+    assert got[0][1] == got[1][1]
+    for c0, c1 in zip(got[0][0].columns, got[1][0].columns):
+        for f in ("lo", "hi", "gt_h", "u_before", "h_bits", "domain_counts", "joint_before", "joint_after"):
+            x, y = getattr(c0, f), getattr(c1, f)
+            assert (x is None) == (y is None), (c0.name, f)
+            if x is not None:
+                assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), (c0.name, f)
+
+
 @pytest.mark.parametrize("fmt", ["range", "minmax"])
 @pytest.mark.parametrize("n_targets", [3, 2, 0])
 def test_sorted_rows_path_equals_value_path(fmt, n_targets, monkeypatch):
@@ -727,8 +773,8 @@ def test_sorted_rows_path_equals_value_path(fmt, n_targets, monkeypatch):
     taken = []
     real = summary_mod.sorted_rows
 
-    def spy(keys, limit):
-        srt, sr = real(keys, limit)
+    def spy(keys, limit, *a):
+        srt, sr = real(keys, limit, *a)
         taken.append(sr is not None)
         return srt, sr
 

@@ -85,6 +85,31 @@ def sorted_copy(a, xp, slot: int, mask=None):
     return out
 
 
+def sorted_by_target(a, target, nt: int):
+    """On the CPU: ``(sorted a, [sorted a[target == t] for t in 0 .. nt - 1])``, the sorted rows of
+    each target value (views of this thread's sort buffers: slot ``nt`` for target 0, slot ``t``
+    for the others, as :func:`~gpuanon.metrics.columns.value_target_chunk` uses them) and the whole
+    column merged from them (slot 0: their concatenation sorted by NumPy's stable sort, a merge of
+    ``nt`` sorted runs). One sort of every row instead of the column's and its target values' again.
+    The same sorted keys: a sort of values has one result. Target codes outside ``0 .. nt - 1``:
+    the column sorted whole."""
+    parts = [sorted_copy(a, np, nt if t == 0 else t, target == t) for t in range(nt)]
+    n = int(a.shape[0])
+    if sum(int(p.shape[0]) for p in parts) != n:
+        return sorted_copy(a, np, 0), parts
+    bufs = _TLS.__dict__.setdefault("bufs", {})
+    buf = bufs.get(0)
+    if buf is None or buf.shape[0] < n or buf.dtype != a.dtype:
+        buf = bufs[0] = None
+        buf = bufs[0] = np.empty(n, dtype=a.dtype)
+    out, at = buf[:n], 0
+    for p in parts:  # a loop over target values
+        out[at:at + p.shape[0]] = p
+        at += p.shape[0]
+    out.sort(kind="stable")  # runs of sorted keys merged (timsort finds the runs)
+    return out, parts
+
+
 def release_buffers() -> None:
     """Free this thread's sort buffers."""
     _TLS.__dict__.pop("bufs", None)

@@ -211,7 +211,7 @@ def summary_from_labels(table, labels, n_classes: int | None = None, stats=None,
         pos = None if positions is None else positions.get(j)
         sr, got, bins = None, counted.pop(j, None), None
         if xp is np and pos is None and j not in table.column_stats and table.keys[j].dtype in SMALL_KEYS:
-            srt, sr = sorted_rows(table.keys[j], CACHE_LIMIT)  # the CPU: statistics off the sorted rows
+            srt, sr = sorted_rows(table.keys[j], CACHE_LIMIT, table.target, nt)  # the CPU: statistics off the sorted rows
             if sr is None:  # few values: the value-space path, its runs read off the same sort
                 vals, cnt = runs(srt, np)
                 got = (vals, cnt, np.flatnonzero(cnt > 1), None, None)
