@@ -13,8 +13,10 @@ import os
 import sys
 from functools import lru_cache
 
-#: NumPy's AVX-512 dispatch targets (NumPy 2.0 - 2.3 names); AVX2 stays
-AVX512_FEATURES = "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL"
+#: NumPy's AVX-512 dispatch targets: NumPy 2.0 - 2.3's names, then 2.4's (X86_V4 and above; its sorts dispatch
+#: X86_V4 or X86_V3). AVX2 stays. NumPy ignores a name it does not dispatch (an ImportWarning, hidden by default);
+#: one in its baseline (a build for AVX-512 machines only) makes it refuse to import, see :func:`refused`.
+AVX512_FEATURES = "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4"
 
 
 def amd_zen4(cpuinfo: str | None = None) -> bool:
@@ -48,7 +50,7 @@ def prefer_avx2_sort(environ=None, cpuinfo: str | None = None, numpy_loaded: boo
 
     >>> env = {}
     >>> prefer_avx2_sort(env, "vendor_id : AuthenticAMD\\ncpu family : 25\\nflags : avx512f", False), env
-    (True, {'NPY_DISABLE_CPU_FEATURES': 'AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL'})
+    (True, {'NPY_DISABLE_CPU_FEATURES': 'AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4'})
     >>> prefer_avx2_sort({"NPY_DISABLE_CPU_FEATURES": ""}, "vendor_id : AuthenticAMD\\ncpu family : 25\\nflags : avx512f", False)
     False
     """
@@ -72,3 +74,16 @@ def host_sort_is_slow() -> bool:
     core = sys.modules.get("numpy._core._multiarray_umath")
     features = getattr(core, "__cpu_features__", None) or {}
     return bool(features.get("AVX512_SKX")) and amd_zen4()
+
+
+def refused(exc: BaseException) -> str | None:
+    """The one-line error for NumPy refusing ``NPY_DISABLE_CPU_FEATURES`` at import (it raises a
+    ``RuntimeError`` naming the variable when a listed feature is in its build's baseline), else None."""
+    text = str(exc)
+    if not isinstance(exc, RuntimeError) or "NPY_DISABLE_CPU_FEATURES" not in text:
+        return None
+    ours = os.environ.get("NPY_DISABLE_CPU_FEATURES") == AVX512_FEATURES
+    detail = " ".join(text.split())
+    fix = ("this NumPy is built for AVX-512 machines only: run with NPY_DISABLE_CPU_FEATURES= (empty) to keep its "
+           "paths" if ours else "list only features NumPy dispatches, or leave NPY_DISABLE_CPU_FEATURES empty")
+    return f"NumPy refused NPY_DISABLE_CPU_FEATURES ({detail}); {fix}"

@@ -144,3 +144,23 @@ def test_command_prefers_numpy_avx2_sort_on_zen4():
             assert value == repr(AVX512_FEATURES) and avx512 == "False", r.stderr
         else:
             assert value == repr(given), r.stderr
+
+
+def test_numpy_refusing_the_cpu_features_is_one_line():
+    # NumPy refuses to import when NPY_DISABLE_CPU_FEATURES names a feature of its baseline (SSE2 in every
+    # x86-64 build): the command says so in one line with the fix, no traceback
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 feature names")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
+    env["NPY_DISABLE_CPU_FEATURES"] = "SSE2"
+    code = "import sys\nfrom gpuanon.cli import main\nsys.exit(main(['risk', '--dataset', 'adult', '--qi', 'age']))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuanon: error: NumPy refused NPY_DISABLE_CPU_FEATURES"), r.stderr
+    assert "Traceback" not in r.stderr and "SSE2" in lines[0]

@@ -24,7 +24,7 @@ import warnings
 
 from . import anonymize, attack, check, evaluate, federate, hierarchy, perturb, risk, sweep
 from .. import __version__
-from ..cpu import prefer_avx2_sort
+from ..cpu import prefer_avx2_sort, refused
 from ..errors import GpuanonError
 from .anonymize import summary_line
 from .common import log, refuse_overwriting_inputs, setup_logging
@@ -111,6 +111,12 @@ def _main(argv=None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("gpuanon: interrupted\n")
         return 130
+    except RuntimeError as exc:  # NumPy refusing the CPU features the command or the user chose (gpuanon.cpu)
+        line = refused(exc)
+        if line is None:
+            raise
+        sys.stderr.write(f"gpuanon: error: {line}\n")
+        return 2
 
 
 if __name__ == "__main__":
