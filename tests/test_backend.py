@@ -129,7 +129,7 @@ def test_command_prefers_numpy_avx2_sort_on_zen4():
     import subprocess
     import sys
 
-    from gpuanon.cpu import AVX512_FEATURES, amd_zen4
+    from gpuanon.cpu import amd_zen4, avx512_features, numpy_version
 
     code = ("import os, sys\nfrom gpuanon.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
             "    pass\nimport numpy\nfrom numpy._core._multiarray_umath import __cpu_features__ as f\n"
@@ -138,10 +138,12 @@ def test_command_prefers_numpy_avx2_sort_on_zen4():
     for given in (None, ""):
         if given is not None:
             env["NPY_DISABLE_CPU_FEATURES"] = given
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        # -W error: a feature name this NumPy does not dispatch would be an ImportWarning, so an error here
+        r = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
         value, avx512 = r.stderr.strip().splitlines()[-1].rsplit(" ", 1)
         if given is None and amd_zen4():
-            assert value == repr(AVX512_FEATURES) and avx512 == "False", r.stderr
+            assert value == repr(avx512_features(numpy_version())) and avx512 == "False", r.stderr
         else:
             assert value == repr(given), r.stderr
 
@@ -164,3 +166,24 @@ def test_numpy_refusing_the_cpu_features_is_one_line():
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpuanon: error: NumPy refused NPY_DISABLE_CPU_FEATURES"), r.stderr
     assert "Traceback" not in r.stderr and "SSE2" in lines[0]
+
+
+def test_avx512_feature_names_are_the_installed_numpys():
+    # every name the command would set is one this NumPy dispatches (else an ImportWarning: an error under -W error)
+    import numpy as np
+
+    from gpuanon.cpu import avx512_features, numpy_version
+
+    assert numpy_version() == tuple(int(p) for p in np.__version__.split(".")[:2])
+    names = avx512_features(numpy_version())
+    if names is None or platform_machine() not in ("x86_64", "AMD64"):
+        pytest.skip("not an x86-64 NumPy 2")
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    assert set(names.split()) <= set(__cpu_dispatch__), (names, __cpu_dispatch__)
+
+
+def platform_machine() -> str:
+    import platform
+
+    return platform.machine()
